@@ -1,0 +1,40 @@
+# LM Warden — the two commands an operator needs:
+#   make demo   set everything up and run the warden on a simulated vLLM fleet
+#   make test   set everything up, build with sanitizers and run every test
+.PHONY: all bootstrap build build-dev test test-tsan demo clean format
+
+JOBS ?= 2
+export CCACHE_DIR ?= $(HOME)/.cache/ccache
+
+all: build
+
+bootstrap:
+	@bash scripts/bootstrap.sh
+
+# Optimised binary at build/lmwarden.
+build: bootstrap
+	@cmake --preset release >/dev/null
+	@cmake --build --preset release -j $(JOBS)
+	@ln -sf release/lmwarden build/lmwarden
+
+build-dev: bootstrap
+	@cmake --preset dev >/dev/null
+	@cmake --build --preset dev -j $(JOBS)
+
+# Unit and integration suites under ASan + UBSan.
+test: build-dev
+	@ctest --preset dev -j $(JOBS)
+
+test-tsan: bootstrap
+	@cmake --preset tsan >/dev/null
+	@cmake --build --preset tsan -j $(JOBS)
+	@ctest --preset tsan -L integration -j $(JOBS)
+
+demo: build
+	@bash scripts/demo.sh
+
+format:
+	@git ls-files '*.h' '*.cpp' | xargs clang-format -i
+
+clean:
+	rm -rf build

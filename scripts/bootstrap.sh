@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs what LM Warden needs to build, test and run its demo on Debian 12.
+# Idempotent: packages already present are left alone, and apt is only called
+# when something is missing. Run as root (or with sudo available).
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build ccache pkg-config git
+  libboost1.81-dev            # Asio + Beast (header-only parts)
+  libsimdjson-dev             # request body scanning (on-demand)
+  nlohmann-json3-dev          # JSON built by the control plane and simulator
+  libyaml-cpp-dev             # configuration
+  libspdlog-dev libfmt-dev    # logging and formatting
+  libcli11-dev                # command line
+  libgtest-dev libgmock-dev   # unit and integration tests
+  libbenchmark-dev            # micro-benchmarks
+  curl                        # used by the demo and by integration scripts
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+  echo "bootstrap: installing ${missing[*]}"
+  sudo_cmd=()
+  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -qq
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "bootstrap: all packages present"
+fi

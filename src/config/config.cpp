@@ -1,0 +1,50 @@
+#include "config/config.h"
+
+#include <numeric>
+
+namespace lmwarden::config {
+
+std::string SessionSource::label() const {
+  switch (kind) {
+    case Kind::kHeader:
+      return "header:" + name;
+    case Kind::kBody:
+      return "body:" + name;
+    case Kind::kClaudeUserId:
+      return "claude-user-id";
+  }
+  return name;
+}
+
+std::vector<SessionSource> default_session_sources() {
+  using K = SessionSource::Kind;
+  return {
+      {K::kHeader, "x-claude-code-session-id"},
+      {K::kClaudeUserId, "metadata.user_id"},
+      {K::kHeader, "session-id"},
+      {K::kHeader, "thread-id"},
+      {K::kHeader, "session_id"},
+      {K::kHeader, "conversation_id"},
+      {K::kHeader, "x-session-id"},
+      {K::kHeader, "x-session-affinity"},
+      {K::kHeader, "x-opencode-session"},
+      {K::kBody, "prompt_cache_key"},
+      {K::kBody, "client_metadata.session_id"},
+  };
+}
+
+int ModelConfig::replica_count() const {
+  return std::accumulate(backends.begin(), backends.end(), 0,
+                         [](int n, const BackendConfig& b) { return n + b.data_parallel_size; });
+}
+
+const ModelConfig* Config::find_model(std::string_view name_or_alias) const {
+  for (const auto& m : models) {
+    if (m.name == name_or_alias) return &m;
+    for (const auto& a : m.aliases)
+      if (a == name_or_alias) return &m;
+  }
+  return nullptr;
+}
+
+}  // namespace lmwarden::config

@@ -1,0 +1,111 @@
+// The warden's configuration, as validated values. Loading and validation live
+// in config_loader.h; everything else reads these structs and never re-checks.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace lmwarden::config {
+
+using Seconds = std::chrono::seconds;
+using Millis = std::chrono::milliseconds;
+
+// Spill threshold used when a model says `spill_threshold: auto`.
+inline constexpr int kAutoSpillThreshold = 8;
+
+// Where a conversation id can come from (DESIGN §4). Header sources match the
+// header name case-insensitively; body sources name a dotted JSON path.
+struct SessionSource {
+  enum class Kind {
+    kHeader,          // a request header, value used as is
+    kBody,            // a JSON string at a dotted path in the body
+    kClaudeUserId,    // body metadata.user_id, decoded as Claude Code writes it
+  };
+  Kind kind = Kind::kHeader;
+  std::string name;  // header name, or dotted body path
+
+  // The spelling used in config files and logs: "header:session-id",
+  // "body:prompt_cache_key", "claude-user-id".
+  std::string label() const;
+  bool operator==(const SessionSource&) const = default;
+};
+
+// The default, ordered list of DESIGN §4 (items 2–6).
+std::vector<SessionSource> default_session_sources();
+
+// One upstream server: a vLLM OpenAI-compatible server (or the simulator).
+struct BackendConfig {
+  std::string url;   // as written, e.g. http://127.0.0.1:8000
+  std::string host;  // parsed from url
+  std::uint16_t port = 80;
+  std::string base_path;  // path prefix from url, "" when none (no trailing '/')
+  int data_parallel_size = 1;
+  // Name of an environment variable with an API key to send upstream as
+  // `Authorization: Bearer …` instead of the client's own credentials.
+  std::optional<std::string> api_key_env;
+};
+
+// Weights of the "least loaded" score (see core/load_score.h):
+//   score = in_flight_weight * in_flight
+//         + kv_weight        * kv_used            (0..1, 0 while unknown)
+//         + conversation_weight * live_conversations
+struct LoadWeights {
+  double in_flight = 1.0;
+  double kv_used = 2.0;
+  double live_conversations = 0.25;
+};
+
+struct ModelConfig {
+  std::string name;
+  std::vector<std::string> aliases;
+  bool affinity = true;
+  std::optional<int> spill_threshold;  // nullopt = auto
+  Seconds session_ttl{30 * 60};
+  std::size_t max_conversations = 1'000'000;  // session table bound (LRU beyond)
+  std::vector<BackendConfig> backends;
+  std::vector<SessionSource> session_sources = default_session_sources();
+  bool honor_client_rank = true;  // X-data-parallel-rank from the client pins
+  LoadWeights weights;
+  bool inject_stream_usage = false;
+  std::vector<std::string> api_keys_env;  // env vars holding client API keys; empty = open
+
+  int replica_count() const;
+  int effective_spill_threshold() const { return spill_threshold.value_or(kAutoSpillThreshold); }
+};
+
+struct Limits {
+  std::size_t max_header_bytes = 64 * 1024;
+  std::size_t max_body_bytes = 32 * 1024 * 1024;
+  std::size_t max_connections = 4096;
+};
+
+struct Timeouts {
+  Millis connect{5'000};
+  Millis first_byte{600'000};  // prefill queues on a busy box can take minutes
+  Millis idle{120'000};        // between two chunks of a streamed reply
+  Millis client_read{60'000};  // whole request (headers + body) from the client
+  Millis shutdown_grace{30'000};
+};
+
+struct Config {
+  std::string source_file;  // where it was loaded from, for messages
+  std::string listen_host = "127.0.0.1";
+  std::uint16_t listen_port = 8080;
+  int threads = 0;  // 0 = one per core
+  Limits limits;
+  Timeouts timeouts;
+  int retries = 1;  // other replicas tried before any byte reached the client
+  std::string admin_token_env = "LMWARDEN_ADMIN_TOKEN";
+  std::optional<std::string> admin_token;  // literal token (prefer the env var)
+  Millis scrape_interval{1'000};
+  int unhealthy_after = 3;  // consecutive failed probes
+  std::vector<ModelConfig> models;
+
+  const ModelConfig* find_model(std::string_view name_or_alias) const;
+};
+
+}  // namespace lmwarden::config
