@@ -1,0 +1,324 @@
+#include "net/http_server.h"
+
+#include <sys/socket.h>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/http/chunk_encode.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/write.hpp>
+#include <cerrno>
+#include <charconv>
+#include <spdlog/spdlog.h>
+#include <system_error>
+
+namespace lmwarden::net {
+namespace {
+
+constexpr auto kAsTuple = asio::as_tuple(asio::use_awaitable);
+
+Response plain_error(std::string_view, http::status status, std::string_view message) {
+  Response res{status, 11};
+  res.set(http::field::content_type, "application/json");
+  res.body() = std::string("{\"error\":{\"message\":\"") + std::string(message) + "\"}}";
+  return res;
+}
+
+// A request whose framing could be read two ways (both Content-Length and
+// Transfer-Encoding) is the classic smuggling vector: refuse it outright.
+bool ambiguous_framing(const http::request_parser<http::string_body>& parser) {
+  const auto& h = parser.get();
+  return h.count(http::field::content_length) > 0 && h.count(http::field::transfer_encoding) > 0;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- Exchange
+
+asio::awaitable<beast::error_code> Exchange::respond(Response response) {
+  response.keep_alive(keep_alive_ && request_.keep_alive());
+  keep_alive_ = response.keep_alive();
+  response.prepare_payload();
+  state_ = State::kDone;
+  stream_.expires_after(std::chrono::seconds(60));
+  auto [ec, n] = co_await http::async_write(stream_, response, kAsTuple);
+  stream_.expires_never();
+  if (ec) keep_alive_ = false;
+  co_return ec;
+}
+
+asio::awaitable<beast::error_code> Exchange::begin_stream(ResponseHeader header, bool chunked) {
+  header.keep_alive(keep_alive_ && request_.keep_alive());
+  keep_alive_ = header.keep_alive();
+  chunked_ = chunked;
+  if (chunked) {
+    header.chunked(true);
+  }
+  state_ = State::kStreaming;
+  http::response_serializer<http::empty_body> serializer{header};
+  stream_.expires_after(std::chrono::seconds(60));
+  auto [ec, n] = co_await http::async_write_header(stream_, serializer, kAsTuple);
+  stream_.expires_never();
+  if (ec) keep_alive_ = false;
+  co_return ec;
+}
+
+asio::awaitable<beast::error_code> Exchange::write_body(std::string_view bytes) {
+  if (bytes.empty()) co_return beast::error_code{};
+  stream_.expires_after(std::chrono::seconds(60));
+  beast::error_code ec;
+  if (chunked_) {
+    auto [e, n] = co_await asio::async_write(
+        stream_, http::make_chunk(asio::const_buffer(bytes.data(), bytes.size())), kAsTuple);
+    ec = e;
+  } else {
+    auto [e, n] =
+        co_await asio::async_write(stream_, asio::const_buffer(bytes.data(), bytes.size()), kAsTuple);
+    ec = e;
+  }
+  stream_.expires_never();
+  if (ec) keep_alive_ = false;
+  co_return ec;
+}
+
+asio::awaitable<beast::error_code> Exchange::end_stream() {
+  state_ = State::kDone;
+  if (!chunked_) co_return beast::error_code{};
+  stream_.expires_after(std::chrono::seconds(60));
+  auto [ec, n] = co_await asio::async_write(stream_, http::make_chunk_last(), kAsTuple);
+  stream_.expires_never();
+  if (ec) keep_alive_ = false;
+  co_return ec;
+}
+
+asio::awaitable<void> Exchange::client_closed() {
+  auto& socket = stream_.socket();
+  auto [ec] = co_await socket.async_wait(tcp::socket::wait_read, kAsTuple);
+  if (ec == asio::error::operation_aborted) co_return;  // cancelled: the race is over
+  if (!ec) {
+    char probe;
+    const auto n = ::recv(socket.native_handle(), &probe, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))) {
+      // Pipelined bytes: the client is still there. Wait until cancelled.
+      asio::steady_timer forever{socket.get_executor(), asio::steady_timer::time_point::max()};
+      co_await forever.async_wait(kAsTuple);
+      co_return;
+    }
+  }
+  keep_alive_ = false;  // EOF or a socket error: the client is gone
+}
+
+// ---------------------------------------------------------------- IoThreads
+
+IoThreads::IoThreads(int threads) {
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  for (int i = 0; i < threads; ++i) {
+    contexts_.push_back(std::make_unique<asio::io_context>(1));
+    guards_.push_back(std::make_unique<asio::executor_work_guard<asio::io_context::executor_type>>(
+        contexts_.back()->get_executor()));
+  }
+}
+
+IoThreads::~IoThreads() {
+  stop();
+  join();
+}
+
+asio::io_context& IoThreads::next() noexcept {
+  return *contexts_[cursor_.fetch_add(1, std::memory_order_relaxed) % contexts_.size()];
+}
+
+void IoThreads::start() {
+  for (auto& ctx : contexts_) threads_.emplace_back([c = ctx.get()] { c->run(); });
+}
+
+void IoThreads::stop() {
+  guards_.clear();
+  for (auto& ctx : contexts_) ctx->stop();
+}
+
+void IoThreads::join() {
+  for (auto& t : threads_)
+    if (t.joinable()) t.join();
+  threads_.clear();
+}
+
+// ---------------------------------------------------------------- HttpServer
+
+HttpServer::HttpServer(IoThreads& io, ServerOptions options, Handler handler)
+    : io_(io), options_(std::move(options)), handler_(std::move(handler)) {
+  if (!options_.error_response) options_.error_response = plain_error;
+}
+
+HttpServer::~HttpServer() = default;
+
+tcp::endpoint HttpServer::listen(const std::string& host, std::uint16_t port) {
+  auto& ctx = io_.at(0);
+  boost::system::error_code ec;
+  tcp::resolver resolver{ctx};
+  auto results = resolver.resolve(host, std::to_string(port), tcp::resolver::passive, ec);
+  if (ec || results.empty())
+    throw std::system_error(ec, "cannot resolve listen address " + host);
+  const tcp::endpoint endpoint = results.begin()->endpoint();
+  acceptor_ = std::make_unique<tcp::acceptor>(ctx);
+  acceptor_->open(endpoint.protocol(), ec);
+  if (!ec) acceptor_->set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor_->bind(endpoint, ec);
+  if (!ec) acceptor_->listen(asio::socket_base::max_listen_connections, ec);
+  if (ec)
+    throw std::system_error(ec, "cannot listen on " + host + ":" + std::to_string(port));
+  asio::co_spawn(ctx, accept_loop(), asio::detached);
+  return acceptor_->local_endpoint();
+}
+
+void HttpServer::stop_accepting() {
+  if (!acceptor_) return;
+  asio::post(acceptor_->get_executor(), [this] {
+    boost::system::error_code ignored;
+    acceptor_->close(ignored);
+  });
+}
+
+asio::awaitable<void> HttpServer::accept_loop() {
+  asio::steady_timer backoff{acceptor_->get_executor()};
+  while (acceptor_->is_open()) {
+    auto [ec, socket] = co_await acceptor_->async_accept(io_.next(), kAsTuple);
+    if (ec == asio::error::operation_aborted || !acceptor_->is_open()) break;
+    if (ec) {
+      // Out of descriptors (or another transient failure): back off instead of
+      // spinning, and let existing connections finish.
+      spdlog::warn("accept failed: {}; pausing accepts for 100 ms", ec.message());
+      backoff.expires_after(std::chrono::milliseconds(100));
+      co_await backoff.async_wait(kAsTuple);
+      continue;
+    }
+    if (connections_.load() >= options_.max_connections) {
+      boost::system::error_code ignored;
+      socket.close(ignored);
+      continue;
+    }
+    socket.set_option(tcp::no_delay(true), ec);
+    connections_.fetch_add(1);
+    auto ex = socket.get_executor();
+    asio::co_spawn(ex, serve_connection(std::move(socket)), asio::detached);
+  }
+}
+
+asio::awaitable<void> HttpServer::serve_connection(tcp::socket socket) {
+  struct Release {
+    std::atomic<std::size_t>& n;
+    ~Release() { n.fetch_sub(1); }
+  } release{connections_};
+
+  boost::system::error_code ec;
+  const tcp::endpoint remote = socket.remote_endpoint(ec);
+  beast::tcp_stream stream{std::move(socket)};
+  beast::flat_buffer buffer;
+  bool first = true;
+
+  auto send_error = [&](std::string_view target, http::status status,
+                        std::string_view message) -> asio::awaitable<void> {
+    Response res = options_.error_response(target, status, message);
+    res.version(11);
+    res.keep_alive(false);
+    res.set(http::field::server, options_.server_name);
+    res.prepare_payload();
+    stream.expires_after(std::chrono::seconds(5));
+    co_await http::async_write(stream, res, kAsTuple);
+  };
+
+  for (;;) {
+    http::request_parser<http::string_body> parser;
+    parser.header_limit(static_cast<std::uint32_t>(options_.max_header_bytes));
+    parser.body_limit(options_.max_body_bytes);
+
+    stream.expires_after(first ? options_.read_timeout : options_.keep_alive_timeout);
+    auto [hec, hn] = co_await http::async_read_header(stream, buffer, parser, kAsTuple);
+    if (hec) {
+      if (hec == http::error::header_limit) {
+        co_await send_error("", http::status::request_header_fields_too_large,
+                            "request header too large");
+      } else if (hec == http::error::body_limit) {
+        co_await send_error(std::string(parser.get().target()), http::status::payload_too_large,
+                            "request body too large");
+      } else if (hec == beast::error::timeout && buffer.size() > 0) {
+        co_await send_error("", http::status::request_timeout, "request header timed out");
+      } else if (hec != http::error::end_of_stream && hec != beast::error::timeout &&
+                 hec != asio::error::connection_reset && hec != asio::error::eof) {
+        co_await send_error("", http::status::bad_request, "malformed request: " + hec.message());
+      }
+      break;
+    }
+    first = false;
+    const std::string target(parser.get().target());
+    if (ambiguous_framing(parser)) {
+      co_await send_error(target, http::status::bad_request,
+                          "request has both Content-Length and Transfer-Encoding");
+      break;
+    }
+    if (auto len = parser.content_length()) parser.get().body().reserve(*len + kBodyPadding);
+    if (parser.get()[http::field::expect] == "100-continue" && !parser.is_done()) {
+      static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+      co_await asio::async_write(stream, asio::buffer(kContinue), kAsTuple);
+    }
+    if (!parser.is_done()) {
+      stream.expires_after(options_.read_timeout);
+      auto [bec, bn] = co_await http::async_read(stream, buffer, parser, kAsTuple);
+      if (bec) {
+        if (bec == http::error::body_limit) {
+          co_await send_error(target, http::status::payload_too_large, "request body too large");
+        } else if (bec == beast::error::timeout) {
+          co_await send_error(target, http::status::request_timeout, "request body timed out");
+        } else if (bec != http::error::end_of_stream && bec != asio::error::connection_reset) {
+          co_await send_error(target, http::status::bad_request,
+                              "malformed request body: " + bec.message());
+        }
+        break;
+      }
+    }
+    stream.expires_never();
+
+    Request request = parser.release();
+    if (request.body().capacity() < request.body().size() + kBodyPadding)
+      request.body().reserve(request.body().size() + kBodyPadding);
+    Exchange exchange{stream, buffer, request, remote};
+    co_await handler_(exchange);
+    if (!exchange.responded()) {
+      Response res = options_.error_response(target, http::status::internal_server_error,
+                                             "no response produced");
+      co_await exchange.respond(std::move(res));
+    }
+    if (!exchange.keep_alive()) break;
+  }
+  stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+  stream.socket().close(ec);
+}
+
+bool split_host_port(std::string_view text, std::string& host, std::uint16_t& port) {
+  std::string_view h, p;
+  if (!text.empty() && text.front() == '[') {
+    const auto close = text.find(']');
+    if (close == std::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':')
+      return false;
+    h = text.substr(1, close - 1);
+    p = text.substr(close + 2);
+  } else {
+    const auto colon = text.rfind(':');
+    if (colon == std::string_view::npos) return false;
+    h = text.substr(0, colon);
+    p = text.substr(colon + 1);
+  }
+  if (h.empty() || p.empty()) return false;
+  unsigned value = 0;
+  auto [end, err] = std::from_chars(p.data(), p.data() + p.size(), value);
+  if (err != std::errc{} || end != p.data() + p.size() || value > 65535) return false;
+  host = std::string(h);
+  port = static_cast<std::uint16_t>(value);
+  return true;
+}
+
+}  // namespace lmwarden::net

@@ -1,0 +1,149 @@
+// The HTTP/1.1 server layer shared by the warden and the simulator.
+//
+// One accept loop hands each connection to one of the I/O threads (an
+// io_context per thread, so a connection's coroutines never need a strand).
+// A connection reads one request at a time under the configured limits and
+// timeouts, then calls the handler, which answers through an Exchange: either a
+// whole response or a streamed one (header first, then body pieces as they are
+// produced). Errors are values (`as_tuple`), never exceptions on this path.
+#pragma once
+
+#include <atomic>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+namespace lmwarden::net {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+using Request = http::request<http::string_body>;
+using Response = http::response<http::string_body>;
+using ResponseHeader = http::response<http::empty_body>;
+
+// Padding kept free after a request body so that it can be parsed in place by
+// simdjson (which reads up to 64 bytes past the end).
+inline constexpr std::size_t kBodyPadding = 64;
+
+struct ServerOptions {
+  std::size_t max_header_bytes = 64 * 1024;
+  std::size_t max_body_bytes = 32 * 1024 * 1024;
+  std::size_t max_connections = 4096;
+  std::chrono::milliseconds read_timeout{60'000};       // one whole request
+  std::chrono::milliseconds keep_alive_timeout{300'000};  // idle between requests
+  std::string server_name = "lmwarden";
+  // Builds the error reply the server itself sends (400/408/413/431) before a
+  // handler ran; lets each application answer in its client's dialect.
+  std::function<Response(std::string_view target, http::status, std::string_view message)>
+      error_response;
+};
+
+// One request and the means to answer it.
+class Exchange {
+ public:
+  Exchange(beast::tcp_stream& stream, beast::flat_buffer& buffer, Request& request,
+           const tcp::endpoint& remote)
+      : stream_(stream), buffer_(buffer), request_(request), remote_(remote) {}
+
+  Request& request() noexcept { return request_; }
+  const tcp::endpoint& remote() const noexcept { return remote_; }
+  beast::tcp_stream& stream() noexcept { return stream_; }
+
+  // Whole response. Sets keep-alive from the request unless already closing.
+  asio::awaitable<beast::error_code> respond(Response response);
+
+  // Streamed response: the header (with Content-Length, or chunked when
+  // `chunked`), then body pieces, each written as soon as it is given.
+  asio::awaitable<beast::error_code> begin_stream(ResponseHeader header, bool chunked);
+  asio::awaitable<beast::error_code> write_body(std::string_view bytes);
+  asio::awaitable<beast::error_code> end_stream();
+
+  // Completes only when the client has closed its side (or its socket failed).
+  // Pipelined bytes say nothing about a disconnect, so when they arrive it
+  // waits on until cancelled. Cancellable (per-operation cancellation), so it
+  // races the upstream relay with asio's awaitable operators.
+  asio::awaitable<void> client_closed();
+
+  bool responded() const noexcept { return state_ != State::kNone; }
+  bool keep_alive() const noexcept { return keep_alive_; }
+  void close_after() noexcept { keep_alive_ = false; }
+
+ private:
+  enum class State { kNone, kStreaming, kDone };
+  beast::tcp_stream& stream_;
+  beast::flat_buffer& buffer_;
+  Request& request_;
+  const tcp::endpoint& remote_;
+  State state_ = State::kNone;
+  bool chunked_ = false;
+  bool keep_alive_ = true;
+};
+
+using Handler = std::function<asio::awaitable<void>(Exchange&)>;
+
+// A pool of single-threaded io_contexts, one thread each.
+class IoThreads {
+ public:
+  explicit IoThreads(int threads);
+  ~IoThreads();
+  IoThreads(const IoThreads&) = delete;
+  IoThreads& operator=(const IoThreads&) = delete;
+
+  asio::io_context& next() noexcept;  // round robin
+  asio::io_context& at(std::size_t i) noexcept { return *contexts_[i]; }
+  std::size_t size() const noexcept { return contexts_.size(); }
+  void start();
+  void stop();
+  void join();
+
+ private:
+  std::vector<std::unique_ptr<asio::io_context>> contexts_;
+  std::vector<std::unique_ptr<asio::executor_work_guard<asio::io_context::executor_type>>> guards_;
+  std::vector<std::thread> threads_;
+  std::atomic<std::size_t> cursor_{0};
+};
+
+class HttpServer {
+ public:
+  HttpServer(IoThreads& io, ServerOptions options, Handler handler);
+  ~HttpServer();
+
+  // Binds and starts accepting; returns the bound endpoint (port 0 → real port).
+  // Throws std::system_error with a clear message when the address is unusable
+  // (start-up only, never on the request path).
+  tcp::endpoint listen(const std::string& host, std::uint16_t port);
+
+  // Stops accepting new connections; connections in progress run on.
+  void stop_accepting();
+  std::size_t open_connections() const noexcept { return connections_.load(); }
+
+ private:
+  asio::awaitable<void> accept_loop();
+  asio::awaitable<void> serve_connection(tcp::socket socket);
+
+  IoThreads& io_;
+  ServerOptions options_;
+  Handler handler_;
+  std::unique_ptr<tcp::acceptor> acceptor_;
+  std::atomic<std::size_t> connections_{0};
+};
+
+// "HOST:PORT" split, with [v6]:port. False when malformed.
+bool split_host_port(std::string_view text, std::string& host, std::uint16_t& port);
+
+}  // namespace lmwarden::net
