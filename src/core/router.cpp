@@ -1,0 +1,191 @@
+#include "core/router.h"
+
+#include <algorithm>
+#include <cassert>
+#include <limits>
+
+namespace lmwarden::core {
+namespace {
+
+bool contains(std::span<const int> xs, int x) noexcept {
+  return std::find(xs.begin(), xs.end(), x) != xs.end();
+}
+
+// Scores within this distance are a tie (they are sums of small multiples of
+// the weights, so exact float equality would be too strict).
+constexpr double kTieEpsilon = 1e-9;
+
+}  // namespace
+
+std::string_view to_string(RouteKind kind) noexcept {
+  switch (kind) {
+    case RouteKind::kNew: return "new";
+    case RouteKind::kSticky: return "sticky";
+    case RouteKind::kSpilled: return "spilled";
+    case RouteKind::kPinned: return "pinned";
+    case RouteKind::kAnonymous: return "anonymous";
+    case RouteKind::kRehomed: return "rehomed";
+    case RouteKind::kBalanced: return "balanced";
+  }
+  return "unknown";
+}
+
+Router::Router(const config::ModelConfig& model, std::unique_ptr<TieBreaker> tie_breaker)
+    : weights_(model.weights),
+      affinity_(model.affinity),
+      spill_threshold_(model.spill_threshold),
+      sessions_(model.replica_count(), model.max_conversations, model.session_ttl),
+      tie_breaker_(std::move(tie_breaker)) {
+  for (std::size_t b = 0; b < model.backends.size(); ++b) {
+    const int ranks = model.backends[b].data_parallel_size;
+    backends_.push_back({static_cast<int>(replicas_.size()), ranks});
+    for (int r = 0; r < ranks; ++r) replicas_.push_back({static_cast<int>(b), r});
+  }
+  tied_.reserve(replicas_.size());
+}
+
+double Router::score(int replica) const noexcept {
+  const Replica& r = replicas_[static_cast<std::size_t>(replica)];
+  return load_score({r.in_flight, sessions_.live(replica), r.engine.kv_used}, weights_);
+}
+
+int Router::least_loaded(std::span<const int> exclude, std::optional<double> below) {
+  double best = std::numeric_limits<double>::infinity();
+  tied_.clear();
+  for (int i = 0; i < replica_count(); ++i) {
+    if (!replicas_[static_cast<std::size_t>(i)].healthy || contains(exclude, i)) continue;
+    const double s = score(i);
+    if (below && s >= *below - kTieEpsilon) continue;
+    if (s < best - kTieEpsilon) {
+      best = s;
+      tied_.clear();
+      tied_.push_back(i);
+    } else if (s <= best + kTieEpsilon) {
+      tied_.push_back(i);
+    }
+  }
+  if (tied_.empty()) return -1;
+  if (tied_.size() == 1) return tied_.front();
+  return tied_[tie_breaker_->pick(tied_.size()) % tied_.size()];
+}
+
+RouteDecision Router::to_replica(int replica, RouteKind kind) noexcept {
+  Replica& r = replicas_[static_cast<std::size_t>(replica)];
+  ++r.in_flight;
+  ++r.counters.routed[static_cast<int>(kind)];
+  const Backend& b = backends_[static_cast<std::size_t>(r.backend)];
+  // A single-rank server needs no rank header; a multi-rank one is pinned.
+  return RouteDecision{RouteDecision::Status::kOk, kind, replica, r.backend,
+                       b.ranks > 1 ? r.rank : -1};
+}
+
+RouteDecision Router::balanced(std::span<const int> exclude) {
+  // Fewest in flight per rank over the servers with a healthy, untried rank.
+  int best = -1;
+  double best_load = std::numeric_limits<double>::infinity();
+  for (int b = 0; b < backend_count(); ++b) {
+    const Backend& be = backends_[static_cast<std::size_t>(b)];
+    int in_flight = be.unassigned_in_flight;
+    bool usable = false;
+    for (int i = be.first_replica; i < be.first_replica + be.ranks; ++i) {
+      in_flight += replicas_[static_cast<std::size_t>(i)].in_flight;
+      usable |= replicas_[static_cast<std::size_t>(i)].healthy && !contains(exclude, i);
+    }
+    const double load = static_cast<double>(in_flight) / be.ranks;
+    if (usable && load < best_load) {
+      best_load = load;
+      best = b;
+    }
+  }
+  if (best < 0) return {RouteDecision::Status::kNoHealthyReplica};
+  Backend& be = backends_[static_cast<std::size_t>(best)];
+  if (be.ranks == 1) return to_replica(be.first_replica, RouteKind::kBalanced);
+  ++be.unassigned_in_flight;
+  return {RouteDecision::Status::kOk, RouteKind::kBalanced, -1, best, -1};
+}
+
+RouteDecision Router::route(const Identity& identity, TimePoint now, std::span<const int> exclude) {
+  if (identity.kind == IdentityKind::kPinned) {
+    if (identity.pinned_rank < 0 || identity.pinned_rank >= replica_count())
+      return {RouteDecision::Status::kUnknownRank};
+    return to_replica(identity.pinned_rank, RouteKind::kPinned);
+  }
+  if (!affinity_) return balanced(exclude);
+
+  if (identity.kind == IdentityKind::kAnonymous) {
+    const int target = least_loaded(exclude);
+    if (target < 0) return {RouteDecision::Status::kNoHealthyReplica};
+    return to_replica(target, RouteKind::kAnonymous);
+  }
+
+  const std::uint64_t key = identity.session_hash;
+  const std::optional<int> home = sessions_.find(key, now);
+  if (!home) {
+    const int target = least_loaded(exclude);
+    if (target < 0) return {RouteDecision::Status::kNoHealthyReplica};
+    sessions_.assign(key, target, now);
+    return to_replica(target, RouteKind::kNew);
+  }
+  const Replica& h = replicas_[static_cast<std::size_t>(*home)];
+  if (!h.healthy) {
+    const int target = least_loaded(exclude);
+    if (target < 0) return {RouteDecision::Status::kNoHealthyReplica};
+    sessions_.assign(key, target, now);
+    return to_replica(target, RouteKind::kRehomed);
+  }
+  if (contains(exclude, *home)) {
+    // A retry: the home just failed this request. Serve it elsewhere without
+    // moving the conversation; health checking decides whether home is dead.
+    const int target = least_loaded(exclude);
+    if (target < 0) return {RouteDecision::Status::kNoHealthyReplica};
+    return to_replica(target, RouteKind::kSpilled);
+  }
+  if (h.in_flight < spill_threshold()) return to_replica(*home, RouteKind::kSticky);
+
+  const int target = least_loaded(exclude, score(*home));
+  if (target < 0) return to_replica(*home, RouteKind::kSticky);
+  return to_replica(target, RouteKind::kSpilled);
+}
+
+void Router::finish(const RouteDecision& decision) noexcept {
+  if (!decision.ok()) return;
+  if (decision.replica >= 0) {
+    int& n = replicas_[static_cast<std::size_t>(decision.replica)].in_flight;
+    assert(n > 0);
+    --n;
+  } else {
+    int& n = backends_[static_cast<std::size_t>(decision.backend)].unassigned_in_flight;
+    assert(n > 0);
+    --n;
+  }
+}
+
+void Router::set_healthy(int replica, bool healthy) noexcept {
+  replicas_[static_cast<std::size_t>(replica)].healthy = healthy;
+}
+
+void Router::set_engine_stats(int replica, const EngineStats& stats) noexcept {
+  replicas_[static_cast<std::size_t>(replica)].engine = stats;
+}
+
+RouterView Router::view() const {
+  RouterView v;
+  v.affinity = affinity_;
+  v.spill_threshold = spill_threshold();
+  v.spill_threshold_auto = !spill_threshold_.has_value();
+  v.conversations = sessions_.size();
+  std::uint64_t sticky = 0, moved = 0;
+  for (const Backend& b : backends_) v.in_flight += b.unassigned_in_flight;
+  for (int i = 0; i < replica_count(); ++i) {
+    const Replica& r = replicas_[static_cast<std::size_t>(i)];
+    v.in_flight += r.in_flight;
+    sticky += r.counters.count(RouteKind::kSticky);
+    moved += r.counters.count(RouteKind::kSpilled) + r.counters.count(RouteKind::kRehomed);
+    v.replicas.push_back(ReplicaView{i, r.backend, r.rank, r.healthy, r.in_flight,
+                                     sessions_.live(i), score(i), r.counters, r.engine});
+  }
+  if (sticky + moved > 0) v.sticky_ratio = static_cast<double>(sticky) / static_cast<double>(sticky + moved);
+  return v;
+}
+
+}  // namespace lmwarden::core

@@ -1,0 +1,148 @@
+// The routing policy of one model (DESIGN §5). Pure: no sockets, no clock of
+// its own (`now` is passed in), no threads; the proxy holds it under a lock
+// and the offline evaluator drives it in virtual time.
+//
+// Algorithm, affinity on:
+//   client-pinned (X-data-parallel-rank r) → replica r, healthy or not; an
+//     unknown rank is an error for the client (400).
+//   known conversation, home healthy, in_flight(home) < spill_threshold
+//     → home (sticky).
+//   known conversation, home at or over the threshold → the least-loaded
+//     healthy replica whose load score is lower than home's (spilled; counted
+//     as spilled-in on the target). None lower → home after all (sticky).
+//     The home never changes on a spill: the cache that matters is still there.
+//   known conversation, home unhealthy → least-loaded healthy replica, which
+//     becomes the new home (rehomed).
+//   new conversation → least-loaded healthy replica; it becomes the home (new).
+//   anonymous → least-loaded healthy replica (anonymous), nothing remembered.
+//   no healthy replica → kNoHealthyReplica (503 for the client).
+// Affinity off (the baseline): the backend server with the fewest requests in
+// flight per rank; a multi-rank server gets no rank header, so vLLM's own
+// balancer picks the rank (replica = -1); a single-rank server is the replica.
+// A retry after an upstream failure routes again with the failed replicas
+// excluded; a conversation keeps its home (health checks move it if needed).
+// "Least loaded" is load_score() (load_score.h); ties go to the TieBreaker.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "config/config.h"
+#include "core/identity.h"
+#include "core/load_score.h"
+#include "core/session_table.h"
+#include "core/tie_breaker.h"
+
+namespace lmwarden::core {
+
+enum class RouteKind : std::uint8_t { kNew, kSticky, kSpilled, kPinned, kAnonymous, kRehomed, kBalanced };
+inline constexpr int kRouteKinds = 7;
+std::string_view to_string(RouteKind kind) noexcept;
+
+struct RouteDecision {
+  enum class Status : std::uint8_t { kOk, kNoHealthyReplica, kUnknownRank };
+  Status status = Status::kOk;
+  RouteKind kind = RouteKind::kAnonymous;
+  int replica = -1;  // index within the model; -1: the server's own balancer picks
+  int backend = -1;  // index into the model's backends
+  int rank = -1;     // X-data-parallel-rank to send upstream; -1: send none
+
+  bool ok() const noexcept { return status == Status::kOk; }
+};
+
+// What the scraper last saw of a replica's engine.
+struct EngineStats {
+  int running = -1;  // -1: not scraped yet
+  int waiting = -1;
+  double kv_used = std::nan("");
+};
+
+struct ReplicaCounters {
+  std::uint64_t routed[kRouteKinds] = {};  // requests sent here, by route kind
+  std::uint64_t count(RouteKind k) const noexcept { return routed[static_cast<int>(k)]; }
+};
+
+struct ReplicaView {
+  int index = 0;
+  int backend = 0;
+  int rank = 0;
+  bool healthy = true;
+  int in_flight = 0;
+  int live_conversations = 0;
+  double score = 0;
+  ReplicaCounters counters;
+  EngineStats engine;
+};
+
+struct RouterView {
+  bool affinity = true;
+  int spill_threshold = config::kAutoSpillThreshold;
+  bool spill_threshold_auto = true;
+  int in_flight = 0;  // including requests whose rank the server's balancer picks
+  std::size_t conversations = 0;
+  std::optional<double> sticky_ratio;  // sticky / (sticky + spilled + rehomed)
+  std::vector<ReplicaView> replicas;
+};
+
+class Router {
+ public:
+  explicit Router(const config::ModelConfig& model,
+                  std::unique_ptr<TieBreaker> tie_breaker = std::make_unique<RotatingTieBreaker>());
+
+  // Decides where a request goes and counts it in flight there (when ok).
+  // `exclude` lists replicas already tried for this request.
+  RouteDecision route(const Identity& identity, TimePoint now, std::span<const int> exclude = {});
+  // Ends a routed request's in-flight count. Call exactly once per ok decision.
+  void finish(const RouteDecision& decision) noexcept;
+
+  void set_healthy(int replica, bool healthy) noexcept;
+  void set_engine_stats(int replica, const EngineStats& stats) noexcept;
+  void set_affinity(bool on) noexcept { affinity_ = on; }
+  void set_spill_threshold(std::optional<int> threshold) noexcept { spill_threshold_ = threshold; }
+  void expire(TimePoint now) { sessions_.expire(now); }
+
+  bool affinity() const noexcept { return affinity_; }
+  int spill_threshold() const noexcept { return spill_threshold_.value_or(config::kAutoSpillThreshold); }
+  int replica_count() const noexcept { return static_cast<int>(replicas_.size()); }
+  int backend_count() const noexcept { return static_cast<int>(backends_.size()); }
+  int in_flight(int replica) const noexcept { return replicas_[static_cast<std::size_t>(replica)].in_flight; }
+  std::size_t conversations() const noexcept { return sessions_.size(); }
+  RouterView view() const;
+
+ private:
+  struct Replica {
+    int backend;
+    int rank;
+    bool healthy = true;
+    int in_flight = 0;
+    EngineStats engine;
+    ReplicaCounters counters;
+  };
+  struct Backend {
+    int first_replica;
+    int ranks;
+    int unassigned_in_flight = 0;  // sent without a rank header
+  };
+
+  double score(int replica) const noexcept;
+  // The healthy, not excluded replica with the lowest score, optionally only
+  // those scoring below `below`; -1 when none.
+  int least_loaded(std::span<const int> exclude, std::optional<double> below = std::nullopt);
+  RouteDecision balanced(std::span<const int> exclude);
+  RouteDecision to_replica(int replica, RouteKind kind) noexcept;
+
+  config::LoadWeights weights_;
+  bool affinity_;
+  std::optional<int> spill_threshold_;
+  std::vector<Replica> replicas_;
+  std::vector<Backend> backends_;
+  SessionTable sessions_;
+  std::unique_ptr<TieBreaker> tie_breaker_;
+  std::vector<int> tied_;  // scratch, reused to keep route() allocation-free
+};
+
+}  // namespace lmwarden::core

@@ -1,0 +1,84 @@
+#include "core/session_table.h"
+
+#include <cassert>
+
+namespace lmwarden::core {
+
+SessionTable::SessionTable(int replicas, std::size_t capacity, Clock::duration ttl)
+    : capacity_(capacity == 0 ? 1 : capacity), ttl_(ttl), live_(static_cast<std::size_t>(replicas), 0) {
+  index_.reserve(std::min<std::size_t>(capacity_, 1 << 16));
+}
+
+std::optional<int> SessionTable::find(std::uint64_t key, TimePoint now) {
+  expire(now);
+  auto it = index_.find(key);
+  if (it == index_.end()) return std::nullopt;
+  const std::uint32_t s = it->second;
+  slots_[s].last_seen = now.time_since_epoch().count();
+  if (head_ != s) {
+    unlink(s);
+    push_front(s);
+  }
+  return slots_[s].home;
+}
+
+void SessionTable::assign(std::uint64_t key, int home, TimePoint now) {
+  assert(home >= 0 && static_cast<std::size_t>(home) < live_.size());
+  auto it = index_.find(key);
+  if (it != index_.end()) {
+    Slot& slot = slots_[it->second];
+    --live_[static_cast<std::size_t>(slot.home)];
+    ++live_[static_cast<std::size_t>(home)];
+    slot.home = home;
+    slot.last_seen = now.time_since_epoch().count();
+    if (head_ != it->second) {
+      unlink(it->second);
+      push_front(it->second);
+    }
+    return;
+  }
+  if (index_.size() >= capacity_) erase(tail_);
+  std::uint32_t s;
+  if (!free_.empty()) {
+    s = free_.back();
+    free_.pop_back();
+  } else {
+    s = static_cast<std::uint32_t>(slots_.size());
+    slots_.push_back({});
+  }
+  slots_[s] = Slot{key, now.time_since_epoch().count(), home, kNil, kNil};
+  push_front(s);
+  index_.emplace(key, s);
+  ++live_[static_cast<std::size_t>(home)];
+}
+
+void SessionTable::expire(TimePoint now) {
+  const std::int64_t cutoff = (now - ttl_).time_since_epoch().count();
+  while (tail_ != kNil && slots_[tail_].last_seen < cutoff) erase(tail_);
+}
+
+void SessionTable::unlink(std::uint32_t s) noexcept {
+  Slot& slot = slots_[s];
+  if (slot.prev != kNil) slots_[slot.prev].next = slot.next; else head_ = slot.next;
+  if (slot.next != kNil) slots_[slot.next].prev = slot.prev; else tail_ = slot.prev;
+  slot.prev = slot.next = kNil;
+}
+
+void SessionTable::push_front(std::uint32_t s) noexcept {
+  Slot& slot = slots_[s];
+  slot.prev = kNil;
+  slot.next = head_;
+  if (head_ != kNil) slots_[head_].prev = s;
+  head_ = s;
+  if (tail_ == kNil) tail_ = s;
+}
+
+void SessionTable::erase(std::uint32_t s) {
+  assert(s != kNil);
+  unlink(s);
+  --live_[static_cast<std::size_t>(slots_[s].home)];
+  index_.erase(slots_[s].key);
+  free_.push_back(s);
+}
+
+}  // namespace lmwarden::core

@@ -1,0 +1,65 @@
+// Conversation → home replica, bounded and expiring.
+//
+// A hash map from the conversation's 64-bit id hash to a slot, and the slots
+// threaded on an intrusive doubly linked list in order of last use. Lookups
+// and updates are O(1); expiry pops from the least-recent end while entries
+// are older than the idle TTL; when the table is full the least recently used
+// conversation is forgotten (it will be placed afresh if it comes back, which
+// costs one cold prefill, never a failure). About 80 bytes per conversation.
+//
+// Not thread-safe: the owner (a Router) is used under one lock.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+namespace lmwarden::core {
+
+using Clock = std::chrono::steady_clock;
+using TimePoint = Clock::time_point;
+
+class SessionTable {
+ public:
+  SessionTable(int replicas, std::size_t capacity, Clock::duration ttl);
+
+  // The home of a live conversation, touching it; nullopt when unknown/expired.
+  std::optional<int> find(std::uint64_t key, TimePoint now);
+  // Sets (or moves) a conversation's home and touches it.
+  void assign(std::uint64_t key, int home, TimePoint now);
+  // Forgets conversations idle longer than the TTL.
+  void expire(TimePoint now);
+
+  std::size_t size() const noexcept { return index_.size(); }
+  std::size_t capacity() const noexcept { return capacity_; }
+  int live(int replica) const noexcept { return live_[static_cast<std::size_t>(replica)]; }
+  void set_ttl(Clock::duration ttl) noexcept { ttl_ = ttl; }
+  Clock::duration ttl() const noexcept { return ttl_; }
+
+ private:
+  static constexpr std::uint32_t kNil = UINT32_MAX;
+  struct Slot {
+    std::uint64_t key;
+    std::int64_t last_seen;  // steady clock ticks
+    std::int32_t home;
+    std::uint32_t prev;  // towards the most recent
+    std::uint32_t next;  // towards the least recent
+  };
+
+  void unlink(std::uint32_t s) noexcept;
+  void push_front(std::uint32_t s) noexcept;
+  void erase(std::uint32_t s);
+
+  std::size_t capacity_;
+  Clock::duration ttl_;
+  std::unordered_map<std::uint64_t, std::uint32_t> index_;
+  std::vector<Slot> slots_;
+  std::vector<std::uint32_t> free_;
+  std::vector<int> live_;
+  std::uint32_t head_ = kNil;  // most recently used
+  std::uint32_t tail_ = kNil;  // least recently used
+};
+
+}  // namespace lmwarden::core

@@ -1,0 +1,286 @@
+#include "core/router.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "common/hash.h"
+
+namespace lmwarden::core {
+namespace {
+
+using std::chrono::minutes;
+using std::chrono::seconds;
+
+config::ModelConfig dp_model(int ranks, std::optional<int> spill = std::nullopt) {
+  config::ModelConfig m;
+  m.name = "m";
+  m.spill_threshold = spill;
+  m.backends.push_back({.url = "http://127.0.0.1:8000", .host = "127.0.0.1", .port = 8000,
+                        .data_parallel_size = ranks});
+  return m;
+}
+
+config::ModelConfig separate_servers(int n) {
+  config::ModelConfig m;
+  m.name = "m";
+  for (int i = 0; i < n; ++i)
+    m.backends.push_back({.url = "http://127.0.0.1:" + std::to_string(9000 + i),
+                          .host = "127.0.0.1", .port = static_cast<std::uint16_t>(9000 + i)});
+  return m;
+}
+
+Identity session(const std::string& id) {
+  return {.kind = IdentityKind::kSession, .session_id = id, .session_hash = stable_hash(id),
+          .source = "header:session-id"};
+}
+Identity anonymous() { return {}; }
+Identity pinned(int rank) { return {.kind = IdentityKind::kPinned, .pinned_rank = rank}; }
+
+const TimePoint t0{};
+
+Router make_router(const config::ModelConfig& m) {
+  return Router{m, std::make_unique<FirstTieBreaker>()};
+}
+
+TEST(Router, NewConversationsSpreadOverIdleReplicas) {
+  Router router = make_router(dp_model(4));
+  std::map<int, int> homes;
+  for (int i = 0; i < 8; ++i) {
+    auto d = router.route(session("c" + std::to_string(i)), t0);
+    ASSERT_TRUE(d.ok());
+    EXPECT_EQ(d.kind, RouteKind::kNew);
+    ++homes[d.replica];
+    router.finish(d);  // finished at once: only live conversations differ
+  }
+  ASSERT_EQ(homes.size(), 4u);
+  for (auto [replica, n] : homes) EXPECT_EQ(n, 2) << "replica " << replica;
+}
+
+TEST(Router, KnownConversationStaysHomeAndSendsItsRank) {
+  Router router = make_router(dp_model(4));
+  router.route(anonymous(), t0);  // load replica 0 so the conversation lands elsewhere
+  auto first = router.route(session("a"), t0);
+  router.finish(first);
+  for (int turn = 0; turn < 5; ++turn) {
+    auto d = router.route(session("a"), t0 + seconds(turn));
+    EXPECT_EQ(d.kind, RouteKind::kSticky);
+    EXPECT_EQ(d.replica, first.replica);
+    EXPECT_EQ(d.rank, first.replica);  // one DP server: rank == replica
+    router.finish(d);
+  }
+  EXPECT_EQ(router.view().replicas[static_cast<std::size_t>(first.replica)].counters.count(RouteKind::kSticky), 5u);
+}
+
+TEST(Router, SpillsExactlyAtTheThresholdAndNeverBelow) {
+  Router router = make_router(dp_model(2, /*spill=*/3));
+  auto first = router.route(session("a"), t0);  // in flight 1 at home
+  ASSERT_EQ(first.replica, 0);
+  auto second = router.route(session("a"), t0);  // 1 < 3: sticky
+  auto third = router.route(session("a"), t0);   // 2 < 3: sticky
+  EXPECT_EQ(second.kind, RouteKind::kSticky);
+  EXPECT_EQ(third.kind, RouteKind::kSticky);
+  EXPECT_EQ(router.in_flight(0), 3);
+  auto fourth = router.route(session("a"), t0);  // 3 >= 3: spill to the idle replica
+  EXPECT_EQ(fourth.kind, RouteKind::kSpilled);
+  EXPECT_EQ(fourth.replica, 1);
+  // The home did not move: after the load drains the conversation is back home.
+  for (auto d : {first, second, third, fourth}) router.finish(d);
+  auto later = router.route(session("a"), t0 + seconds(1));
+  EXPECT_EQ(later.kind, RouteKind::kSticky);
+  EXPECT_EQ(later.replica, 0);
+  EXPECT_EQ(router.view().replicas[1].counters.count(RouteKind::kSpilled), 1u);
+}
+
+TEST(Router, SpillStaysHomeWhenNoReplicaIsLessLoaded) {
+  Router router = make_router(dp_model(2, /*spill=*/1));
+  auto a = router.route(session("a"), t0);  // replica 0
+  auto b = router.route(session("b"), t0);  // replica 1
+  ASSERT_NE(a.replica, b.replica);
+  // Both homes have one in flight and one conversation: equal load, so a's
+  // next request finds no replica lower than home and stays.
+  auto again = router.route(session("a"), t0);
+  EXPECT_EQ(again.kind, RouteKind::kSticky);
+  EXPECT_EQ(again.replica, a.replica);
+}
+
+TEST(Router, SpillGoesToTheLeastLoadedLowerReplica) {
+  Router router = make_router(dp_model(3, /*spill=*/2));
+  auto home = router.route(session("h"), t0);  // replica 0
+  ASSERT_EQ(home.replica, 0);
+  router.route(session("h"), t0);                // 2 in flight at home
+  router.route(pinned(1), t0);                   // replica 1 has one in flight
+  auto spilled = router.route(session("h"), t0);
+  EXPECT_EQ(spilled.kind, RouteKind::kSpilled);
+  EXPECT_EQ(spilled.replica, 2);  // idle beats the one with a request in flight
+}
+
+TEST(Router, RehomesWhenHomeIsUnhealthy) {
+  Router router = make_router(dp_model(2));
+  auto first = router.route(session("a"), t0);
+  router.finish(first);
+  router.set_healthy(first.replica, false);
+  auto d = router.route(session("a"), t0 + seconds(1));
+  EXPECT_EQ(d.kind, RouteKind::kRehomed);
+  EXPECT_NE(d.replica, first.replica);
+  router.finish(d);
+  router.set_healthy(first.replica, true);
+  auto after = router.route(session("a"), t0 + seconds(2));  // the new home sticks
+  EXPECT_EQ(after.kind, RouteKind::kSticky);
+  EXPECT_EQ(after.replica, d.replica);
+}
+
+TEST(Router, UnhealthyReplicasTakeNoNewConversations) {
+  Router router = make_router(dp_model(3));
+  router.set_healthy(0, false);
+  router.set_healthy(2, false);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(router.route(session("n" + std::to_string(i)), t0).replica, 1);
+}
+
+TEST(Router, NoHealthyReplicaIsAnErrorNotACrash) {
+  Router router = make_router(dp_model(2));
+  router.set_healthy(0, false);
+  router.set_healthy(1, false);
+  EXPECT_EQ(router.route(session("a"), t0).status, RouteDecision::Status::kNoHealthyReplica);
+  EXPECT_EQ(router.route(anonymous(), t0).status, RouteDecision::Status::kNoHealthyReplica);
+  EXPECT_EQ(router.view().in_flight, 0);
+}
+
+TEST(Router, ClientPinnedGoesWhereAskedAndUnknownRankIsRefused) {
+  Router router = make_router(dp_model(4));
+  auto d = router.route(pinned(3), t0);
+  EXPECT_EQ(d.kind, RouteKind::kPinned);
+  EXPECT_EQ(d.replica, 3);
+  EXPECT_EQ(d.rank, 3);
+  EXPECT_EQ(router.route(pinned(4), t0).status, RouteDecision::Status::kUnknownRank);
+  EXPECT_EQ(router.view().replicas[3].counters.count(RouteKind::kPinned), 1u);
+}
+
+TEST(Router, AnonymousRequestsAreBalancedAndRememberedNowhere) {
+  Router router = make_router(dp_model(2));
+  auto a = router.route(anonymous(), t0);
+  auto b = router.route(anonymous(), t0);
+  EXPECT_EQ(a.kind, RouteKind::kAnonymous);
+  EXPECT_NE(a.replica, b.replica);
+  EXPECT_EQ(router.conversations(), 0u);
+}
+
+TEST(Router, ConversationsExpireAfterTheirTtl) {
+  auto m = dp_model(2);
+  m.session_ttl = minutes(30);
+  Router router = make_router(m);
+  auto first = router.route(session("a"), t0);
+  router.finish(first);
+  EXPECT_EQ(router.route(session("a"), t0 + minutes(29)).kind, RouteKind::kSticky);
+  EXPECT_EQ(router.route(session("a"), t0 + minutes(29) + minutes(31)).kind, RouteKind::kNew);
+}
+
+TEST(Router, SessionTableIsBounded) {
+  auto m = dp_model(2);
+  m.max_conversations = 100;
+  Router router = make_router(m);
+  for (int i = 0; i < 1000; ++i) router.finish(router.route(session(std::to_string(i)), t0));
+  EXPECT_EQ(router.conversations(), 100u);
+  auto v = router.view();
+  EXPECT_EQ(v.replicas[0].live_conversations + v.replicas[1].live_conversations, 100);
+}
+
+TEST(Router, AffinityOffOnADpServerLeavesTheRankToVllm) {
+  auto m = dp_model(4);
+  m.affinity = false;
+  Router router = make_router(m);
+  auto d = router.route(session("a"), t0);
+  EXPECT_EQ(d.kind, RouteKind::kBalanced);
+  EXPECT_EQ(d.replica, -1);
+  EXPECT_EQ(d.rank, -1);
+  EXPECT_EQ(d.backend, 0);
+  EXPECT_EQ(router.view().in_flight, 1);
+  router.finish(d);
+  EXPECT_EQ(router.view().in_flight, 0);
+  EXPECT_EQ(router.conversations(), 0u);  // nothing remembered while off
+}
+
+TEST(Router, AffinityOffOnSeparateServersPicksFewestInFlight) {
+  auto m = separate_servers(3);
+  m.affinity = false;
+  Router router = make_router(m);
+  auto a = router.route(session("a"), t0);
+  auto b = router.route(session("a"), t0);
+  auto c = router.route(session("a"), t0);
+  EXPECT_EQ(a.replica, 0);
+  EXPECT_EQ(b.replica, 1);
+  EXPECT_EQ(c.replica, 2);
+  EXPECT_EQ(a.rank, -1);  // single-rank servers get no rank header
+  router.finish(b);
+  EXPECT_EQ(router.route(session("z"), t0).replica, 1);
+}
+
+TEST(Router, SwitchingAffinityAtRunTimeTakesEffectNextRequest) {
+  Router router = make_router(dp_model(2));
+  router.finish(router.route(session("a"), t0));
+  router.set_affinity(false);
+  EXPECT_EQ(router.route(session("a"), t0).kind, RouteKind::kBalanced);
+  router.set_affinity(true);
+  router.set_spill_threshold(1);
+  EXPECT_EQ(router.view().spill_threshold, 1);
+  EXPECT_FALSE(router.view().spill_threshold_auto);
+}
+
+TEST(Router, RetryExcludesTheFailedReplicaWithoutMovingHome) {
+  Router router = make_router(dp_model(3));
+  auto first = router.route(session("a"), t0);
+  const int failed[] = {first.replica};
+  router.finish(first);
+  auto retry = router.route(session("a"), t0, failed);
+  EXPECT_NE(retry.replica, first.replica);
+  EXPECT_EQ(retry.kind, RouteKind::kSpilled);
+  router.finish(retry);
+  EXPECT_EQ(router.route(session("a"), t0).replica, first.replica);
+}
+
+TEST(Router, HybridTopologyMapsReplicasToServerAndRank) {
+  config::ModelConfig m;
+  m.name = "m";
+  m.backends.push_back({.url = "http://a:1", .host = "a", .port = 1, .data_parallel_size = 2});
+  m.backends.push_back({.url = "http://b:1", .host = "b", .port = 1, .data_parallel_size = 2});
+  Router router = make_router(m);
+  auto d = router.route(pinned(3), t0);
+  EXPECT_EQ(d.backend, 1);
+  EXPECT_EQ(d.rank, 1);
+  auto v = router.view();
+  ASSERT_EQ(v.replicas.size(), 4u);
+  EXPECT_EQ(v.replicas[2].backend, 1);
+  EXPECT_EQ(v.replicas[2].rank, 0);
+}
+
+TEST(Router, KvUsageSteersNewConversationsAway) {
+  Router router = make_router(dp_model(2));
+  router.set_engine_stats(0, {.running = 3, .waiting = 0, .kv_used = 0.9});
+  router.set_engine_stats(1, {.running = 0, .waiting = 0, .kv_used = 0.1});
+  EXPECT_EQ(router.route(session("x"), t0).replica, 1);
+}
+
+TEST(Router, RotatingTieBreakSpreadsABurstOfAnonymousRequests) {
+  Router router{dp_model(4)};  // default rotating tie-breaker
+  std::map<int, int> seen;
+  for (int i = 0; i < 4; ++i) {
+    auto d = router.route(anonymous(), t0);
+    ++seen[d.replica];
+    router.finish(d);
+  }
+  EXPECT_EQ(seen.size(), 4u);
+}
+
+TEST(Router, InFlightReturnsToZeroAfterEveryFinish) {
+  Router router = make_router(dp_model(4, 2));
+  std::vector<RouteDecision> open;
+  for (int i = 0; i < 50; ++i) open.push_back(router.route(session("s" + std::to_string(i % 7)), t0));
+  for (auto& d : open) router.finish(d);
+  auto v = router.view();
+  EXPECT_EQ(v.in_flight, 0);
+  for (auto& r : v.replicas) EXPECT_EQ(r.in_flight, 0);
+}
+
+}  // namespace
+}  // namespace lmwarden::core
