@@ -5,8 +5,17 @@
 // session sources are read; everything else (the 100 KB of history) is skipped,
 // and the original bytes are what gets forwarded. Header and body sources are
 // tried in the configured order (DESIGN §4); the first non-empty value wins.
+//
+// Two ways in:
+//  - extract_request_facts(): one call, when the identity options are known
+//    before the body is read (tests, the offline evaluator, a single model).
+//  - scan_body() + resolve_identity(): for the proxy, where the options belong
+//    to the model and the model is named inside the body. Build one BodyFields
+//    from every model's sources at start, scan once, look the model up, then
+//    resolve with that model's options. Still a single pass over the body.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -22,6 +31,9 @@ namespace lmwarden::core {
 using HeaderField = std::pair<std::string_view, std::string_view>;  // name, value
 using HeaderList = std::span<const HeaderField>;
 
+// The header a client (or the warden itself) uses to pin a vLLM DP rank.
+inline constexpr std::string_view kDataParallelRankHeader = "x-data-parallel-rank";
+
 // Case-insensitive header lookup; the first field with that name.
 std::optional<std::string_view> find_header(HeaderList headers, std::string_view name) noexcept;
 
@@ -29,10 +41,15 @@ enum class IdentityKind { kAnonymous, kSession, kPinned };
 
 struct Identity {
   IdentityKind kind = IdentityKind::kAnonymous;
-  int pinned_rank = -1;            // kPinned: the client's X-data-parallel-rank
+  // kPinned: the client's X-data-parallel-rank, as vLLM would read it. It may be
+  // negative or beyond the model's replicas; the router answers 400 then, as
+  // vLLM does. Values beyond int saturate (still out of range).
+  int pinned_rank = -1;
   std::string session_id;          // kSession: the raw id (never logged)
   std::uint64_t session_hash = 0;  // kSession: stable_hash(session_id)
   std::string source;              // kSession: SessionSource::label() that matched
+
+  bool operator==(const Identity&) const = default;
 };
 
 struct IdentityOptions {
@@ -42,9 +59,9 @@ struct IdentityOptions {
 
 // What the warden needs from one request.
 struct RequestFacts {
-  std::string model;                 // "" when absent
-  bool stream = false;
-  bool stream_include_usage = false; // stream_options.include_usage == true
+  std::string model;                  // "" when absent or not a string
+  bool stream = false;                // `stream` is JSON true
+  bool stream_include_usage = false;  // stream_options.include_usage is JSON true
   Identity identity;
 };
 
@@ -56,11 +73,77 @@ struct ExtractResult {
   std::string error_detail;  // human-readable, for the 400 message
 };
 
-// Headers are looked up case-insensitively. `body` may be empty (no body); it
-// need not be padded: a body whose buffer has at least simdjson::SIMDJSON_PADDING
-// spare bytes after it (pass capacity) is parsed in place, otherwise copied.
+// The set of body fields one scan collects: the three fixed ones plus every
+// dotted path named by the session sources it was built from, compiled into a
+// small trie so that the scan compares each key it meets with a handful of
+// candidates at most. Build once at start; const use is thread-safe.
+class BodyFields {
+ public:
+  BodyFields();
+  explicit BodyFields(std::span<const config::SessionSource> sources);
+
+  // Adds the body paths of `sources` (kBody and kClaudeUserId); a path already
+  // present keeps its slot.
+  void add(std::span<const config::SessionSource> sources);
+
+  // Slot of a dotted path in BodyScan::values, nullopt when not collected.
+  std::optional<std::size_t> slot_of(std::string_view dotted_path) const noexcept;
+  std::size_t slot_count() const noexcept { return paths_.size(); }
+
+  // Internals, for the scanner.
+  enum class Builtin : std::uint8_t { kNone, kModel, kStream, kIncludeUsage };
+  struct Node {
+    std::string key;                      // one path segment
+    std::vector<std::uint32_t> children;  // indexes into nodes()
+    int slot = -1;                        // string value collected here, -1 none
+    Builtin builtin = Builtin::kNone;
+  };
+  const std::vector<Node>& nodes() const noexcept { return nodes_; }
+
+ private:
+  std::uint32_t add_path(std::string_view dotted_path);
+
+  std::vector<Node> nodes_;         // nodes_[0] is the top-level object
+  std::vector<std::string> paths_;  // slot -> dotted path
+};
+
+// The result of one pass over a body.
+struct BodyScan {
+  std::string model;
+  bool stream = false;
+  bool stream_include_usage = false;
+  // Per BodyFields slot: the string found there, "" when absent, empty or not a
+  // string. A key repeated in the body: the last occurrence wins (as in Python).
+  std::vector<std::string> values;
+  BodyError error = BodyError::kNone;
+  std::string error_detail;
+};
+
+// Scans `body` once. Never throws on any input (allocation failure aside).
+// An empty body is no error. `body` is parsed in place when its buffer has
+// simdjson::SIMDJSON_PADDING readable bytes after it (body_capacity >=
+// body.size() + padding); otherwise it is copied into a padded buffer.
+//
+// Validation is what a single lazy pass affords: bad UTF-8, unterminated
+// strings, control characters, unbalanced brackets, trailing bytes and any
+// fault in the fields read are reported; an invalid literal deep inside a
+// skipped value (e.g. `[tru]` inside `messages`) is not — the body goes to vLLM
+// as is and vLLM answers its own 400.
+BodyScan scan_body(std::string_view body, std::size_t body_capacity, const BodyFields& fields);
+
+// Applies DESIGN §4 to headers and a finished scan. A body source whose path is
+// not among `fields` reads as absent. Anonymous when the scan failed.
+Identity resolve_identity(HeaderList headers, const BodyScan& scan, const BodyFields& fields,
+                          const IdentityOptions& options);
+
+// scan_body + resolve_identity with fields built from `options`.
 ExtractResult extract_request_facts(HeaderList headers, std::string_view body,
                                     std::size_t body_capacity, const IdentityOptions& options);
+
+// X-data-parallel-rank as vLLM reads it (Python int()): surrounding whitespace,
+// an optional sign, digits with single '_' between them. nullopt when not an
+// integer, in which case vLLM ignores the header and so does the warden.
+std::optional<int> parse_client_rank(std::string_view value) noexcept;
 
 // Claude Code's metadata.user_id → session id: a JSON string
 // {"device_id":…,"account_uuid":…,"session_id":…} (2.x), or the legacy

@@ -1,0 +1,435 @@
+#include "core/identity.h"
+
+#include <simdjson.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <memory>
+
+#include "common/hash.h"
+
+namespace lmwarden::core {
+namespace {
+
+namespace od = simdjson::ondemand;
+using simdjson::error_code;
+
+constexpr std::string_view kClaudeUserIdPath = "metadata.user_id";
+
+constexpr char ascii_lower(char c) noexcept {
+  return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+}
+
+bool iequals(std::string_view a, std::string_view b) noexcept {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (ascii_lower(a[i]) != ascii_lower(b[i])) return false;
+  return true;
+}
+
+// HTTP optional whitespace around a field value.
+std::string_view trim_ows(std::string_view s) noexcept {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+// Python's str.strip() set, ASCII part (int() strips before parsing).
+std::string_view trim_python_ws(std::string_view s) noexcept {
+  constexpr std::string_view kWs = " \t\n\r\f\v";
+  const auto first = s.find_first_not_of(kWs);
+  if (first == std::string_view::npos) return {};
+  const auto last = s.find_last_not_of(kWs);
+  return s.substr(first, last - first + 1);
+}
+
+const char* describe(error_code error) noexcept {
+  switch (error) {
+    case simdjson::UTF8_ERROR:
+      return "invalid UTF-8";
+    case simdjson::UNCLOSED_STRING:
+      return "unterminated string";
+    case simdjson::UNESCAPED_CHARS:
+      return "unescaped control character in a string";
+    case simdjson::STRING_ERROR:
+      return "invalid escape in a string";
+    case simdjson::EMPTY:
+      return "only whitespace";
+    case simdjson::INCOMPLETE_ARRAY_OR_OBJECT:
+      return "unclosed object or array";
+    case simdjson::DEPTH_ERROR:
+      return "nested too deeply";
+    case simdjson::NUMBER_ERROR:
+      return "invalid number";
+    case simdjson::T_ATOM_ERROR:
+    case simdjson::F_ATOM_ERROR:
+    case simdjson::N_ATOM_ERROR:
+      return "invalid literal";
+    case simdjson::CAPACITY:
+      return "document too large";
+    default:
+      return "unexpected or missing token";
+  }
+}
+
+// simdjson 3.0 has no document::at_end(); current_location() reports
+// OUT_OF_BOUNDS exactly when every token has been consumed.
+bool at_end(od::document& doc) noexcept {
+  const char* location = nullptr;
+  return doc.current_location().get(location) == simdjson::OUT_OF_BOUNDS;
+}
+
+void fail(BodyScan& out, BodyError kind, std::string_view detail) {
+  out.error = kind;
+  out.error_detail.assign(detail);
+}
+
+// One pass over an object, descending only into keys the trie names.
+class Walker {
+ public:
+  Walker(const BodyFields& fields, BodyScan& out) noexcept : nodes_(fields.nodes()), out_(out) {}
+
+  error_code walk(od::object& object, std::uint32_t node_index) noexcept {
+    for (auto field_result : object) {
+      od::field field;
+      if (auto error = std::move(field_result).get(field)) return error;
+      std::string_view key;
+      if (auto error = field.unescaped_key().get(key)) return error;
+      const std::uint32_t child = find_child(node_index, key);
+      if (child == kNoChild) continue;  // the iterator skips the value
+      if (auto error = read(field.value(), child)) return error;
+    }
+    return simdjson::SUCCESS;
+  }
+
+ private:
+  static constexpr std::uint32_t kNoChild = UINT32_MAX;
+
+  std::uint32_t find_child(std::uint32_t node_index, std::string_view key) const noexcept {
+    for (std::uint32_t child : nodes_[node_index].children)
+      if (nodes_[child].key == key) return child;
+    return kNoChild;
+  }
+
+  error_code read(od::value& value, std::uint32_t node_index) noexcept {
+    const BodyFields::Node& node = nodes_[node_index];
+    od::json_type type;
+    if (auto error = value.type().get(type)) return error;
+    switch (type) {
+      case od::json_type::string: {
+        if (node.slot < 0 && node.builtin != BodyFields::Builtin::kModel) return simdjson::SUCCESS;
+        std::string_view text;
+        if (auto error = value.get_string().get(text)) return error;
+        if (node.builtin == BodyFields::Builtin::kModel) out_.model.assign(text);
+        if (node.slot >= 0) out_.values[static_cast<std::size_t>(node.slot)].assign(text);
+        return simdjson::SUCCESS;
+      }
+      case od::json_type::boolean: {
+        if (node.builtin != BodyFields::Builtin::kStream &&
+            node.builtin != BodyFields::Builtin::kIncludeUsage)
+          return simdjson::SUCCESS;
+        bool flag = false;
+        if (auto error = value.get_bool().get(flag)) return error;
+        (node.builtin == BodyFields::Builtin::kStream ? out_.stream : out_.stream_include_usage) =
+            flag;
+        return simdjson::SUCCESS;
+      }
+      case od::json_type::object: {
+        if (node.children.empty()) return simdjson::SUCCESS;
+        od::object inner;
+        if (auto error = value.get_object().get(inner)) return error;
+        return walk(inner, node_index);
+      }
+      default:
+        // Numbers, nulls, arrays: nothing we read lives there. A later
+        // occurrence of the same key still overrides an earlier one, but a
+        // non-string does not clear a string seen before.
+        return simdjson::SUCCESS;
+    }
+  }
+
+  const std::vector<BodyFields::Node>& nodes_;
+  BodyScan& out_;
+};
+
+// Parsers keep buffers sized to the largest document they have seen (about
+// five bytes per input byte), so each thread keeps one for ordinary bodies and
+// a rare huge body gets a parser of its own that is freed afterwards.
+constexpr std::size_t kRetainedBodyBytes = std::size_t{2} << 20;
+
+struct ThreadScratch {
+  od::parser parser;
+  std::unique_ptr<char[]> padded;
+  std::size_t padded_capacity = 0;
+};
+
+ThreadScratch& thread_scratch() {
+  thread_local ThreadScratch scratch;
+  return scratch;
+}
+
+void scan_document(od::parser& parser, const char* data, std::size_t size, std::size_t capacity,
+                   const BodyFields& fields, BodyScan& out) {
+  od::document doc;
+  if (auto error = parser.iterate(data, size, capacity).get(doc))
+    return fail(out, BodyError::kMalformedJson, describe(error));
+  od::json_type type;
+  if (auto error = doc.type().get(type))
+    return fail(out, BodyError::kMalformedJson, describe(error));
+  if (type != od::json_type::object)
+    return fail(out, BodyError::kNotAnObject, "the request body must be a JSON object");
+  od::object object;
+  if (auto error = doc.get_object().get(object))
+    return fail(out, BodyError::kMalformedJson, describe(error));
+  if (auto error = Walker(fields, out).walk(object, 0))
+    return fail(out, BodyError::kMalformedJson, describe(error));
+  if (!at_end(doc)) return fail(out, BodyError::kMalformedJson, "content after the JSON object");
+}
+
+}  // namespace
+
+std::optional<std::string_view> find_header(HeaderList headers, std::string_view name) noexcept {
+  for (const auto& [field_name, value] : headers)
+    if (iequals(field_name, name)) return value;
+  return std::nullopt;
+}
+
+// ---------------------------------------------------------------- BodyFields
+
+BodyFields::BodyFields() {
+  nodes_.push_back(Node{});  // the top-level object
+  nodes_[add_path("model")].builtin = Builtin::kModel;
+  nodes_[add_path("stream")].builtin = Builtin::kStream;
+  nodes_[add_path("stream_options.include_usage")].builtin = Builtin::kIncludeUsage;
+}
+
+BodyFields::BodyFields(std::span<const config::SessionSource> sources) : BodyFields() {
+  add(sources);
+}
+
+void BodyFields::add(std::span<const config::SessionSource> sources) {
+  using Kind = config::SessionSource::Kind;
+  for (const auto& source : sources) {
+    std::string_view path;
+    if (source.kind == Kind::kBody)
+      path = source.name;
+    else if (source.kind == Kind::kClaudeUserId)
+      path = source.name.empty() ? kClaudeUserIdPath : source.name;
+    else
+      continue;
+    if (path.empty()) continue;
+    const std::uint32_t node = add_path(path);
+    if (nodes_[node].slot < 0) {
+      nodes_[node].slot = static_cast<int>(paths_.size());
+      paths_.emplace_back(path);
+    }
+  }
+}
+
+std::uint32_t BodyFields::add_path(std::string_view dotted_path) {
+  std::uint32_t node = 0;
+  while (true) {
+    const auto dot = dotted_path.find('.');
+    const std::string_view segment = dotted_path.substr(0, dot);
+    std::uint32_t next = UINT32_MAX;
+    for (std::uint32_t child : nodes_[node].children)
+      if (nodes_[child].key == segment) next = child;
+    if (next == UINT32_MAX) {
+      next = static_cast<std::uint32_t>(nodes_.size());
+      nodes_.push_back(Node{.key = std::string(segment)});
+      nodes_[node].children.push_back(next);
+    }
+    node = next;
+    if (dot == std::string_view::npos) return node;
+    dotted_path.remove_prefix(dot + 1);
+  }
+}
+
+std::optional<std::size_t> BodyFields::slot_of(std::string_view dotted_path) const noexcept {
+  for (std::size_t i = 0; i < paths_.size(); ++i)
+    if (paths_[i] == dotted_path) return i;
+  return std::nullopt;
+}
+
+// ------------------------------------------------------------------- scanning
+
+BodyScan scan_body(std::string_view body, std::size_t body_capacity, const BodyFields& fields) {
+  BodyScan out;
+  out.values.resize(fields.slot_count());
+  if (body.empty()) return out;
+
+  const bool padded = body_capacity >= body.size() + simdjson::SIMDJSON_PADDING;
+  if (body.size() > kRetainedBodyBytes) {
+    od::parser parser;
+    if (padded) {
+      scan_document(parser, body.data(), body.size(), body_capacity, fields, out);
+    } else {
+      auto copy = simdjson::padded_string(body);  // zero-filled padding
+      scan_document(parser, copy.data(), copy.size(), copy.size() + simdjson::SIMDJSON_PADDING,
+                    fields, out);
+    }
+    return out;
+  }
+
+  ThreadScratch& scratch = thread_scratch();
+  if (padded) {
+    scan_document(scratch.parser, body.data(), body.size(), body_capacity, fields, out);
+    return out;
+  }
+  const std::size_t needed = body.size() + simdjson::SIMDJSON_PADDING;
+  if (scratch.padded_capacity < needed) {
+    // Grow geometrically up to the retained bound, so a slowly growing
+    // conversation does not reallocate on every turn.
+    const std::size_t grown = std::min(std::max(needed, scratch.padded_capacity * 2),
+                                       kRetainedBodyBytes + simdjson::SIMDJSON_PADDING);
+    scratch.padded = std::make_unique_for_overwrite<char[]>(grown);
+    scratch.padded_capacity = grown;
+  }
+  std::memcpy(scratch.padded.get(), body.data(), body.size());
+  std::memset(scratch.padded.get() + body.size(), 0, simdjson::SIMDJSON_PADDING);
+  scan_document(scratch.parser, scratch.padded.get(), body.size(), scratch.padded_capacity, fields,
+                out);
+  return out;
+}
+
+// ------------------------------------------------------------------- identity
+
+std::optional<int> parse_client_rank(std::string_view value) noexcept {
+  std::string_view s = trim_python_ws(value);
+  bool negative = false;
+  if (!s.empty() && (s.front() == '+' || s.front() == '-')) {
+    negative = s.front() == '-';
+    s.remove_prefix(1);
+  }
+  if (s.empty()) return std::nullopt;
+  long long magnitude = 0;
+  bool previous_digit = false;
+  for (char c : s) {
+    if (c == '_') {
+      if (!previous_digit) return std::nullopt;  // leading or doubled '_'
+      previous_digit = false;
+      continue;
+    }
+    if (c < '0' || c > '9') return std::nullopt;
+    // Saturate: a rank this large is out of range either way.
+    if (magnitude <= INT_MAX) magnitude = magnitude * 10 + (c - '0');
+    previous_digit = true;
+  }
+  if (!previous_digit) return std::nullopt;  // trailing '_'
+  if (negative) return magnitude > INT_MAX ? INT_MIN : static_cast<int>(-magnitude);
+  return magnitude > INT_MAX ? INT_MAX : static_cast<int>(magnitude);
+}
+
+std::optional<std::string> decode_claude_user_id(std::string_view user_id) {
+  const std::string_view trimmed = trim_python_ws(user_id);
+
+  if (!trimmed.empty() && trimmed.front() == '{') {
+    // Claude Code 2.x: the field holds JSON text. A parser of its own: this
+    // may run while the thread's body parser still holds a document.
+    thread_local od::parser parser;
+    thread_local std::string buffer;
+    buffer.assign(trimmed);
+    buffer.resize(trimmed.size() + simdjson::SIMDJSON_PADDING, '\0');
+    od::document doc;
+    od::object object;
+    if (parser.iterate(buffer.data(), trimmed.size(), buffer.size()).get(doc)) return std::nullopt;
+    if (doc.get_object().get(object)) return std::nullopt;
+    std::optional<std::string> session;
+    for (auto field_result : object) {
+      od::field field;
+      std::string_view key;
+      if (std::move(field_result).get(field) || field.unescaped_key().get(key)) return std::nullopt;
+      if (key != "session_id") continue;
+      std::string_view id;
+      if (field.value().get_string().get(id)) return std::nullopt;
+      session = id.empty() ? std::nullopt : std::optional<std::string>(id);
+    }
+    if (!at_end(doc)) return std::nullopt;
+    return session;
+  }
+
+  // Claude Code 1.x: user_<hex>_account_<uuid or empty>_session_<uuid>.
+  constexpr std::string_view kUser = "user_", kAccount = "_account_", kSession = "_session_";
+  if (!trimmed.starts_with(kUser)) return std::nullopt;
+  const auto account = trimmed.find(kAccount, kUser.size());
+  if (account == std::string_view::npos || account == kUser.size()) return std::nullopt;
+  const auto session = trimmed.find(kSession, account + kAccount.size());
+  if (session == std::string_view::npos) return std::nullopt;
+  const std::string_view id = trimmed.substr(session + kSession.size());
+  constexpr std::size_t kMaxIdLength = 64;  // a UUID is 36
+  const bool uuid_alphabet = std::all_of(id.begin(), id.end(), [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') || c == '-';
+  });
+  if (id.empty() || id.size() > kMaxIdLength || !uuid_alphabet) return std::nullopt;
+  return std::string(id);
+}
+
+Identity resolve_identity(HeaderList headers, const BodyScan& scan, const BodyFields& fields,
+                          const IdentityOptions& options) {
+  using Kind = config::SessionSource::Kind;
+  Identity identity;
+  if (scan.error != BodyError::kNone) return identity;
+
+  if (options.honor_client_rank) {
+    if (auto value = find_header(headers, kDataParallelRankHeader)) {
+      if (auto rank = parse_client_rank(*value)) {
+        identity.kind = IdentityKind::kPinned;
+        identity.pinned_rank = *rank;
+        return identity;
+      }
+    }
+  }
+
+  auto body_value = [&](std::string_view path) -> std::string_view {
+    const auto slot = fields.slot_of(path);
+    return slot && *slot < scan.values.size() ? std::string_view(scan.values[*slot])
+                                              : std::string_view();
+  };
+
+  for (const auto& source : options.sources) {
+    std::optional<std::string> value;
+    switch (source.kind) {
+      case Kind::kHeader:
+        if (auto header = find_header(headers, source.name)) {
+          const std::string_view text = trim_ows(*header);
+          if (!text.empty()) value.emplace(text);
+        }
+        break;
+      case Kind::kBody:
+        if (const std::string_view text = body_value(source.name); !text.empty())
+          value.emplace(text);
+        break;
+      case Kind::kClaudeUserId:
+        if (const std::string_view text =
+                body_value(source.name.empty() ? kClaudeUserIdPath : std::string_view(source.name));
+            !text.empty())
+          value = decode_claude_user_id(text);
+        break;
+    }
+    if (value) {
+      identity.kind = IdentityKind::kSession;
+      identity.session_hash = stable_hash(*value);
+      identity.session_id = std::move(*value);
+      identity.source = source.label();
+      return identity;
+    }
+  }
+  return identity;
+}
+
+ExtractResult extract_request_facts(HeaderList headers, std::string_view body,
+                                    std::size_t body_capacity, const IdentityOptions& options) {
+  const BodyFields fields(options.sources);
+  BodyScan scan = scan_body(body, body_capacity, fields);
+  ExtractResult result;
+  result.facts.identity = resolve_identity(headers, scan, fields, options);
+  result.facts.model = std::move(scan.model);
+  result.facts.stream = scan.stream;
+  result.facts.stream_include_usage = scan.stream_include_usage;
+  result.error = scan.error;
+  result.error_detail = std::move(scan.error_detail);
+  return result;
+}
+
+}  // namespace lmwarden::core
