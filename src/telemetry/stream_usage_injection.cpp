@@ -1,0 +1,147 @@
+#include "telemetry/stream_usage_injection.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace lmwarden::telemetry {
+namespace {
+
+bool is_json_space(char c) noexcept { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+
+bool has_content(std::string_view line) noexcept {
+  return std::any_of(line.begin(), line.end(), [](char c) { return c != '\r'; });
+}
+
+}  // namespace
+
+std::optional<std::string> with_stream_usage(std::string_view body) {
+  const auto open = std::find_if_not(body.begin(), body.end(), is_json_space);
+  if (open == body.end() || *open != '{') return std::nullopt;
+  const std::size_t after_open = static_cast<std::size_t>(open - body.begin()) + 1;
+  const auto next = std::find_if_not(body.begin() + after_open, body.end(), is_json_space);
+  if (next == body.end()) return std::nullopt;  // unterminated object
+  const bool empty_object = *next == '}';
+
+  std::string out;
+  out.reserve(body.size() + kIncludeUsageMember.size() + 1);
+  out.append(body.substr(0, after_open));
+  out.append(kIncludeUsageMember);
+  if (!empty_object) out.push_back(',');
+  out.append(body.substr(after_open));
+  return out;
+}
+
+void InjectedUsageStripper::forward(std::string_view bytes) {
+  if (bytes.empty()) return;
+  // Adjacent pieces of the same chunk are merged so the common case stays one
+  // view equal to the input.
+  if (!out_.empty() && out_.back().data() + out_.back().size() == bytes.data()) {
+    out_.back() = std::string_view(out_.back().data(), out_.back().size() + bytes.size());
+  } else {
+    out_.push_back(bytes);
+  }
+}
+
+std::span<const std::string_view> InjectedUsageStripper::feed(std::string_view chunk) {
+  out_.clear();
+  emit_.clear();
+  std::size_t event_start = 0;  // where the open event's bytes in this chunk begin
+  std::size_t pos = 0;
+  while (pos < chunk.size()) {
+    const void* nl = std::memchr(chunk.data() + pos, '\n', chunk.size() - pos);
+    if (nl == nullptr) {
+      line_has_content_ = line_has_content_ || has_content(chunk.substr(pos));
+      break;
+    }
+    const std::size_t end = static_cast<std::size_t>(static_cast<const char*>(nl) - chunk.data());
+    const bool blank = !line_has_content_ && !has_content(chunk.substr(pos, end - pos));
+    line_has_content_ = false;
+    pos = end + 1;
+    if (!blank) {
+      event_open_ = true;
+      continue;
+    }
+    if (!event_open_) {
+      // A blank line outside any event: forwarded as it is.
+      forward(chunk.substr(event_start, pos - event_start));
+      event_start = pos;
+      continue;
+    }
+    // The event ends here (its blank line included).
+    const std::string_view tail = chunk.substr(event_start, pos - event_start);
+    if (passthrough_) {
+      forward(tail);
+    } else if (!held_.empty()) {
+      emit_.swap(held_);
+      held_.clear();
+      emit_.append(tail);
+      if (!is_usage_event(emit_)) out_.push_back(emit_);
+    } else if (!is_usage_event(tail)) {
+      forward(tail);
+    }
+    passthrough_ = false;
+    event_open_ = false;
+    event_start = pos;
+  }
+
+  const std::string_view rest = chunk.substr(event_start);
+  if (!event_open_ && !line_has_content_) {
+    forward(rest);  // only (part of) a blank line: nothing to decide
+  } else if (passthrough_) {
+    forward(rest);
+  } else if (held_.size() + rest.size() > kMaxHeldEventBytes) {
+    passthrough_ = true;
+    if (!held_.empty()) {
+      emit_.swap(held_);
+      held_.clear();
+      out_.push_back(emit_);
+    }
+    forward(rest);
+  } else {
+    held_.append(rest);
+  }
+  return out_;
+}
+
+std::span<const std::string_view> InjectedUsageStripper::finish() {
+  out_.clear();
+  emit_.clear();
+  if (!held_.empty()) {
+    emit_.swap(held_);
+    held_.clear();
+    if (!is_usage_event(emit_)) out_.push_back(emit_);
+  }
+  event_open_ = line_has_content_ = passthrough_ = false;
+  return out_;
+}
+
+// Whether a complete event (its lines and blank terminator) is the injected
+// usage chunk. Cheap textual checks first: almost every event is a content
+// delta without "usage".
+bool InjectedUsageStripper::is_usage_event(std::string_view event) {
+  if (event.find("\"usage\"") == std::string_view::npos ||
+      event.find("\"choices\"") == std::string_view::npos) {
+    return false;
+  }
+  data_.clear();
+  bool first = true;
+  std::size_t pos = 0;
+  while (pos < event.size()) {
+    std::size_t end = event.find('\n', pos);
+    if (end == std::string_view::npos) end = event.size();
+    std::string_view line = event.substr(pos, end - pos);
+    pos = end + 1;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (!line.starts_with("data:")) continue;
+    line.remove_prefix(5);
+    if (!line.empty() && line.front() == ' ') line.remove_prefix(1);
+    if (!first) data_.append("\n");
+    data_.append(line);
+    first = false;
+  }
+  if (data_.empty() || !is_usage_only_chunk(data_.padded(), usage_)) return false;
+  ++stripped_;
+  return true;
+}
+
+}  // namespace lmwarden::telemetry

@@ -1,0 +1,67 @@
+// Reading token usage out of one JSON document of a response, whatever the
+// dialect. Shared by the usage tap and the injected-usage stripper.
+//
+// Usage objects are looked for where the dialects put them:
+//   usage             OpenAI chat/completions bodies and stream chunks,
+//                     Anthropic message bodies and message_delta events,
+//                     Responses API bodies
+//   message.usage     Anthropic message_start events
+//   response.usage    Responses API response.completed (and friends) events
+// and their fields are kept as reported; RequestUsage is computed from them
+// once at the end (usage_tap.h), because a stream reports them piecewise
+// (Anthropic: input in message_start, output in message_delta).
+#pragma once
+
+#include <simdjson.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace lmwarden::telemetry {
+
+struct UsageFields {
+  // OpenAI chat/completions
+  std::optional<std::uint64_t> prompt_tokens;
+  std::optional<std::uint64_t> completion_tokens;
+  std::optional<std::uint64_t> prompt_cached_tokens;  // prompt_tokens_details.cached_tokens
+  // Anthropic messages and the Responses API
+  std::optional<std::uint64_t> input_tokens;
+  std::optional<std::uint64_t> output_tokens;
+  std::optional<std::uint64_t> cache_read_input_tokens;      // Anthropic
+  std::optional<std::uint64_t> cache_creation_input_tokens;  // Anthropic
+  std::optional<std::uint64_t> input_cached_tokens;  // Responses: input_tokens_details.cached_tokens
+  bool seen = false;  // some usage object was read
+
+  // Fields present in `later` replace ours: streams repeat cumulative counts.
+  void merge(const UsageFields& later) noexcept;
+};
+
+// A growable byte buffer that always keeps simdjson's padding allocated past
+// its end, so a document in it parses without another copy.
+class PaddedBuffer {
+ public:
+  void clear() noexcept { bytes_.clear(); }
+  void append(std::string_view s);
+  std::size_t size() const noexcept { return bytes_.size(); }
+  bool empty() const noexcept { return bytes_.empty(); }
+  std::string_view view() const noexcept { return bytes_; }
+  simdjson::padded_string_view padded() const noexcept {
+    return simdjson::padded_string_view(bytes_.data(), bytes_.size(), bytes_.capacity());
+  }
+
+ private:
+  std::string bytes_;
+};
+
+// Parses `doc` and merges every usage object in it into `into`. Returns false
+// when the document is not a JSON object (nothing merged).
+bool merge_usage(simdjson::padded_string_view doc, UsageFields& into) noexcept;
+
+// Whether `doc` is the extra final chunk of an OpenAI stream that exists only
+// because stream_options.include_usage was set: "choices" is an empty array and
+// "usage" an object. Fills `usage` from it when so.
+bool is_usage_only_chunk(simdjson::padded_string_view doc, UsageFields& usage) noexcept;
+
+}  // namespace lmwarden::telemetry

@@ -1,0 +1,114 @@
+// Per-request token usage, read from the response bytes as they are relayed.
+//
+// The relay hands every chunk to feed() right after (or before) writing it to
+// the client, exactly as received: chunk boundaries may fall anywhere, inside
+// "data:", inside a JSON string, inside a UTF-8 sequence. The tap never holds
+// the stream back; it only looks.
+//
+// What it reads (DESIGN §7), whatever the route:
+//   OpenAI JSON      usage.prompt_tokens, .completion_tokens,
+//                    .prompt_tokens_details.cached_tokens
+//   OpenAI SSE       the same in the final chunk (present only when the request
+//                    set stream_options.include_usage), then "data: [DONE]"
+//   Anthropic JSON   usage.input_tokens, .cache_read_input_tokens,
+//                    .cache_creation_input_tokens, .output_tokens
+//   Anthropic SSE    message_start → message.usage; message_delta → usage
+//   Responses API    usage / response.usage with input_tokens_details.cached_tokens
+//
+// Cost. Event streams: lines are found with memchr; an event whose data lies
+// within one chunk is inspected in place, and only events whose data contains
+// the text "usage" are parsed (simdjson), so content deltas cost a scan and no
+// copy. A line split across chunks is carried over in a buffer the size of the
+// line. JSON bodies are copied aside (up to kMaxDocumentBytes) and parsed once
+// at finish(), since the usage object sits at the end of a body whose start
+// may be megabytes earlier.
+//
+// Not thread-safe: one tap per request, used by the task relaying it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "telemetry/usage_json.h"
+
+namespace lmwarden::telemetry {
+
+struct RequestUsage {
+  std::uint64_t prompt_tokens = 0;  // all prompt tokens: cached + computed
+  std::uint64_t cached_tokens = 0;  // prompt tokens served from the prefix cache (<= prompt)
+  std::uint64_t completion_tokens = 0;
+  // A usage report was read. Cache use counts as measured whenever usage is
+  // present (vLLM omits cached_tokens when it is 0); a request without usage
+  // has nothing measured and its prompt, if known elsewhere, counts as computed.
+  bool cache_measured = false;
+  // The report named the cached count explicitly. False with cache_measured
+  // true on every request usually means vLLM runs without
+  // --enable-prompt-tokens-details: worth telling the operator.
+  bool cached_reported = false;
+
+  std::uint64_t computed_tokens() const noexcept { return prompt_tokens - cached_tokens; }
+  friend bool operator==(const RequestUsage&, const RequestUsage&) = default;
+};
+
+// How the three dialects' fields become one RequestUsage:
+//   prompt_tokens present   → OpenAI: prompt = prompt_tokens, cached = details.cached_tokens
+//   input_tokens_details    → Responses: prompt = input_tokens, cached = its cached_tokens
+//   otherwise               → Anthropic: prompt = input + cache_read + cache_creation,
+//                             cached = cache_read (vLLM: input_tokens = prompt − cached)
+RequestUsage to_request_usage(const UsageFields& fields) noexcept;
+
+enum class BodyFormat : std::uint8_t {
+  kAuto,         // '{' first → JSON, anything else → event stream
+  kJson,         // Content-Type: application/json
+  kEventStream,  // Content-Type: text/event-stream
+};
+
+// Largest JSON body or single SSE event that is read; larger ones are passed
+// over (counted by oversized()) so one reply cannot make the tap hold more.
+inline constexpr std::size_t kMaxDocumentBytes = 16u << 20;
+
+class UsageTap {
+ public:
+  explicit UsageTap(BodyFormat format = BodyFormat::kAuto) noexcept : format_(format) {}
+
+  void feed(std::string_view chunk) noexcept;
+  // End of the response body: reads a JSON body and any unterminated event.
+  void finish() noexcept;
+
+  // Usage read so far (complete after finish()).
+  RequestUsage usage() const noexcept { return to_request_usage(fields_); }
+  const UsageFields& fields() const noexcept { return fields_; }
+  BodyFormat format() const noexcept { return format_; }
+  bool saw_done() const noexcept { return saw_done_; }  // "data: [DONE]"
+  std::size_t events() const noexcept { return events_; }
+  std::size_t oversized() const noexcept { return oversized_; }
+
+ private:
+  void feed_event_stream(std::string_view chunk);
+  void on_line(std::string_view line, bool in_chunk);
+  void dispatch_event();
+  void inspect(std::string_view data);
+
+  BodyFormat format_;
+  bool finished_ = false;
+  bool saw_done_ = false;
+  std::size_t events_ = 0;
+  std::size_t oversized_ = 0;
+  UsageFields fields_;
+
+  // JSON body: the bytes so far. Event stream: the current event's data.
+  PaddedBuffer document_;
+  bool document_overflow_ = false;
+  // Event stream: the start of a line whose end has not arrived yet.
+  std::string carry_;
+  bool carry_overflow_ = false;
+  // The current event's only data line, when it lies inside the chunk being
+  // fed: inspected in place, copied into document_ only if the event is still
+  // open when feed() returns.
+  std::string_view data_in_chunk_;
+  std::size_t data_lines_ = 0;
+};
+
+}  // namespace lmwarden::telemetry
