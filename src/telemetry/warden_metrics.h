@@ -1,0 +1,51 @@
+// The warden's own metric families (DESIGN §7.1), declared once: the /metrics
+// handler writes from this list, docs/metrics.md documents it, and a test
+// checks that the writer's output for it parses back with every name. The
+// names are exactly those of §7.1, in its order; `replica` is the replica's
+// index within its model ("0", "1", …).
+#pragma once
+
+#include <array>
+#include <string_view>
+
+#include "telemetry/prometheus.h"
+
+namespace lmwarden::telemetry {
+
+struct MetricSpec {
+  std::string_view name;
+  MetricType type;
+  std::string_view labels;  // comma-separated label names, in the order written
+  std::string_view help;
+};
+
+inline constexpr std::array<MetricSpec, 13> kWardenMetrics = {{
+    {"lmwarden_requests_total", MetricType::kCounter, "model,replica,route",
+     "Requests routed, by route: new, sticky, spilled, pinned, anonymous, rehomed, balanced."},
+    {"lmwarden_in_flight", MetricType::kGauge, "model,replica",
+     "Requests sent to the replica that have not finished."},
+    {"lmwarden_live_conversations", MetricType::kGauge, "model,replica",
+     "Conversations homed on the replica and seen within their idle TTL."},
+    {"lmwarden_upstream_errors_total", MetricType::kCounter, "model,replica,kind",
+     "Failed upstream exchanges, by kind (connect, timeout, status, reset, ...)."},
+    {"lmwarden_prompt_tokens_total", MetricType::kCounter, "model,replica,source",
+     "Prompt tokens of relayed requests, by source: cached (prefix cache) or computed."},
+    {"lmwarden_completion_tokens_total", MetricType::kCounter, "model,replica",
+     "Completion tokens of relayed requests."},
+    {"lmwarden_time_to_first_byte_seconds", MetricType::kHistogram, "model",
+     "Time from forwarding a request to its first response byte."},
+    {"lmwarden_replica_running", MetricType::kGauge, "model,replica",
+     "Requests running on the replica, as its engine reports."},
+    {"lmwarden_replica_waiting", MetricType::kGauge, "model,replica",
+     "Requests waiting on the replica, as its engine reports."},
+    {"lmwarden_replica_kv_cache_usage", MetricType::kGauge, "model,replica",
+     "Fraction of the replica's KV cache in use (0 to 1)."},
+    {"lmwarden_replica_prefix_cache_hit_ratio", MetricType::kGauge, "model,replica",
+     "Prefix-cache hits over queries, in tokens, since the warden started."},
+    {"lmwarden_replica_healthy", MetricType::kGauge, "model,replica",
+     "1 when the replica takes new work, 0 when it is marked unhealthy."},
+    {"lmwarden_replica_info", MetricType::kGauge, "model,replica,url,rank",
+     "Always 1; labels say where the replica lives."},
+}};
+
+}  // namespace lmwarden::telemetry
