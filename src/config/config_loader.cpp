@@ -1,0 +1,856 @@
+#include "config/config_loader.h"
+
+#include <arpa/inet.h>
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <initializer_list>
+#include <limits>
+#include <map>
+#include <sstream>
+
+namespace lmwarden::config {
+
+using namespace std::literals;
+
+namespace {
+
+// ------------------------------------------------------------ small parsers
+
+std::string_view trim(std::string_view s) noexcept {
+  constexpr std::string_view kSpace = " \t\r\n";
+  const auto first = s.find_first_not_of(kSpace);
+  if (first == std::string_view::npos) return {};
+  return s.substr(first, s.find_last_not_of(kSpace) - first + 1);
+}
+
+char lower(char c) noexcept {
+  return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+}
+
+std::string to_lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(), lower);
+  return out;
+}
+
+bool is_digit(char c) noexcept {
+  return c >= '0' && c <= '9';
+}
+
+template <typename Int>
+std::optional<Int> parse_uint(std::string_view s) noexcept {
+  if (s.empty() || !std::all_of(s.begin(), s.end(), is_digit)) return std::nullopt;
+  Int value{};
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+  if (ec != std::errc{} || end != s.data() + s.size()) return std::nullopt;
+  return value;
+}
+
+std::optional<std::uint16_t> parse_port(std::string_view s) noexcept {
+  const auto port = parse_uint<std::uint32_t>(s);
+  if (!port || *port > 65535) return std::nullopt;
+  return static_cast<std::uint16_t>(*port);
+}
+
+bool is_ipv4(const std::string& s) noexcept {
+  in_addr addr{};
+  return inet_pton(AF_INET, s.c_str(), &addr) == 1;
+}
+
+bool is_ipv6(const std::string& s) noexcept {
+  in6_addr addr{};
+  return inet_pton(AF_INET6, s.c_str(), &addr) == 1;
+}
+
+// DNS names as found in container networks and /etc/hosts: letters, digits,
+// '-', '_' and '.'.
+bool is_hostname(std::string_view s) noexcept {
+  return !s.empty() && s.size() <= 253 && std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || is_digit(c) || c == '-' ||
+           c == '_' || c == '.';
+  });
+}
+
+// RFC 9110 token characters: what an HTTP field name may contain.
+bool is_header_name(std::string_view s) noexcept {
+  constexpr std::string_view kSpecials = "!#$%&'*+-.^_`|~";
+  return !s.empty() && std::all_of(s.begin(), s.end(), [&](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || is_digit(c) ||
+           kSpecials.find(c) != std::string_view::npos;
+  });
+}
+
+bool is_env_name(std::string_view s) noexcept {
+  if (s.empty() || is_digit(s.front())) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || is_digit(c) || c == '_';
+  });
+}
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// --------------------------------------------------------------- the loader
+
+struct Entry {
+  std::string key;
+  YAML::Node key_node;
+  YAML::Node value;
+};
+
+// One mapping's entries, in file order. find() treats `key:` with no value
+// (null) like an absent key, so the default applies.
+struct MapView {
+  std::vector<Entry> entries;
+  YAML::Node node;
+
+  const Entry* find(std::string_view key) const {
+    for (const auto& entry : entries)
+      if (entry.key == key) return entry.value.IsNull() ? nullptr : &entry;
+    return nullptr;
+  }
+};
+
+std::string child(const std::string& path, std::string_view key) {
+  return path.empty() ? std::string(key) : fmt::format("{}.{}", path, key);
+}
+
+std::string index(const std::string& path, std::size_t i) {
+  return fmt::format("{}[{}]", path, i);
+}
+
+// How a value looked, for "got …" in messages.
+std::string shown(const YAML::Node& node) {
+  if (node.IsNull()) return "nothing";
+  if (node.IsSequence()) return "a list";
+  if (node.IsMap()) return "a mapping";
+  std::string text = node.Scalar();
+  constexpr std::size_t kMaxShown = 60;
+  if (text.size() > kMaxShown) text = text.substr(0, kMaxShown) + "…";
+  return fmt::format("\"{}\"", text);
+}
+
+class Loader {
+ public:
+  explicit Loader(std::string_view file) : file_(file) {}
+
+  ConfigResult load(std::string_view text) {
+    Config config;
+    config.source_file = file_;
+    try {
+      YAML::Node root;
+      try {
+        root = YAML::Load(std::string(text));
+      } catch (const YAML::ParserException& e) {
+        add(e.mark.line + 1, "", fmt::format("invalid YAML: {}", e.msg));
+        return finish(std::move(config));
+      }
+      read_root(root, config);
+    } catch (const YAML::Exception& e) {
+      // yaml-cpp throws from a few accessors on shapes we did not foresee;
+      // report it like any other problem rather than crash at start.
+      add(e.mark.line + 1, "", fmt::format("unreadable YAML: {}", e.msg));
+    }
+    return finish(std::move(config));
+  }
+
+ private:
+  ConfigResult finish(Config config) {
+    if (errors_.empty()) return config;
+    return unexpected(ConfigErrors{std::move(errors_)});
+  }
+
+  void add(int line, std::string key_path, std::string reason) {
+    errors_.push_back({file_, std::max(line, 0), std::move(key_path), std::move(reason)});
+  }
+  void error(const YAML::Node& at, std::string key_path, std::string reason) {
+    add(at.Mark().line + 1, std::move(key_path), std::move(reason));
+  }
+  void error(const Entry& at, std::string key_path, std::string reason) {
+    const int line = at.value.Mark().line >= 0 ? at.value.Mark().line : at.key_node.Mark().line;
+    add(line + 1, std::move(key_path), std::move(reason));
+  }
+
+  // Checks the shape of a mapping: a mapping, plain keys, no unknown or
+  // repeated key. nullopt when it is not a mapping at all.
+  std::optional<MapView> read_map(const YAML::Node& node, const std::string& path,
+                                  std::initializer_list<std::string_view> known) {
+    if (!node.IsMap()) {
+      error(node, path, fmt::format("must be a mapping of keys, got {}", shown(node)));
+      return std::nullopt;
+    }
+    MapView view{.node = node};
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      // Copies: the iterator hands out a temporary pair.
+      const YAML::Node key = it->first;
+      if (!key.IsScalar()) {
+        error(key, path, "keys must be plain words");
+        continue;
+      }
+      const std::string& name = key.Scalar();
+      const std::string key_path = child(path, name);
+      if (std::find(known.begin(), known.end(), name) == known.end()) {
+        error(key, key_path, unknown_key_reason(name, known));
+        continue;
+      }
+      if (std::any_of(view.entries.begin(), view.entries.end(),
+                      [&](const Entry& e) { return e.key == name; })) {
+        error(key, key_path, "appears twice");
+        continue;
+      }
+      view.entries.push_back({name, key, it->second});
+    }
+    return view;
+  }
+
+  static std::string unknown_key_reason(std::string_view name,
+                                        std::initializer_list<std::string_view> known) {
+    std::string_view best;
+    std::size_t best_distance = std::numeric_limits<std::size_t>::max();
+    for (std::string_view candidate : known) {
+      const std::size_t d = edit_distance(name, candidate);
+      if (d < best_distance) best = candidate, best_distance = d;
+    }
+    // A near miss, or a known key cut short ("max_body" for "max_body_bytes").
+    const bool prefix = name.size() >= 3 && best_distance != 0 &&
+                        std::any_of(known.begin(), known.end(), [&](std::string_view k) {
+                          if (k.starts_with(name)) best = k;
+                          return k.starts_with(name);
+                        });
+    if (prefix || best_distance <= std::max<std::size_t>(2, name.size() / 4))
+      return fmt::format("unknown key (did you mean \"{}\"?)", best);
+    std::string list;
+    for (std::string_view k : known) list += (list.empty() ? "" : ", ") + std::string(k);
+    return fmt::format("unknown key (known here: {})", list);
+  }
+
+  // ----- typed values; each reports its own error and returns nullopt
+
+  std::optional<std::string> read_string(const Entry& e, const std::string& path) {
+    if (!e.value.IsScalar() || e.value.Scalar().empty()) {
+      error(e, path, fmt::format("must be a non-empty string, got {}", shown(e.value)));
+      return std::nullopt;
+    }
+    return e.value.Scalar();
+  }
+
+  std::optional<bool> read_bool(const Entry& e, const std::string& path) {
+    if (e.value.IsScalar()) {
+      const std::string text = to_lower(e.value.Scalar());
+      if (text == "true") return true;
+      if (text == "false") return false;
+    }
+    error(e, path, fmt::format("must be true or false, got {}", shown(e.value)));
+    return std::nullopt;
+  }
+
+  std::optional<long long> read_int(const Entry& e, const std::string& path, long long min,
+                                    long long max) {
+    std::optional<long long> value;
+    if (e.value.IsScalar()) {
+      const std::string_view text = e.value.Scalar();
+      long long parsed = 0;
+      const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), parsed);
+      if (ec == std::errc{} && end == text.data() + text.size()) value = parsed;
+    }
+    if (value && *value >= min && *value <= max) return value;
+    const std::string range = max == std::numeric_limits<long long>::max()
+                                  ? fmt::format("an integer >= {}", min)
+                                  : fmt::format("an integer from {} to {}", min, max);
+    error(e, path, fmt::format("must be {}, got {}", range, shown(e.value)));
+    return std::nullopt;
+  }
+
+  std::optional<double> read_weight(const Entry& e, const std::string& path) {
+    if (e.value.IsScalar()) {
+      const std::string_view text = e.value.Scalar();
+      double parsed = 0;
+      const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), parsed);
+      if (ec == std::errc{} && end == text.data() + text.size() && std::isfinite(parsed) &&
+          parsed >= 0)
+        return parsed;
+    }
+    error(e, path, fmt::format("must be a number >= 0, got {}", shown(e.value)));
+    return std::nullopt;
+  }
+
+  std::optional<Millis> read_duration(const Entry& e, const std::string& path, Millis min) {
+    std::optional<Millis> value;
+    if (e.value.IsScalar()) value = parse_duration(e.value.Scalar());
+    if (!value) {
+      error(e, path,
+            fmt::format("must be a duration like 500ms, 90s, 30m or 1h, got {}", shown(e.value)));
+      return std::nullopt;
+    }
+    if (*value < min) {
+      error(e, path, fmt::format("must be at least {}ms, got {}", min.count(), shown(e.value)));
+      return std::nullopt;
+    }
+    return value;
+  }
+
+  std::optional<std::uint64_t> read_size(const Entry& e, const std::string& path, std::uint64_t min,
+                                         std::uint64_t max, std::string_view bounds) {
+    std::optional<std::uint64_t> value;
+    if (e.value.IsScalar()) value = parse_byte_size(e.value.Scalar());
+    if (!value) {
+      error(e, path,
+            fmt::format("must be a size like 65536, 64KiB or 32MiB, got {}", shown(e.value)));
+      return std::nullopt;
+    }
+    if (*value < min || *value > max) {
+      error(e, path, fmt::format("must be {}, got {}", bounds, shown(e.value)));
+      return std::nullopt;
+    }
+    return value;
+  }
+
+  // A list of scalars that each pass `check`; nullopt if anything is wrong.
+  template <typename Check>
+  std::optional<std::vector<std::string>> read_string_list(const Entry& e, const std::string& path,
+                                                           std::string_view expected, Check check) {
+    if (!e.value.IsSequence()) {
+      error(e, path, fmt::format("must be a list of {}, got {}", expected, shown(e.value)));
+      return std::nullopt;
+    }
+    std::vector<std::string> out;
+    bool ok = true;
+    for (std::size_t i = 0; i < e.value.size(); ++i) {
+      const YAML::Node item = e.value[i];
+      if (!item.IsScalar() || !check(item.Scalar())) {
+        error(item, index(path, i), fmt::format("must be {}, got {}", expected, shown(item)));
+        ok = false;
+        continue;
+      }
+      if (std::find(out.begin(), out.end(), item.Scalar()) != out.end()) {
+        error(item, index(path, i), fmt::format("{} is listed twice", shown(item)));
+        ok = false;
+        continue;
+      }
+      out.push_back(item.Scalar());
+    }
+    if (!ok) return std::nullopt;
+    return out;
+  }
+
+  // ----- sections
+
+  void read_root(const YAML::Node& root, Config& config) {
+    if (!root.IsDefined() || root.IsNull()) {
+      add(1, "models", "is required: the file is empty");
+      return;
+    }
+    const auto map =
+        read_map(root, "",
+                 {"listen", "threads", "limits", "timeouts", "retries", "admin_token_env",
+                  "admin_token", "scrape_interval", "unhealthy_after", "models"});
+    if (!map) return;
+
+    if (const Entry* e = map->find("listen")) {
+      if (auto text = read_string(*e, "listen")) {
+        auto address = parse_listen_address(*text);
+        if (address) {
+          config.listen_host = address->host;
+          config.listen_port = address->port;
+        } else {
+          error(*e, "listen", fmt::format("{}, got {}", address.error(), shown(e->value)));
+        }
+      }
+    }
+    if (const Entry* e = map->find("threads"))
+      if (auto v = read_int(*e, "threads", 0, 1024)) config.threads = static_cast<int>(*v);
+    if (const Entry* e = map->find("limits")) read_limits(*e, config.limits);
+    if (const Entry* e = map->find("timeouts")) read_timeouts(*e, config.timeouts);
+    if (const Entry* e = map->find("retries"))
+      if (auto v = read_int(*e, "retries", 0, 16)) config.retries = static_cast<int>(*v);
+    if (const Entry* e = map->find("admin_token_env"))
+      if (auto v = read_env_name(*e, "admin_token_env")) config.admin_token_env = *v;
+    if (const Entry* e = map->find("admin_token")) {
+      if (auto v = read_string(*e, "admin_token")) config.admin_token = *v;
+      if (map->find("admin_token_env"))
+        error(*e, "admin_token", "set admin_token or admin_token_env, not both");
+    }
+    if (const Entry* e = map->find("scrape_interval"))
+      if (auto v = read_duration(*e, "scrape_interval", Millis{100})) config.scrape_interval = *v;
+    if (const Entry* e = map->find("unhealthy_after"))
+      if (auto v = read_int(*e, "unhealthy_after", 1, 1000))
+        config.unhealthy_after = static_cast<int>(*v);
+
+    const Entry* models = map->find("models");
+    if (!models) {
+      add(root.Mark().line + 1, "models", "is required: list at least one model");
+      return;
+    }
+    if (!models->value.IsSequence() || models->value.size() == 0) {
+      error(*models, "models",
+            fmt::format("must be a list of at least one model, got {}", shown(models->value)));
+      return;
+    }
+    for (std::size_t i = 0; i < models->value.size(); ++i) {
+      ModelConfig model;
+      if (read_model(models->value[i], index("models", i), model))
+        config.models.push_back(std::move(model));
+    }
+    check_unique_names(models->value);
+  }
+
+  std::optional<std::string> read_env_name(const Entry& e, const std::string& path) {
+    if (e.value.IsScalar() && is_env_name(e.value.Scalar())) return e.value.Scalar();
+    error(e, path,
+          fmt::format("must be an environment variable name (letters, digits, _), got {}",
+                      shown(e.value)));
+    return std::nullopt;
+  }
+
+  void read_limits(const Entry& section, Limits& limits) {
+    const auto map = read_map(section.value, "limits",
+                              {"max_header_bytes", "max_body_bytes", "max_connections"});
+    if (!map) return;
+    constexpr std::uint64_t kKiB = 1024, kMiB = 1024 * kKiB, kGiB = 1024 * kMiB;
+    if (const Entry* e = map->find("max_header_bytes"))
+      if (auto v = read_size(*e, "limits.max_header_bytes", kKiB, 16 * kMiB, "from 1KiB to 16MiB"))
+        limits.max_header_bytes = *v;
+    // simdjson reads documents up to 4 GiB; 1 GiB leaves room and is already
+    // far beyond any context window.
+    if (const Entry* e = map->find("max_body_bytes"))
+      if (auto v = read_size(*e, "limits.max_body_bytes", kKiB, kGiB, "from 1KiB to 1GiB"))
+        limits.max_body_bytes = *v;
+    if (const Entry* e = map->find("max_connections"))
+      if (auto v = read_int(*e, "limits.max_connections", 1, 1'000'000))
+        limits.max_connections = static_cast<std::size_t>(*v);
+  }
+
+  void read_timeouts(const Entry& section, Timeouts& timeouts) {
+    const auto map = read_map(section.value, "timeouts",
+                              {"connect", "first_byte", "idle", "client_read", "shutdown_grace"});
+    if (!map) return;
+    const std::pair<std::string_view, Millis*> positive[] = {
+        {"connect", &timeouts.connect},
+        {"first_byte", &timeouts.first_byte},
+        {"idle", &timeouts.idle},
+        {"client_read", &timeouts.client_read}};
+    for (const auto& [key, target] : positive)
+      if (const Entry* e = map->find(key))
+        if (auto v = read_duration(*e, child("timeouts", key), Millis{1})) *target = *v;
+    if (const Entry* e = map->find("shutdown_grace"))
+      if (auto v = read_duration(*e, "timeouts.shutdown_grace", Millis{0}))
+        timeouts.shutdown_grace = *v;
+  }
+
+  bool read_model(const YAML::Node& node, const std::string& path, ModelConfig& model) {
+    const auto map = read_map(node, path,
+                              {"name", "aliases", "affinity", "spill_threshold", "session_ttl",
+                               "max_conversations", "session_sources", "honor_client_rank",
+                               "weights", "inject_stream_usage", "api_keys_env", "backends"});
+    if (!map) return false;
+    const std::size_t errors_before = errors_.size();
+
+    if (const Entry* e = map->find("name")) {
+      if (auto v = read_string(*e, child(path, "name"))) model.name = *v;
+    } else {
+      error(node, child(path, "name"), "is required");
+    }
+    if (const Entry* e = map->find("aliases"))
+      if (auto v = read_string_list(*e, child(path, "aliases"), "non-empty names",
+                                    [](std::string_view s) { return !s.empty(); }))
+        model.aliases = std::move(*v);
+    if (const Entry* e = map->find("affinity"))
+      if (auto v = read_bool(*e, child(path, "affinity"))) model.affinity = *v;
+    if (const Entry* e = map->find("spill_threshold")) read_spill_threshold(*e, path, model);
+    if (const Entry* e = map->find("session_ttl"))
+      if (auto v = read_duration(*e, child(path, "session_ttl"), Millis{1000}))
+        model.session_ttl = std::chrono::duration_cast<Seconds>(*v);
+    if (const Entry* e = map->find("max_conversations"))
+      if (auto v = read_int(*e, child(path, "max_conversations"), 1, 100'000'000))
+        model.max_conversations = static_cast<std::size_t>(*v);
+    if (const Entry* e = map->find("session_sources")) read_session_sources(*e, path, model);
+    if (const Entry* e = map->find("honor_client_rank"))
+      if (auto v = read_bool(*e, child(path, "honor_client_rank"))) model.honor_client_rank = *v;
+    if (const Entry* e = map->find("weights"))
+      read_weights(*e, child(path, "weights"), model.weights);
+    if (const Entry* e = map->find("inject_stream_usage"))
+      if (auto v = read_bool(*e, child(path, "inject_stream_usage")))
+        model.inject_stream_usage = *v;
+    if (const Entry* e = map->find("api_keys_env"))
+      if (auto v = read_string_list(*e, child(path, "api_keys_env"), "environment variable names",
+                                    is_env_name))
+        model.api_keys_env = std::move(*v);
+
+    const Entry* backends = map->find("backends");
+    if (!backends) {
+      error(node, child(path, "backends"), "is required: list at least one backend");
+    } else if (!backends->value.IsSequence() || backends->value.size() == 0) {
+      error(*backends, child(path, "backends"),
+            fmt::format("must be a list of at least one backend, got {}", shown(backends->value)));
+    } else {
+      for (std::size_t i = 0; i < backends->value.size(); ++i) {
+        BackendConfig backend;
+        const YAML::Node item = backends->value[i];
+        const std::string item_path = index(child(path, "backends"), i);
+        if (!read_backend(item, item_path, backend)) continue;
+        const bool repeated =
+            std::any_of(model.backends.begin(), model.backends.end(), [&](const auto& b) {
+              return b.host == backend.host && b.port == backend.port &&
+                     b.base_path == backend.base_path;
+            });
+        if (repeated) {
+          error(item, child(item_path, "url"),
+                "the same server is listed twice; use data_parallel_size for its ranks");
+          continue;
+        }
+        model.backends.push_back(std::move(backend));
+      }
+    }
+    return errors_.size() == errors_before;
+  }
+
+  void read_spill_threshold(const Entry& e, const std::string& model_path, ModelConfig& model) {
+    if (e.value.IsScalar()) {
+      const std::string& text = e.value.Scalar();
+      if (text == "auto") {
+        model.spill_threshold.reset();
+        return;
+      }
+      if (auto v = parse_uint<int>(text); v && *v >= 1) {
+        model.spill_threshold = *v;
+        return;
+      }
+    }
+    error(e, child(model_path, "spill_threshold"),
+          fmt::format("must be an integer >= 1 or \"auto\", got {}", shown(e.value)));
+  }
+
+  void read_session_sources(const Entry& e, const std::string& model_path, ModelConfig& model) {
+    const std::string path = child(model_path, "session_sources");
+    if (!e.value.IsSequence()) {
+      error(e, path,
+            fmt::format("must be a list such as [\"header:session-id\", "
+                        "\"body:prompt_cache_key\", \"claude-user-id\"], got {}",
+                        shown(e.value)));
+      return;
+    }
+    std::vector<SessionSource> sources;
+    bool ok = true;
+    for (std::size_t i = 0; i < e.value.size(); ++i) {
+      const YAML::Node item = e.value[i];
+      auto source = item.IsScalar() ? parse_session_source(item.Scalar())
+                                    : Result<SessionSource, std::string>(unexpected(std::string(
+                                          "must be \"header:NAME\", \"body:dotted.path\" or "
+                                          "\"claude-user-id\"")));
+      if (!source) {
+        error(item, index(path, i), fmt::format("{}, got {}", source.error(), shown(item)));
+        ok = false;
+      } else if (std::find(sources.begin(), sources.end(), *source) != sources.end()) {
+        error(item, index(path, i), fmt::format("{} is listed twice", shown(item)));
+        ok = false;
+      } else {
+        sources.push_back(std::move(*source));
+      }
+    }
+    if (ok) model.session_sources = std::move(sources);
+  }
+
+  void read_weights(const Entry& section, const std::string& path, LoadWeights& weights) {
+    const auto map = read_map(section.value, path, {"in_flight", "kv_used", "live_conversations"});
+    if (!map) return;
+    const std::pair<std::string_view, double*> fields[] = {
+        {"in_flight", &weights.in_flight},
+        {"kv_used", &weights.kv_used},
+        {"live_conversations", &weights.live_conversations}};
+    for (const auto& [key, target] : fields)
+      if (const Entry* e = map->find(key))
+        if (auto v = read_weight(*e, child(path, key))) *target = *v;
+  }
+
+  bool read_backend(const YAML::Node& node, const std::string& path, BackendConfig& backend) {
+    const auto map = read_map(node, path, {"url", "data_parallel_size", "api_key_env"});
+    if (!map) return false;
+    const std::size_t errors_before = errors_.size();
+    if (const Entry* e = map->find("url")) {
+      if (auto text = read_string(*e, child(path, "url"))) {
+        auto parsed = parse_backend_url(*text);
+        if (parsed) {
+          backend = std::move(*parsed);
+        } else {
+          error(*e, child(path, "url"), fmt::format("{}, got {}", parsed.error(), shown(e->value)));
+        }
+      }
+    } else {
+      error(node, child(path, "url"), "is required, e.g. http://127.0.0.1:8000");
+    }
+    if (const Entry* e = map->find("data_parallel_size"))
+      if (auto v = read_int(*e, child(path, "data_parallel_size"), 1, 1024))
+        backend.data_parallel_size = static_cast<int>(*v);
+    if (const Entry* e = map->find("api_key_env"))
+      if (auto v = read_env_name(*e, child(path, "api_key_env"))) backend.api_key_env = *v;
+    return errors_.size() == errors_before;
+  }
+
+  // Every model name and alias routes one model, so each may appear once.
+  void check_unique_names(const YAML::Node& models) {
+    std::map<std::string, std::string, std::less<>> owner;  // name -> models[i]
+    for (std::size_t i = 0; i < models.size(); ++i) {
+      const YAML::Node model = models[i];
+      if (!model.IsMap()) continue;
+      const std::string path = index("models", i);
+      auto claim = [&](const YAML::Node& name_node, const std::string& key_path) {
+        if (!name_node.IsScalar() || name_node.Scalar().empty()) return;
+        const auto [it, inserted] = owner.emplace(name_node.Scalar(), path);
+        if (!inserted)
+          error(name_node, key_path,
+                fmt::format("{} is already the name or an alias of {}", shown(name_node),
+                            it->second));
+      };
+      if (model["name"]) claim(model["name"], child(path, "name"));
+      const YAML::Node aliases = model["aliases"];
+      if (!aliases || !aliases.IsSequence()) continue;
+      std::vector<std::string> seen;  // a repeat inside the list was reported as such
+      for (std::size_t j = 0; j < aliases.size(); ++j) {
+        const YAML::Node alias = aliases[j];
+        if (!alias.IsScalar()) continue;
+        if (std::find(seen.begin(), seen.end(), alias.Scalar()) != seen.end()) continue;
+        seen.push_back(alias.Scalar());
+        claim(alias, index(child(path, "aliases"), j));
+      }
+    }
+  }
+
+  std::string file_;
+  std::vector<ConfigError> errors_;
+};
+
+}  // namespace
+
+// ------------------------------------------------------------------ errors
+
+std::string ConfigError::message() const {
+  std::string out = file;
+  if (line > 0) out += fmt::format(":{}", line);
+  out += ": ";
+  if (!key_path.empty()) out += key_path + ": ";
+  out += reason;
+  return out;
+}
+
+std::string ConfigErrors::message() const {
+  std::string out;
+  for (const auto& e : errors) {
+    if (!out.empty()) out += '\n';
+    out += e.message();
+  }
+  return out;
+}
+
+// ------------------------------------------------------------------ loading
+
+ConfigResult load_config_string(std::string_view text, std::string_view source_name) {
+  return Loader(source_name).load(text);
+}
+
+ConfigResult load_config_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return unexpected(
+        ConfigErrors{{{path, 0, "", fmt::format("cannot open: {}", std::strerror(errno))}}});
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return unexpected(ConfigErrors{{{path, 0, "", "cannot read the file"}}});
+  return load_config_string(text.str(), path);
+}
+
+// ------------------------------------------------------------------ parsers
+
+Result<ListenAddress, std::string> parse_listen_address(std::string_view text) {
+  text = trim(text);
+  std::string host;
+  std::string_view port_text;
+  if (text.starts_with('[')) {
+    const auto close = text.find(']');
+    if (close == std::string_view::npos) return unexpected("missing ']' after the IPv6 address"s);
+    host = std::string(text.substr(1, close - 1));
+    if (!is_ipv6(host)) return unexpected("not a valid IPv6 address inside [ ]"s);
+    if (close + 1 >= text.size() || text[close + 1] != ':')
+      return unexpected("must be HOST:PORT, e.g. 127.0.0.1:8080 or [::1]:8080"s);
+    port_text = text.substr(close + 2);
+  } else {
+    const auto colon = text.rfind(':');
+    if (colon == std::string_view::npos)
+      return unexpected("must be HOST:PORT, e.g. 127.0.0.1:8080 or [::1]:8080"s);
+    host = std::string(text.substr(0, colon));
+    port_text = text.substr(colon + 1);
+    if (host.find(':') != std::string::npos)
+      return unexpected("IPv6 addresses need brackets, e.g. [::1]:8080"s);
+    if (to_lower(host) == "localhost") host = "127.0.0.1";
+    if (host.empty())
+      return unexpected("the host is missing; write 0.0.0.0:PORT to listen on all interfaces"s);
+    if (!is_ipv4(host)) return unexpected("the host must be an IPv4 address, [IPv6] or localhost"s);
+  }
+  const auto port = parse_port(port_text);
+  if (!port) return unexpected("the port must be a number from 0 to 65535"s);
+  return ListenAddress{std::move(host), *port};
+}
+
+std::optional<std::chrono::milliseconds> parse_duration(std::string_view text) {
+  text = trim(text);
+  if (text.empty()) return std::nullopt;
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max() / 1000;
+  std::int64_t total_ms = 0;
+  while (!text.empty()) {
+    std::size_t digits = 0;
+    while (digits < text.size() && is_digit(text[digits])) ++digits;
+    const auto number = parse_uint<std::int64_t>(text.substr(0, digits));
+    if (!number) return std::nullopt;
+    text.remove_prefix(digits);
+    std::size_t letters = 0;
+    while (letters < text.size() && !is_digit(text[letters])) ++letters;
+    const std::string_view unit = text.substr(0, letters);
+    text.remove_prefix(letters);
+    std::int64_t scale = 0;
+    if (unit == "ms")
+      scale = 1;
+    else if (unit == "s")
+      scale = 1000;
+    else if (unit == "m")
+      scale = 60'000;
+    else if (unit == "h")
+      scale = 3'600'000;
+    else
+      return std::nullopt;
+    if (*number > kMax / scale || total_ms > kMax - *number * scale) return std::nullopt;
+    total_ms += *number * scale;
+  }
+  return std::chrono::milliseconds{total_ms};
+}
+
+std::optional<std::uint64_t> parse_byte_size(std::string_view text) {
+  text = trim(text);
+  std::size_t digits = 0;
+  while (digits < text.size() && is_digit(text[digits])) ++digits;
+  const auto number = parse_uint<std::uint64_t>(text.substr(0, digits));
+  if (!number) return std::nullopt;
+  const std::string unit = to_lower(trim(text.substr(digits)));
+  static constexpr std::pair<std::string_view, std::uint64_t> kUnits[] = {{"", 1},
+                                                                          {"b", 1},
+                                                                          {"kib", 1ull << 10},
+                                                                          {"mib", 1ull << 20},
+                                                                          {"gib", 1ull << 30},
+                                                                          {"kb", 1000},
+                                                                          {"mb", 1'000'000},
+                                                                          {"gb", 1'000'000'000}};
+  for (const auto& [name, scale] : kUnits) {
+    if (unit != name) continue;
+    if (*number > std::numeric_limits<std::uint64_t>::max() / scale) return std::nullopt;
+    return *number * scale;
+  }
+  return std::nullopt;
+}
+
+Result<SessionSource, std::string> parse_session_source(std::string_view text) {
+  using Kind = SessionSource::Kind;
+  constexpr std::string_view kShapes =
+      "must be \"header:NAME\", \"body:dotted.path\" or \"claude-user-id\"";
+  text = trim(text);
+  if (text == "claude-user-id") return SessionSource{Kind::kClaudeUserId, "metadata.user_id"};
+  if (text.starts_with("header:")) {
+    const std::string_view name = text.substr(7);
+    if (!is_header_name(name))
+      return unexpected(fmt::format("{} (not a valid header name)", kShapes));
+    // Header names match case-insensitively; lower case keeps labels uniform.
+    return SessionSource{Kind::kHeader, to_lower(name)};
+  }
+  if (text.starts_with("body:")) {
+    const std::string_view path = text.substr(5);
+    bool ok = !path.empty();
+    std::size_t start = 0;
+    while (ok) {
+      const auto dot = path.find('.', start);
+      const std::string_view segment =
+          path.substr(start, dot == std::string_view::npos ? dot : dot - start);
+      ok = !segment.empty() && std::none_of(segment.begin(), segment.end(), [](char c) {
+        return c == ' ' || c == '\t' || c == '"';
+      });
+      if (dot == std::string_view::npos) break;
+      start = dot + 1;
+    }
+    if (!ok) return unexpected(fmt::format("{} (not a dotted path of keys)", kShapes));
+    return SessionSource{Kind::kBody, std::string(path)};
+  }
+  return unexpected(std::string(kShapes));
+}
+
+Result<BackendConfig, std::string> parse_backend_url(std::string_view url) {
+  const std::string original(url);
+  url = trim(url);
+  const std::string scheme_lower = to_lower(url.substr(0, std::min<std::size_t>(url.size(), 8)));
+  if (scheme_lower.starts_with("https://"))
+    return unexpected(
+        "https is not supported yet: reach vLLM over http on loopback or a private network, "
+        "or put a TLS-terminating sidecar next to it"s);
+  if (!scheme_lower.starts_with("http://"))
+    return unexpected("must be http://HOST:PORT[/PATH], e.g. http://127.0.0.1:8000"s);
+  url.remove_prefix(7);
+
+  if (url.find_first_of("?#") != std::string_view::npos)
+    return unexpected("must not have a query or fragment"s);
+  const auto slash = url.find('/');
+  const std::string_view authority = url.substr(0, slash);
+  std::string_view path = slash == std::string_view::npos ? std::string_view{} : url.substr(slash);
+  if (authority.find('@') != std::string_view::npos)
+    return unexpected("must not carry credentials; name an environment variable in api_key_env"s);
+
+  BackendConfig backend;
+  backend.url = original;
+  std::string_view port_text;
+  if (authority.starts_with('[')) {
+    const auto close = authority.find(']');
+    if (close == std::string_view::npos) return unexpected("missing ']' after the IPv6 address"s);
+    backend.host = std::string(authority.substr(1, close - 1));
+    if (!is_ipv6(backend.host)) return unexpected("not a valid IPv6 address inside [ ]"s);
+    const std::string_view rest = authority.substr(close + 1);
+    if (!rest.empty() && rest.front() != ':') return unexpected("unexpected text after ']'"s);
+    if (!rest.empty()) port_text = rest.substr(1);
+  } else {
+    const auto colon = authority.find(':');
+    backend.host = std::string(authority.substr(0, colon));
+    if (colon != std::string_view::npos) port_text = authority.substr(colon + 1);
+    if (!is_hostname(backend.host)) return unexpected("the host is missing or not a valid name"s);
+    const bool looks_numeric = std::all_of(backend.host.begin(), backend.host.end(),
+                                           [](char c) { return is_digit(c) || c == '.'; });
+    if (looks_numeric && !is_ipv4(backend.host)) return unexpected("not a valid IPv4 address"s);
+  }
+  if (authority.find(':') != std::string_view::npos && !authority.starts_with('[') &&
+      port_text.empty())
+    return unexpected("the port is empty"s);
+  if (!port_text.empty()) {
+    const auto port = parse_port(port_text);
+    if (!port || *port == 0) return unexpected("the port must be a number from 1 to 65535"s);
+    backend.port = *port;
+  }
+  while (path.ends_with('/')) path.remove_suffix(1);
+  if (path.find_first_of(" \t") != std::string_view::npos)
+    return unexpected("the path must not contain spaces"s);
+  backend.base_path = std::string(path);
+  return backend;
+}
+
+}  // namespace lmwarden::config

@@ -1,0 +1,79 @@
+// Loading and validating the YAML configuration (reference: docs/configuration.md).
+//
+// Everything is checked once, here, at start: unknown keys anywhere, wrong
+// types, impossible values, duplicate model names. All problems are reported
+// together, each with the file, the line, the key path and the reason:
+//
+//   lmwarden.yaml:12: models[0].spill_threshold: must be an integer >= 1 or "auto", got "0"
+//
+// Past this point the rest of the warden reads config::Config and never
+// re-validates.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.h"
+#include "config/config.h"
+
+namespace lmwarden::config {
+
+struct ConfigError {
+  std::string file;
+  int line = 0;          // 1-based; 0 when the problem has no single place
+  std::string key_path;  // e.g. models[1].backends[0].url; "" for the whole file
+  std::string reason;
+
+  // "file:line: key_path: reason", leaving out what is unknown.
+  std::string message() const;
+  bool operator==(const ConfigError&) const = default;
+};
+
+struct ConfigErrors {
+  std::vector<ConfigError> errors;  // in file order, never empty
+
+  // One line per error.
+  std::string message() const;
+};
+
+using ConfigResult = Result<Config, ConfigErrors>;
+
+// Reads and validates a file. `path` is how messages name it.
+ConfigResult load_config_file(const std::string& path);
+
+// Validates YAML text; `source_name` is how messages name it.
+ConfigResult load_config_string(std::string_view text, std::string_view source_name);
+
+// --- parsers shared with the command line (and tested on their own) ---
+
+struct ListenAddress {
+  std::string host;  // an IP literal, IPv6 without brackets
+  std::uint16_t port = 0;
+  bool operator==(const ListenAddress&) const = default;
+};
+
+// "127.0.0.1:8080", "0.0.0.0:80", "[::1]:8080", "localhost:8080" (read as
+// 127.0.0.1, so the listener never depends on a resolver). Port 0 asks the OS
+// for a free port (tests). The error is a sentence without the input in it.
+Result<ListenAddress, std::string> parse_listen_address(std::string_view text);
+
+// "500ms", "90s", "30m", "1h", or sums such as "1h30m". Whole numbers only;
+// a bare number is refused (seconds or milliseconds would be a guess).
+std::optional<std::chrono::milliseconds> parse_duration(std::string_view text);
+
+// "65536", "64KiB", "32MiB", "1GiB" (powers of 1024) or "64kB", "32MB", "1GB"
+// (powers of 1000). Units are case-insensitive; a space before the unit is fine.
+std::optional<std::uint64_t> parse_byte_size(std::string_view text);
+
+// "header:NAME", "body:dotted.path" or "claude-user-id". The error is a sentence.
+Result<SessionSource, std::string> parse_session_source(std::string_view text);
+
+// Splits a backend URL: http://host[:port][/path]. https is refused for now.
+Result<BackendConfig, std::string> parse_backend_url(std::string_view url);
+
+}  // namespace lmwarden::config
