@@ -142,9 +142,7 @@ class Walker {
         return walk(inner, node_index);
       }
       default:
-        // Numbers, nulls, arrays: nothing we read lives there. A later
-        // occurrence of the same key still overrides an earlier one, but a
-        // non-string does not clear a string seen before.
+        // Numbers, nulls, arrays: nothing we read lives there; skipped.
         return simdjson::SUCCESS;
     }
   }
