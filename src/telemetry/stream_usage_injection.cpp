@@ -62,8 +62,17 @@ std::span<const std::string_view> InjectedUsageStripper::feed(std::string_view c
       continue;
     }
     if (!event_open_) {
-      // A blank line outside any event: forwarded as it is.
-      forward(chunk.substr(event_start, pos - event_start));
+      // A blank line outside any event: forwarded as it is, after whatever of
+      // it an earlier chunk left held (a lone "\r").
+      const std::string_view blank_line = chunk.substr(event_start, pos - event_start);
+      if (held_.empty()) {
+        forward(blank_line);
+      } else {
+        emit_.swap(held_);
+        held_.clear();
+        emit_.append(blank_line);
+        out_.push_back(emit_);
+      }
       event_start = pos;
       continue;
     }
@@ -84,9 +93,11 @@ std::span<const std::string_view> InjectedUsageStripper::feed(std::string_view c
     event_start = pos;
   }
 
+  // What is left belongs to an event not yet complete; even a partial line of
+  // only "\r" is held, since the bytes after it decide what line it starts.
   const std::string_view rest = chunk.substr(event_start);
-  if (!event_open_ && !line_has_content_) {
-    forward(rest);  // only (part of) a blank line: nothing to decide
+  if (rest.empty()) {
+    // nothing open
   } else if (passthrough_) {
     forward(rest);
   } else if (held_.size() + rest.size() > kMaxHeldEventBytes) {

@@ -5,40 +5,44 @@
 namespace lmwarden::telemetry {
 namespace {
 
-namespace od = simdjson::ondemand;
+namespace dom = simdjson::dom;
 
+// The DOM parser validates the whole document before any field is read, so a
+// malformed document fails once, cleanly. (On-demand parsing reads lazily and,
+// in simdjson 3.0, leaves its iterator unusable after an error mid-document;
+// fuzzing found that, and the documents read here are small enough for the
+// DOM to cost nothing that matters.)
+//
 // Documents up to this size reuse one parser per thread (its buffers grow to
 // the largest document it saw); larger ones, rare (a Responses API
 // response.completed event carries the whole output), get a parser of their
 // own so a single big reply does not pin megabytes to an I/O thread.
 constexpr std::size_t kSharedParserMaxBytes = 1u << 20;
 
-od::parser& shared_parser() noexcept {
-  thread_local od::parser parser;
+dom::parser& shared_parser() noexcept {
+  thread_local dom::parser parser;
   return parser;
 }
 
-void read_count(od::object& obj, std::string_view key, std::optional<std::uint64_t>& out) noexcept {
-  od::value v;
-  if (obj.find_field_unordered(key).get(v) != simdjson::SUCCESS) return;
+void read_count(dom::object obj, std::string_view key, std::optional<std::uint64_t>& out) noexcept {
   double d = 0;
   // Token counts are integers; a float form (12.0) is accepted, junk is not.
-  if (v.get_double().get(d) != simdjson::SUCCESS) return;
+  if (obj.at_key(key).get_double().get(d) != simdjson::SUCCESS) return;
   if (!std::isfinite(d) || d < 0 || d > 9.0e15 || d != std::floor(d)) return;
   out = static_cast<std::uint64_t>(d);
 }
 
-void read_nested_count(od::object& obj, std::string_view outer, std::string_view key,
+void read_nested_count(dom::object obj, std::string_view outer, std::string_view key,
                        std::optional<std::uint64_t>& out) noexcept {
-  od::object inner;
-  if (obj.find_field_unordered(outer).get_object().get(inner) != simdjson::SUCCESS) return;
+  dom::object inner;
+  if (obj.at_key(outer).get_object().get(inner) != simdjson::SUCCESS) return;
   read_count(inner, key, out);
 }
 
 // Reads the usage object under `key` of `parent`; null or absent reads nothing.
-void read_usage_object(od::object& parent, std::string_view key, UsageFields& into) noexcept {
-  od::object usage;
-  if (parent.find_field_unordered(key).get_object().get(usage) != simdjson::SUCCESS) return;
+void read_usage_object(dom::object parent, std::string_view key, UsageFields& into) noexcept {
+  dom::object usage;
+  if (parent.at_key(key).get_object().get(usage) != simdjson::SUCCESS) return;
   UsageFields f;
   read_count(usage, "prompt_tokens", f.prompt_tokens);
   read_count(usage, "completion_tokens", f.completion_tokens);
@@ -54,12 +58,13 @@ void read_usage_object(od::object& parent, std::string_view key, UsageFields& in
 
 template <typename Fn>
 bool with_root(simdjson::padded_string_view doc, Fn&& fn) noexcept {
-  od::parser local;
-  od::parser& parser = doc.length() <= kSharedParserMaxBytes ? shared_parser() : local;
-  od::document document;
-  if (parser.iterate(doc).get(document) != simdjson::SUCCESS) return false;
-  od::object root;
-  if (document.get_object().get(root) != simdjson::SUCCESS) return false;
+  dom::parser local;
+  dom::parser& parser = doc.length() <= kSharedParserMaxBytes ? shared_parser() : local;
+  dom::object root;
+  // The buffer carries simdjson's padding (PaddedBuffer), so no copy is made.
+  if (parser.parse(doc.data(), doc.length(), false).get_object().get(root) != simdjson::SUCCESS) {
+    return false;
+  }
   return fn(root);
 }
 
@@ -87,11 +92,11 @@ void PaddedBuffer::append(std::string_view s) {
 }
 
 bool merge_usage(simdjson::padded_string_view doc, UsageFields& into) noexcept {
-  return with_root(doc, [&into](od::object& root) {
+  return with_root(doc, [&into](dom::object root) {
     read_usage_object(root, "usage", into);
     for (std::string_view wrapper : {std::string_view("message"), std::string_view("response")}) {
-      od::object inner;
-      if (root.find_field_unordered(wrapper).get_object().get(inner) == simdjson::SUCCESS) {
+      dom::object inner;
+      if (root.at_key(wrapper).get_object().get(inner) == simdjson::SUCCESS) {
         read_usage_object(inner, "usage", into);
       }
     }
@@ -100,13 +105,10 @@ bool merge_usage(simdjson::padded_string_view doc, UsageFields& into) noexcept {
 }
 
 bool is_usage_only_chunk(simdjson::padded_string_view doc, UsageFields& usage) noexcept {
-  return with_root(doc, [&usage](od::object& root) {
-    od::array choices;
-    if (root.find_field_unordered("choices").get_array().get(choices) != simdjson::SUCCESS) {
-      return false;
-    }
-    bool empty = false;
-    if (choices.is_empty().get(empty) != simdjson::SUCCESS || !empty) return false;
+  return with_root(doc, [&usage](dom::object root) {
+    dom::array choices;
+    if (root.at_key("choices").get_array().get(choices) != simdjson::SUCCESS) return false;
+    if (choices.size() != 0) return false;
     UsageFields f;
     read_usage_object(root, "usage", f);
     if (!f.seen) return false;

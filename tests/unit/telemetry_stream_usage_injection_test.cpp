@@ -100,6 +100,13 @@ TEST(InjectedUsageStripper, LeavesEverythingElseByteIdentical) {
   expect_every_split(input + usage_crlf + "data: [DONE]\r\n\r\n", input + "data: [DONE]\r\n\r\n", 1);
 }
 
+// Found by fuzz/usage_tap_fuzz.cpp: carriage returns before "data:" make the
+// line something else, whether or not a chunk ends between them.
+TEST(InjectedUsageStripper, PartialLinesAreJudgedWhole) {
+  const std::string input = "\r\r" + std::string(samples::kOpenAiUsageChunk) + "\r\r\n" + "\r\n";
+  expect_every_split(input, input, 0);
+}
+
 TEST(InjectedUsageStripper, UsageChunkCutOffAtEndOfStreamIsStillRemoved) {
   const std::string input = std::string(samples::kOpenAiContent) +
                             std::string(samples::kOpenAiUsageChunk.substr(0, samples::kOpenAiUsageChunk.size() - 1));

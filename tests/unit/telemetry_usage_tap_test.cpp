@@ -175,5 +175,15 @@ TEST(UsageTap, OversizedEventIsSkippedNotBuffered) {
   EXPECT_EQ(tap.usage().prompt_tokens, 1200u);
 }
 
+// Found by fuzz/usage_tap_fuzz.cpp: a usage object whose nested string is cut
+// and resumed. Must read as nothing, not crash the JSON reader.
+TEST(UsageTap, MalformedNestedUsageIsIgnored) {
+  const std::string_view stream =
+      "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[],\"usage\":{\"prompt_tokens\":1200,\"total_tokens\":1250,\"completion_tokens\":50,\"prompt_tes\":[],\"usage\":{\"prompt_tokens\":1200,\"total_tokens\":1250,\"completion_tokens\":50,\"prompt_tokens_details\":{\"cached_tokeokens_details\":{\"cached_tokens\":1024}}}\n\n";
+  const RequestUsage u = tap_whole(stream);
+  EXPECT_FALSE(u.cache_measured);
+  expect_split_invariant(stream, u);
+}
+
 }  // namespace
 }  // namespace lmwarden::telemetry

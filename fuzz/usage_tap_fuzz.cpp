@@ -1,0 +1,73 @@
+// libFuzzer target: the usage tap and the injected-usage stripper on arbitrary
+// response bytes. The first two input bytes choose cut points; the rest is the
+// body. Properties checked beyond "no crash":
+//   - the tap reads the same usage whether the body arrives whole or cut;
+//   - the stripper sends the client the same bytes whole or cut, and only ever
+//     removes bytes (its output is a subsequence of the input, in order);
+//   - the request splice adds exactly the member it promises.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include "telemetry/stream_usage_injection.h"
+#include "telemetry/usage_tap.h"
+
+using namespace lmwarden::telemetry;
+
+namespace {
+
+RequestUsage tap(std::string_view body, std::size_t cut1, std::size_t cut2) {
+  UsageTap t;
+  std::string buffer;  // reused and scribbled over, as a relay's read buffer
+  for (std::string_view piece : {body.substr(0, cut1), body.substr(cut1, cut2 - cut1), body.substr(cut2)}) {
+    buffer.assign(piece);
+    t.feed(buffer);
+    buffer.assign(buffer.size(), '#');
+  }
+  t.finish();
+  return t.usage();
+}
+
+std::string strip(std::string_view body, std::size_t cut1, std::size_t cut2) {
+  InjectedUsageStripper s;
+  std::string out;
+  std::string buffer;
+  for (std::string_view piece : {body.substr(0, cut1), body.substr(cut1, cut2 - cut1), body.substr(cut2)}) {
+    buffer.assign(piece);
+    for (std::string_view v : s.feed(buffer)) out.append(v);
+    buffer.assign(buffer.size(), '#');
+  }
+  for (std::string_view v : s.finish()) out.append(v);
+  return out;
+}
+
+bool is_subsequence(std::string_view small, std::string_view big) {
+  std::size_t j = 0;
+  for (char c : big) {
+    if (j < small.size() && small[j] == c) ++j;
+  }
+  return j == small.size();
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  if (size < 2) return 0;
+  const std::string_view body(reinterpret_cast<const char*>(data) + 2, size - 2);
+  std::size_t cut1 = body.empty() ? 0 : data[0] % (body.size() + 1);
+  std::size_t cut2 = body.empty() ? 0 : data[1] % (body.size() + 1);
+  if (cut1 > cut2) std::swap(cut1, cut2);
+
+  if (!(tap(body, 0, 0) == tap(body, cut1, cut2))) std::abort();
+
+  const std::string whole = strip(body, 0, 0);
+  if (whole != strip(body, cut1, cut2)) std::abort();
+  if (!is_subsequence(whole, body)) std::abort();
+
+  if (const auto spliced = with_stream_usage(body)) {
+    if (spliced->size() < body.size() + kIncludeUsageMember.size()) std::abort();
+  }
+  return 0;
+}
