@@ -24,7 +24,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (e->kind != ExpositionEntry::Kind::kSample) continue;
     const SampleView& s = e->sample;
     std::vector<Label> labels;
-    for (std::size_t i = 0; i < s.label_count; ++i) labels.push_back({s.labels[i].name, s.labels[i].value});
+    for (std::size_t i = 0; i < s.label_count; ++i)
+      labels.push_back({s.labels[i].name, s.labels[i].value});
     PrometheusWriter w;
     w.sample(s.name, labels, s.value);
     const Exposition back = parse_exposition(w.text());

@@ -21,7 +21,8 @@ namespace {
 RequestUsage tap(std::string_view body, std::size_t cut1, std::size_t cut2) {
   UsageTap t;
   std::string buffer;  // reused and scribbled over, as a relay's read buffer
-  for (std::string_view piece : {body.substr(0, cut1), body.substr(cut1, cut2 - cut1), body.substr(cut2)}) {
+  for (std::string_view piece :
+       {body.substr(0, cut1), body.substr(cut1, cut2 - cut1), body.substr(cut2)}) {
     buffer.assign(piece);
     t.feed(buffer);
     buffer.assign(buffer.size(), '#');
@@ -34,7 +35,8 @@ std::string strip(std::string_view body, std::size_t cut1, std::size_t cut2) {
   InjectedUsageStripper s;
   std::string out;
   std::string buffer;
-  for (std::string_view piece : {body.substr(0, cut1), body.substr(cut1, cut2 - cut1), body.substr(cut2)}) {
+  for (std::string_view piece :
+       {body.substr(0, cut1), body.substr(cut1, cut2 - cut1), body.substr(cut2)}) {
     buffer.assign(piece);
     for (std::string_view v : s.feed(buffer)) out.append(v);
     buffer.assign(buffer.size(), '#');

@@ -26,10 +26,9 @@ void RankCounters::observe(const RankMetrics& m) noexcept {
   const auto backwards = [](const CounterDelta& c, const std::optional<double>& v) {
     return v && std::isfinite(*v) && *v >= 0.0 && c.goes_backwards(*v);
   };
-  const bool restarted = backwards(queries_, m.prefix_cache_queries) ||
-                         backwards(hits_, m.prefix_cache_hits) ||
-                         backwards(prompt_, m.prompt_tokens) ||
-                         backwards(generation_, m.generation_tokens);
+  const bool restarted =
+      backwards(queries_, m.prefix_cache_queries) || backwards(hits_, m.prefix_cache_hits) ||
+      backwards(prompt_, m.prompt_tokens) || backwards(generation_, m.generation_tokens);
   if (restarted) ++totals_.restarts;
 
   const auto feed = [restarted](CounterDelta& c, const std::optional<double>& v, double& total) {

@@ -22,10 +22,12 @@ inline constexpr std::array<double, 14> kTimeToFirstByteBuckets = {
     0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160, 320};
 
 struct HistogramSnapshot {
-  std::vector<double> upper_bounds;                // finite, ascending; +Inf implied
-  std::vector<std::uint64_t> cumulative_counts;    // one per bound, then +Inf
+  std::vector<double> upper_bounds;              // finite, ascending; +Inf implied
+  std::vector<std::uint64_t> cumulative_counts;  // one per bound, then +Inf
   double sum = 0.0;
-  std::uint64_t count() const noexcept { return cumulative_counts.empty() ? 0 : cumulative_counts.back(); }
+  std::uint64_t count() const noexcept {
+    return cumulative_counts.empty() ? 0 : cumulative_counts.back();
+  }
 };
 
 class Histogram {

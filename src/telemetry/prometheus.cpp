@@ -8,14 +8,24 @@
 namespace lmwarden::telemetry {
 namespace {
 
-constexpr bool is_blank(char c) noexcept { return c == ' ' || c == '\t'; }
+constexpr bool is_blank(char c) noexcept {
+  return c == ' ' || c == '\t';
+}
 constexpr bool is_alpha_(char c) noexcept {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
 }
-constexpr bool is_digit(char c) noexcept { return c >= '0' && c <= '9'; }
-constexpr bool is_metric_start(char c) noexcept { return is_alpha_(c) || c == ':'; }
-constexpr bool is_metric_char(char c) noexcept { return is_metric_start(c) || is_digit(c); }
-constexpr bool is_label_char(char c) noexcept { return is_alpha_(c) || is_digit(c); }
+constexpr bool is_digit(char c) noexcept {
+  return c >= '0' && c <= '9';
+}
+constexpr bool is_metric_start(char c) noexcept {
+  return is_alpha_(c) || c == ':';
+}
+constexpr bool is_metric_char(char c) noexcept {
+  return is_metric_start(c) || is_digit(c);
+}
+constexpr bool is_label_char(char c) noexcept {
+  return is_alpha_(c) || is_digit(c);
+}
 
 // Cursor over one line; every read is bounds-checked, so no input can walk it
 // past the end.
@@ -294,8 +304,7 @@ bool ExpositionReader::parse_sample(std::string_view line) {
   entry_.sample.label_count = labels_.size();
   entry_.sample.value = value;
   entry_.sample.timestamp_ms = timestamp;
-  entry_.sample.type =
-      belongs_to_family(name, family_name_) ? family_type_ : MetricType::kUntyped;
+  entry_.sample.type = belongs_to_family(name, family_name_) ? family_type_ : MetricType::kUntyped;
   return true;
 }
 

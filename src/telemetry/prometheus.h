@@ -66,9 +66,9 @@ struct SampleView {
 struct ExpositionEntry {
   enum class Kind : std::uint8_t { kSample, kHelp, kType };
   Kind kind = Kind::kSample;
-  SampleView sample;        // kSample
-  std::string_view family;  // kHelp, kType: the metric family named by the comment
-  std::string_view help;    // kHelp, unescaped
+  SampleView sample;                       // kSample
+  std::string_view family;                 // kHelp, kType: the metric family named by the comment
+  std::string_view help;                   // kHelp, unescaped
   MetricType type = MetricType::kUntyped;  // kType
 };
 

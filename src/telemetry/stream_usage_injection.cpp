@@ -6,7 +6,9 @@
 namespace lmwarden::telemetry {
 namespace {
 
-bool is_json_space(char c) noexcept { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+bool is_json_space(char c) noexcept {
+  return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
 
 bool has_content(std::string_view line) noexcept {
   return std::any_of(line.begin(), line.end(), [](char c) { return c != '\r'; });

@@ -26,7 +26,8 @@
 
 namespace lmwarden::telemetry {
 
-inline constexpr std::string_view kIncludeUsageMember = R"("stream_options":{"include_usage":true})";
+inline constexpr std::string_view kIncludeUsageMember =
+    R"("stream_options":{"include_usage":true})";
 
 // The request body with kIncludeUsageMember inserted as the first member of the
 // top-level object; nullopt when the body does not start with '{' (after
@@ -71,9 +72,9 @@ class InjectedUsageStripper {
   std::string held_;  // the open event's bytes from earlier chunks
   std::string emit_;  // a completed held event being forwarded by this call
   PaddedBuffer data_;
-  bool event_open_ = false;      // the current event has a non-blank line
+  bool event_open_ = false;        // the current event has a non-blank line
   bool line_has_content_ = false;  // the current partial line has a non-'\r' byte
-  bool passthrough_ = false;     // the open event is too long to be a usage chunk
+  bool passthrough_ = false;       // the open event is too long to be a usage chunk
   std::size_t stripped_ = 0;
   UsageFields usage_;
 };

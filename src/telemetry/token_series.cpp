@@ -19,7 +19,8 @@ std::int64_t unix_seconds(WallTime t) noexcept {
 // beyond any engine); saturate rather than wrap should a caller misreport.
 void saturating_add(std::uint32_t& slot, std::uint64_t v) noexcept {
   const std::uint64_t sum = std::uint64_t{slot} + v;
-  slot = static_cast<std::uint32_t>(std::min<std::uint64_t>(sum, std::numeric_limits<std::uint32_t>::max()));
+  slot = static_cast<std::uint32_t>(
+      std::min<std::uint64_t>(sum, std::numeric_limits<std::uint32_t>::max()));
 }
 
 }  // namespace
@@ -36,9 +37,14 @@ std::optional<double> TokenWindow::cache_hit_ratio() const noexcept {
   return static_cast<double>(total.cached) / static_cast<double>(total.prompt());
 }
 
-void TokenWindow::add(const TokenWindow& other) noexcept {
+void TokenWindow::add(const TokenWindow& other) {
   total += other.total;
-  if (buckets.empty() || other.step != step) return;
+  if (buckets.empty()) {  // an empty accumulator takes the first window's shape
+    step = other.step;
+    buckets = other.buckets;
+    return;
+  }
+  if (other.step != step) return;
   const std::int64_t first = buckets.front().start_unix_s;
   const std::int64_t step_s = step.count();
   for (const TokenBucket& b : other.buckets) {
@@ -59,7 +65,8 @@ void TokenSeries::Ring::add(std::int64_t unix_s, const TokenCounts& tokens) noex
 }
 
 // Sum over slots whose interval starts in [from, to).
-TokenCounts TokenSeries::Ring::sum(std::int64_t from_unix_s, std::int64_t to_unix_s) const noexcept {
+TokenCounts TokenSeries::Ring::sum(std::int64_t from_unix_s,
+                                   std::int64_t to_unix_s) const noexcept {
   TokenCounts out;
   const auto n = static_cast<std::int64_t>(slots.size());
   const std::int64_t first = floor_div(from_unix_s, resolution_s);

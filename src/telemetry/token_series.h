@@ -62,8 +62,9 @@ struct TokenWindow {
   // prompt tokens were recorded.
   std::optional<double> cache_hit_ratio() const noexcept;
   // Adds another replica's window of the same query (same now, window, step):
-  // a model's series is the sum of its replicas'.
-  void add(const TokenWindow& other) noexcept;
+  // a model's series is the sum of its replicas'. An empty (default) window
+  // takes the shape of the first one added.
+  void add(const TokenWindow& other);
 };
 
 class TokenSeries {

@@ -31,8 +31,9 @@ struct UsageFields {
   std::optional<std::uint64_t> output_tokens;
   std::optional<std::uint64_t> cache_read_input_tokens;      // Anthropic
   std::optional<std::uint64_t> cache_creation_input_tokens;  // Anthropic
-  std::optional<std::uint64_t> input_cached_tokens;  // Responses: input_tokens_details.cached_tokens
-  bool seen = false;  // some usage object was read
+  std::optional<std::uint64_t>
+      input_cached_tokens;  // Responses: input_tokens_details.cached_tokens
+  bool seen = false;        // some usage object was read
 
   // Fields present in `later` replace ours: streams repeat cumulative counts.
   void merge(const UsageFields& later) noexcept;

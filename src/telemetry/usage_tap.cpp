@@ -9,7 +9,9 @@ namespace {
 constexpr std::string_view kUsageKey = "\"usage\"";
 constexpr std::string_view kDone = "[DONE]";
 
-bool is_json_space(char c) noexcept { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+bool is_json_space(char c) noexcept {
+  return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
 
 std::uint64_t value_or_zero(const std::optional<std::uint64_t>& v) noexcept {
   return v.value_or(0);

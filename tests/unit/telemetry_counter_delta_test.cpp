@@ -22,8 +22,8 @@ TEST(CounterDelta, FirstObservationIsOnlyABaseline) {
 TEST(CounterDelta, RestartAddsTheNewValueWholeAndNeverDecreases) {
   CounterDelta c;
   c.observe(1000);
-  c.observe(1200);        // +200
-  EXPECT_EQ(c.observe(50), 50);   // restarted: 50 counted since
+  c.observe(1200);               // +200
+  EXPECT_EQ(c.observe(50), 50);  // restarted: 50 counted since
   EXPECT_EQ(c.observe(80), 30);
   EXPECT_EQ(c.increase(), 280);
 }

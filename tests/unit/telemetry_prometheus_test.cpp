@@ -71,8 +71,8 @@ TEST(PrometheusParser, LabelOrderAndSpacingDoNotMatter) {
 }
 
 TEST(PrometheusParser, SpecialAndExponentValues) {
-  const Exposition e = parse_exposition(
-      "a NaN\nb +Inf\nc -Inf\nd 1.7964e+09\ne -1.5E-3\nf +12\ng Inf\nh nan\n");
+  const Exposition e =
+      parse_exposition("a NaN\nb +Inf\nc -Inf\nd 1.7964e+09\ne -1.5E-3\nf +12\ng Inf\nh nan\n");
   ASSERT_EQ(e.samples.size(), 8u);
   EXPECT_TRUE(std::isnan(e.samples[0].value));
   EXPECT_EQ(e.samples[1].value, std::numeric_limits<double>::infinity());
@@ -87,20 +87,20 @@ TEST(PrometheusParser, SpecialAndExponentValues) {
 TEST(PrometheusParser, SkipsAndCountsGarbageWithoutLosingGoodLines) {
   const std::string text =
       "good 1\n"
-      "{no_name=\"x\"} 1\n"                // 2: no name
-      "bad{a=\"unterminated} 1\n"           // 3
-      "bad{a=\"x\" 1\n"                     // 4: no closing brace
-      "bad{a=\"\\t\"} 1\n"                  // 5: invalid escape
-      "bad{a=\"1\",a=\"2\"} 1\n"            // 6: duplicate label
-      "bad 1 2 3\n"                         // 7: trailing junk
-      "bad one\n"                           // 8: not a number
-      "bad 1e999\n"                         // 9: out of range
-      "bad{0a=\"1\"} 1\n"                   // 10: label starts with a digit
-      "# TYPE bad nonsense\n"               // 11: unknown type
-      "bad\n"                               // 12: no value
-      "\xff\xfe\x01\n"                      // 13: binary
+      "{no_name=\"x\"} 1\n"        // 2: no name
+      "bad{a=\"unterminated} 1\n"  // 3
+      "bad{a=\"x\" 1\n"            // 4: no closing brace
+      "bad{a=\"\\t\"} 1\n"         // 5: invalid escape
+      "bad{a=\"1\",a=\"2\"} 1\n"   // 6: duplicate label
+      "bad 1 2 3\n"                // 7: trailing junk
+      "bad one\n"                  // 8: not a number
+      "bad 1e999\n"                // 9: out of range
+      "bad{0a=\"1\"} 1\n"          // 10: label starts with a digit
+      "# TYPE bad nonsense\n"      // 11: unknown type
+      "bad\n"                      // 12: no value
+      "\xff\xfe\x01\n"             // 13: binary
       "good 2\n"
-      "good{x=\"\xc3\xa9\"} 3";             // no final newline, UTF-8 value
+      "good{x=\"\xc3\xa9\"} 3";  // no final newline, UTF-8 value
   const Exposition e = parse_exposition(text);
   ASSERT_EQ(e.samples.size(), 3u);
   EXPECT_EQ(e.samples[2].value, 3);
@@ -200,7 +200,9 @@ TEST(VllmSnapshot, FiltersByModelAndIgnoresBadRanks) {
 TEST(PrometheusParser, HandlesAFiveMegabyteExposition) {
   std::string text;
   text.reserve(6u << 20);
-  text += "# HELP vllm:request_latency_seconds Latency.\n# TYPE vllm:request_latency_seconds histogram\n";
+  text +=
+      "# HELP vllm:request_latency_seconds Latency.\n# TYPE vllm:request_latency_seconds "
+      "histogram\n";
   std::size_t lines = 0;
   for (int engine = 0; text.size() < (5u << 20); ++engine) {
     for (int b = 0; b < 100; ++b) {

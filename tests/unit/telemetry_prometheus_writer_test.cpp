@@ -25,9 +25,10 @@ TEST(FormatValue, PrometheusSpellings) {
 TEST(PrometheusWriter, EscapesAndReadsBack) {
   PrometheusWriter w;
   w.family("lmwarden_replica_info", MetricType::kGauge, "Where \\ it lives\nsecond line");
-  w.sample("lmwarden_replica_info",
-           {{"model", "qwen \"3\""}, {"replica", "0"}, {"url", "http://h:8000\\x\ny"}, {"rank", "2"}},
-           1);
+  w.sample(
+      "lmwarden_replica_info",
+      {{"model", "qwen \"3\""}, {"replica", "0"}, {"url", "http://h:8000\\x\ny"}, {"rank", "2"}},
+      1);
   const Exposition e = parse_exposition(w.text());
   EXPECT_EQ(e.skipped_lines, 0u) << w.text();
   ASSERT_EQ(e.samples.size(), 1u);

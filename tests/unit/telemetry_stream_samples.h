@@ -10,18 +10,26 @@ namespace lmwarden::telemetry::samples {
 // A stream with stream_options.include_usage: content deltas (one with text
 // that mentions usage and a multi-byte character), then the usage-only chunk.
 inline constexpr std::string_view kOpenAiContent =
-    "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\","
-    "\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"logprobs\":null,"
+    "data: "
+    "{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\","
+    "\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"logprobs\":"
+    "null,"
     "\"finish_reason\":null}]}\n\n"
-    "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\","
-    "\"choices\":[{\"index\":0,\"delta\":{\"content\":\"caf\xc3\xa9 \\\"usage\\\": {\\\"prompt_tokens\\\": 5} "
+    "data: "
+    "{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\","
+    "\"choices\":[{\"index\":0,\"delta\":{\"content\":\"caf\xc3\xa9 \\\"usage\\\": "
+    "{\\\"prompt_tokens\\\": 5} "
     "\xe2\x9c\x93\"},\"logprobs\":null,\"finish_reason\":null}]}\n\n"
-    "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\","
-    "\"choices\":[{\"index\":0,\"delta\":{\"content\":\"\"},\"logprobs\":null,\"finish_reason\":\"stop\","
+    "data: "
+    "{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\","
+    "\"choices\":[{\"index\":0,\"delta\":{\"content\":\"\"},\"logprobs\":null,\"finish_reason\":"
+    "\"stop\","
     "\"stop_reason\":null}]}\n\n";
 inline constexpr std::string_view kOpenAiUsageChunk =
-    "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\","
-    "\"choices\":[],\"usage\":{\"prompt_tokens\":1200,\"total_tokens\":1250,\"completion_tokens\":50,"
+    "data: "
+    "{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\","
+    "\"choices\":[],\"usage\":{\"prompt_tokens\":1200,\"total_tokens\":1250,\"completion_tokens\":"
+    "50,"
     "\"prompt_tokens_details\":{\"cached_tokens\":1024}}}\n\n";
 inline constexpr std::string_view kDone = "data: [DONE]\n\n";
 
@@ -34,7 +42,8 @@ inline std::string openai_stream_without_usage() {
 
 inline constexpr std::string_view kOpenAiJson =
     "{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion\",\"created\":1,\"model\":\"m\","
-    "\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"The \\\"usage\\\": "
+    "\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"The "
+    "\\\"usage\\\": "
     "{\\\"prompt_tokens\\\": 5} trick \xc3\xa9\"},\"finish_reason\":\"stop\"}],"
     "\"usage\":{\"prompt_tokens\":300,\"total_tokens\":310,\"completion_tokens\":10,"
     "\"prompt_tokens_details\":null},\"prompt_logprobs\":null,\"kv_transfer_params\":null}";
@@ -42,10 +51,13 @@ inline constexpr std::string_view kOpenAiJson =
 inline constexpr std::string_view kAnthropicStream =
     "event: message_start\n"
     "data: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\","
-    "\"role\":\"assistant\",\"content\":[],\"model\":\"m\",\"stop_reason\":null,\"stop_sequence\":null,"
+    "\"role\":\"assistant\",\"content\":[],\"model\":\"m\",\"stop_reason\":null,\"stop_sequence\":"
+    "null,"
     "\"usage\":{\"input_tokens\":176,\"cache_read_input_tokens\":1024,\"output_tokens\":0}}}\n\n"
     "event: content_block_start\n"
-    "data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n"
+    "data: "
+    "{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":"
+    "\"\"}}\n\n"
     "event: ping\n"
     "data: {\"type\": \"ping\"}\n\n"
     "event: content_block_delta\n"
@@ -54,7 +66,8 @@ inline constexpr std::string_view kAnthropicStream =
     "event: content_block_stop\n"
     "data: {\"type\":\"content_block_stop\",\"index\":0}\n\n"
     "event: message_delta\n"
-    "data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},"
+    "data: "
+    "{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},"
     "\"usage\":{\"output_tokens\":15}}\n\n"
     "event: message_stop\n"
     "data: {\"type\":\"message_stop\"}\n\n";
@@ -66,15 +79,18 @@ inline constexpr std::string_view kAnthropicJson =
 
 inline constexpr std::string_view kResponsesStream =
     "event: response.created\n"
-    "data: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_1\",\"status\":\"in_progress\","
+    "data: "
+    "{\"type\":\"response.created\",\"response\":{\"id\":\"resp_1\",\"status\":\"in_progress\","
     "\"usage\":null}}\n\n"
     "event: response.output_text.delta\n"
     "data: {\"type\":\"response.output_text.delta\",\"item_id\":\"msg_1\",\"delta\":\"Hi\"}\n\n"
     "event: response.completed\n"
-    "data: {\"type\":\"response.completed\",\"response\":{\"id\":\"resp_1\",\"status\":\"completed\","
+    "data: "
+    "{\"type\":\"response.completed\",\"response\":{\"id\":\"resp_1\",\"status\":\"completed\","
     "\"output\":[{\"type\":\"message\",\"content\":[{\"type\":\"output_text\",\"text\":\"Hi\"}]}],"
     "\"usage\":{\"input_tokens\":900,\"input_tokens_details\":{\"cached_tokens\":512},"
-    "\"output_tokens\":20,\"output_tokens_details\":{\"reasoning_tokens\":0},\"total_tokens\":920}}}\n\n";
+    "\"output_tokens\":20,\"output_tokens_details\":{\"reasoning_tokens\":0},\"total_tokens\":920}}"
+    "}\n\n";
 
 inline constexpr std::string_view kResponsesJson =
     "{\"id\":\"resp_1\",\"object\":\"response\",\"status\":\"completed\",\"output\":[],"

@@ -89,7 +89,9 @@ TEST(InjectedUsageStripper, LeavesEverythingElseByteIdentical) {
   const std::string input =
       ": keep-alive comment\r\n\r\n"
       "\n"
-      "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"}}],\"usage\":{\"prompt_tokens\":3}}\r\n\r\n"
+      "data: "
+      "{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"}}],\"usage\":{\"prompt_tokens\":3}}"
+      "\r\n\r\n"
       "event: custom\r\ndata: {\"choices\":[]}\r\n\r\n"
       "data: {\"choices\":[],\"usage\":null}\n\n"
       "data: [DONE]\r\n\r\n";
@@ -97,7 +99,8 @@ TEST(InjectedUsageStripper, LeavesEverythingElseByteIdentical) {
 
   const std::string usage_crlf =
       "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":1}}\r\n\r\n";
-  expect_every_split(input + usage_crlf + "data: [DONE]\r\n\r\n", input + "data: [DONE]\r\n\r\n", 1);
+  expect_every_split(input + usage_crlf + "data: [DONE]\r\n\r\n", input + "data: [DONE]\r\n\r\n",
+                     1);
 }
 
 // Found by fuzz/usage_tap_fuzz.cpp: carriage returns before "data:" make the
@@ -108,8 +111,9 @@ TEST(InjectedUsageStripper, PartialLinesAreJudgedWhole) {
 }
 
 TEST(InjectedUsageStripper, UsageChunkCutOffAtEndOfStreamIsStillRemoved) {
-  const std::string input = std::string(samples::kOpenAiContent) +
-                            std::string(samples::kOpenAiUsageChunk.substr(0, samples::kOpenAiUsageChunk.size() - 1));
+  const std::string input =
+      std::string(samples::kOpenAiContent) +
+      std::string(samples::kOpenAiUsageChunk.substr(0, samples::kOpenAiUsageChunk.size() - 1));
   EXPECT_EQ(strip_pieces({input}).client_bytes, samples::kOpenAiContent);
 }
 
@@ -122,7 +126,8 @@ TEST(InjectedUsageStripper, LongEventsAreForwardedAsTheyArrive) {
   const std::size_t half = InjectedUsageStripper::kMaxHeldEventBytes + 1;
   for (std::string_view v : stripper.feed(std::string_view(big).substr(0, 100))) client.append(v);
   EXPECT_TRUE(client.empty());  // short so far: held until the event is known
-  for (std::string_view v : stripper.feed(std::string_view(big).substr(100, half - 100))) client.append(v);
+  for (std::string_view v : stripper.feed(std::string_view(big).substr(100, half - 100)))
+    client.append(v);
   EXPECT_EQ(client.size(), half);  // now too long to be a usage chunk: released
   for (std::string_view v : stripper.feed(std::string_view(big).substr(half))) client.append(v);
   for (std::string_view v : stripper.finish()) client.append(v);
@@ -145,7 +150,8 @@ void expect_injected(std::string_view body) {
   ASSERT_EQ(p1.parse(body.data(), body.size()).get_object().get(before), simdjson::SUCCESS);
   ASSERT_EQ(p2.parse(*rewritten).get_object().get(after), simdjson::SUCCESS) << *rewritten;
   bool include = false;
-  ASSERT_EQ(after.at_pointer("/stream_options/include_usage").get_bool().get(include), simdjson::SUCCESS);
+  ASSERT_EQ(after.at_pointer("/stream_options/include_usage").get_bool().get(include),
+            simdjson::SUCCESS);
   EXPECT_TRUE(include);
   for (auto [key, value] : before) {
     EXPECT_EQ(minify_member(after, key), simdjson::minify(value)) << key;
@@ -169,7 +175,8 @@ TEST(WithStreamUsage, SplicesAfterTheOpeningBrace) {
             R"({"stream_options":{"include_usage":true},"model":"m","stream":true})");
   EXPECT_EQ(*with_stream_usage(" \n{ }"), R"( 
 {"stream_options":{"include_usage":true} })");
-  expect_injected(R"({"model":"m","stream":true,"messages":[{"role":"user","content":"h\u00e9 {\"a\":1}"}]})");
+  expect_injected(
+      R"({"model":"m","stream":true,"messages":[{"role":"user","content":"h\u00e9 {\"a\":1}"}]})");
   expect_injected("  {\n  \"model\" : \"m\",\n  \"stream\" : true\n}\n");
   expect_injected(codex_chat_body());
 }

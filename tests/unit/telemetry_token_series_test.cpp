@@ -96,6 +96,11 @@ TEST(TokenWindow, ModelWindowIsTheSumOfReplicas) {
   EXPECT_EQ(w.buckets[1].tokens, (TokenCounts{.cached = 3, .computed = 1}));
   EXPECT_DOUBLE_EQ(*w.cache_hit_ratio(), 0.75);
   EXPECT_FALSE(TokenWindow{}.cache_hit_ratio());
+  TokenWindow sum;
+  sum.add(a.query(kT0 + seconds{5}, seconds{6}));
+  sum.add(b.query(kT0 + seconds{5}, seconds{6}));
+  EXPECT_EQ(sum.buckets.size(), 6u);
+  EXPECT_EQ(sum.buckets[1].tokens, (TokenCounts{.cached = 3, .computed = 1}));
 }
 
 TEST(TokenSeries, ConcurrentRecordsAreAllCounted) {

@@ -26,7 +26,9 @@ RequestUsage tap_pieces(const std::vector<std::string_view>& pieces,
   return tap.usage();
 }
 
-RequestUsage tap_whole(std::string_view body) { return tap_pieces({body}); }
+RequestUsage tap_whole(std::string_view body) {
+  return tap_pieces({body});
+}
 
 std::string with_crlf(std::string_view s) {
   std::string out;
@@ -61,8 +63,11 @@ void expect_split_invariant(std::string_view body, const RequestUsage& expected)
 }
 
 TEST(UsageTap, OpenAiStreamWithUsageChunk) {
-  const RequestUsage expected{.prompt_tokens = 1200, .cached_tokens = 1024, .completion_tokens = 50,
-                              .cache_measured = true, .cached_reported = true};
+  const RequestUsage expected{.prompt_tokens = 1200,
+                              .cached_tokens = 1024,
+                              .completion_tokens = 50,
+                              .cache_measured = true,
+                              .cached_reported = true};
   const std::string stream = samples::openai_stream();
   EXPECT_EQ(tap_whole(stream), expected);
   EXPECT_EQ(expected.computed_tokens(), 176u);
@@ -82,8 +87,11 @@ TEST(UsageTap, OpenAiStreamWithoutUsageIsNotMeasured) {
 }
 
 TEST(UsageTap, OpenAiJsonWithoutCachedCountIsMeasuredAsZeroCached) {
-  const RequestUsage expected{.prompt_tokens = 300, .cached_tokens = 0, .completion_tokens = 10,
-                              .cache_measured = true, .cached_reported = false};
+  const RequestUsage expected{.prompt_tokens = 300,
+                              .cached_tokens = 0,
+                              .completion_tokens = 10,
+                              .cache_measured = true,
+                              .cached_reported = false};
   EXPECT_EQ(tap_whole(samples::kOpenAiJson), expected);
   expect_split_invariant(samples::kOpenAiJson, expected);
   // Leading whitespace before the body does not confuse detection.
@@ -91,27 +99,39 @@ TEST(UsageTap, OpenAiJsonWithoutCachedCountIsMeasuredAsZeroCached) {
 }
 
 TEST(UsageTap, AnthropicStreamCombinesStartAndDelta) {
-  const RequestUsage expected{.prompt_tokens = 1200, .cached_tokens = 1024, .completion_tokens = 15,
-                              .cache_measured = true, .cached_reported = true};
+  const RequestUsage expected{.prompt_tokens = 1200,
+                              .cached_tokens = 1024,
+                              .completion_tokens = 15,
+                              .cache_measured = true,
+                              .cached_reported = true};
   EXPECT_EQ(tap_whole(samples::kAnthropicStream), expected);
   expect_split_invariant(samples::kAnthropicStream, expected);
   expect_split_invariant(with_crlf(samples::kAnthropicStream), expected);
 }
 
 TEST(UsageTap, AnthropicJson) {
-  const RequestUsage expected{.prompt_tokens = 500, .cached_tokens = 400, .completion_tokens = 7,
-                              .cache_measured = true, .cached_reported = true};
+  const RequestUsage expected{.prompt_tokens = 500,
+                              .cached_tokens = 400,
+                              .completion_tokens = 7,
+                              .cache_measured = true,
+                              .cached_reported = true};
   EXPECT_EQ(tap_whole(samples::kAnthropicJson), expected);
   expect_split_invariant(samples::kAnthropicJson, expected);
 }
 
 TEST(UsageTap, ResponsesApiStreamAndJson) {
-  const RequestUsage stream{.prompt_tokens = 900, .cached_tokens = 512, .completion_tokens = 20,
-                            .cache_measured = true, .cached_reported = true};
+  const RequestUsage stream{.prompt_tokens = 900,
+                            .cached_tokens = 512,
+                            .completion_tokens = 20,
+                            .cache_measured = true,
+                            .cached_reported = true};
   EXPECT_EQ(tap_whole(samples::kResponsesStream), stream);
   expect_split_invariant(samples::kResponsesStream, stream);
-  const RequestUsage body{.prompt_tokens = 64, .cached_tokens = 48, .completion_tokens = 3,
-                          .cache_measured = true, .cached_reported = true};
+  const RequestUsage body{.prompt_tokens = 64,
+                          .cached_tokens = 48,
+                          .completion_tokens = 3,
+                          .cache_measured = true,
+                          .cached_reported = true};
   EXPECT_EQ(tap_whole(samples::kResponsesJson), body);
   expect_split_invariant(samples::kResponsesJson, body);
 }
@@ -133,7 +153,8 @@ TEST(UsageTap, MultiLineDataEventIsJoined) {
 }
 
 TEST(UsageTap, ErrorsAndJunkMeasureNothing) {
-  EXPECT_EQ(tap_whole("{\"error\":{\"message\":\"boom\",\"type\":\"BadRequestError\"}}"), RequestUsage{});
+  EXPECT_EQ(tap_whole("{\"error\":{\"message\":\"boom\",\"type\":\"BadRequestError\"}}"),
+            RequestUsage{});
   EXPECT_EQ(tap_whole("{\"usage\":{\"prompt_tokens\":5"), RequestUsage{});  // truncated body
   EXPECT_EQ(tap_whole("data: {\"usage\": oops}\n\n"), RequestUsage{});
   EXPECT_EQ(tap_whole(std::string_view("\x00\xff garbage\n\n\n", 14)), RequestUsage{});
@@ -179,7 +200,12 @@ TEST(UsageTap, OversizedEventIsSkippedNotBuffered) {
 // and resumed. Must read as nothing, not crash the JSON reader.
 TEST(UsageTap, MalformedNestedUsageIsIgnored) {
   const std::string_view stream =
-      "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[],\"usage\":{\"prompt_tokens\":1200,\"total_tokens\":1250,\"completion_tokens\":50,\"prompt_tes\":[],\"usage\":{\"prompt_tokens\":1200,\"total_tokens\":1250,\"completion_tokens\":50,\"prompt_tokens_details\":{\"cached_tokeokens_details\":{\"cached_tokens\":1024}}}\n\n";
+      "data: "
+      "{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\","
+      "\"choices\":[],\"usage\":{\"prompt_tokens\":1200,\"total_tokens\":1250,\"completion_"
+      "tokens\":50,\"prompt_tes\":[],\"usage\":{\"prompt_tokens\":1200,\"total_tokens\":1250,"
+      "\"completion_tokens\":50,\"prompt_tokens_details\":{\"cached_tokeokens_details\":{\"cached_"
+      "tokens\":1024}}}\n\n";
   const RequestUsage u = tap_whole(stream);
   EXPECT_FALSE(u.cache_measured);
   expect_split_invariant(stream, u);
