@@ -109,6 +109,11 @@ class Router {
   int spill_threshold() const noexcept { return spill_threshold_.value_or(config::kAutoSpillThreshold); }
   int replica_count() const noexcept { return static_cast<int>(replicas_.size()); }
   int backend_count() const noexcept { return static_cast<int>(backends_.size()); }
+  // The replicas of one backend server: [first, first + count).
+  std::pair<int, int> backend_replicas(int backend) const noexcept {
+    const Backend& b = backends_[static_cast<std::size_t>(backend)];
+    return {b.first_replica, b.ranks};
+  }
   int in_flight(int replica) const noexcept { return replicas_[static_cast<std::size_t>(replica)].in_flight; }
   std::size_t conversations() const noexcept { return sessions_.size(); }
   RouterView view() const;

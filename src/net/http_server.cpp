@@ -95,10 +95,10 @@ asio::awaitable<beast::error_code> Exchange::end_stream() {
   co_return ec;
 }
 
-asio::awaitable<void> Exchange::client_closed() {
+asio::awaitable<bool> Exchange::client_closed() {
   auto& socket = stream_.socket();
   auto [ec] = co_await socket.async_wait(tcp::socket::wait_read, kAsTuple);
-  if (ec == asio::error::operation_aborted) co_return;  // cancelled: the race is over
+  if (ec == asio::error::operation_aborted) co_return false;  // cancelled: the race is over
   if (!ec) {
     char probe;
     const auto n = ::recv(socket.native_handle(), &probe, 1, MSG_PEEK | MSG_DONTWAIT);
@@ -106,10 +106,11 @@ asio::awaitable<void> Exchange::client_closed() {
       // Pipelined bytes: the client is still there. Wait until cancelled.
       asio::steady_timer forever{socket.get_executor(), asio::steady_timer::time_point::max()};
       co_await forever.async_wait(kAsTuple);
-      co_return;
+      co_return false;
     }
   }
   keep_alive_ = false;  // EOF or a socket error: the client is gone
+  co_return true;
 }
 
 // ---------------------------------------------------------------- IoThreads

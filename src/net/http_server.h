@@ -73,11 +73,12 @@ class Exchange {
   asio::awaitable<beast::error_code> write_body(std::string_view bytes);
   asio::awaitable<beast::error_code> end_stream();
 
-  // Completes only when the client has closed its side (or its socket failed).
-  // Pipelined bytes say nothing about a disconnect, so when they arrive it
-  // waits on until cancelled. Cancellable (per-operation cancellation), so it
-  // races the upstream relay with asio's awaitable operators.
-  asio::awaitable<void> client_closed();
+  // Completes with true when the client has closed its side (or its socket
+  // failed), with false when cancelled. Pipelined bytes say nothing about a
+  // disconnect, so when they arrive it waits on until cancelled. Cancellable
+  // (per-operation cancellation), so it races the upstream relay with asio's
+  // awaitable operators.
+  asio::awaitable<bool> client_closed();
 
   bool responded() const noexcept { return state_ != State::kNone; }
   bool keep_alive() const noexcept { return keep_alive_; }

@@ -1,0 +1,103 @@
+// `lmwarden serve`: load the configuration, start the warden, run until a
+// signal. SIGINT/SIGTERM stop accepting, let requests in flight finish within
+// the grace period, then exit 0.
+#include <boost/asio/signal_set.hpp>
+#include <cstdio>
+#include <spdlog/spdlog.h>
+#include <thread>
+
+#include "app/commands.h"
+#include "config/config_loader.h"
+#include "net/http_server.h"
+#include "proxy/warden.h"
+
+namespace lmwarden::app {
+namespace {
+
+struct ServeOptions {
+  std::string config_path;
+  std::string listen;
+  std::string log_level = "info";
+};
+
+int serve(const ServeOptions& opts) {
+  auto loaded = config::load_config_file(opts.config_path);
+  if (!loaded) {
+    std::fprintf(stderr, "lmwarden: invalid configuration\n%s\n", loaded.error().message().c_str());
+    return 2;
+  }
+  config::Config cfg = std::move(loaded).value();
+  if (!opts.listen.empty()) {
+    auto address = config::parse_listen_address(opts.listen);
+    if (!address) {
+      std::fprintf(stderr, "lmwarden: --listen %s: %s\n", opts.listen.c_str(), address.error().c_str());
+      return 2;
+    }
+    cfg.listen_host = address->host;
+    cfg.listen_port = address->port;
+  }
+  spdlog::set_level(spdlog::level::from_str(opts.log_level));
+
+  net::IoThreads io{cfg.threads};
+  proxy::Warden warden{cfg, io};
+  net::HttpServer server{io, warden.server_options(),
+                         [&warden](net::Exchange& ex) { return warden.handle(ex); }};
+  net::tcp::endpoint bound;
+  try {
+    bound = server.listen(cfg.listen_host, cfg.listen_port);
+  } catch (const std::system_error& e) {
+    std::fprintf(stderr, "lmwarden: %s\n", e.what());
+    return 1;
+  }
+  const std::string host = bound.address().is_v6() ? "[" + bound.address().to_string() + "]"
+                                                   : bound.address().to_string();
+  std::printf("lmwarden listening on http://%s:%u\n", host.c_str(), bound.port());
+  std::fflush(stdout);
+  for (const auto& m : cfg.models)
+    spdlog::info("model {}: {} replica(s) on {} server(s), affinity {}, spill threshold {}", m.name,
+                 m.replica_count(), m.backends.size(), m.affinity ? "on" : "off",
+                 m.spill_threshold ? std::to_string(*m.spill_threshold) : "auto");
+
+  net::asio::io_context signals_ctx{1};
+  net::asio::signal_set signals{signals_ctx, SIGINT, SIGTERM};
+  signals.async_wait([&](const boost::system::error_code&, int sig) {
+    spdlog::info("signal {}: no longer accepting; waiting for requests in flight", sig);
+    server.stop_accepting();
+  });
+  io.start();
+  signals_ctx.run();
+
+  // Grace period: connections finish their current exchange; idle keep-alive
+  // connections are cut when it ends.
+  const auto deadline = std::chrono::steady_clock::now() + cfg.timeouts.shutdown_grace;
+  auto busy = [&] {
+    for (const auto& m : warden.models()) {
+      std::lock_guard lock{m->mutex};
+      if (m->router.view().in_flight > 0) return true;
+    }
+    return false;
+  };
+  while (busy() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  io.stop();
+  io.join();
+  spdlog::info("stopped");
+  return 0;
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app) {
+  auto opts = std::make_shared<ServeOptions>();
+  auto* cmd = app.add_subcommand("serve", "Run the affinity-routing proxy in front of vLLM replicas");
+  cmd->add_option("-c,--config", opts->config_path, "YAML configuration (see docs/configuration.md)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cmd->add_option("-l,--listen", opts->listen, "Override the listen address, HOST:PORT (port 0: any free port)");
+  cmd->add_option("--log-level", opts->log_level, "trace, debug, info, warn, error")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
+      ->capture_default_str();
+  cmd->callback([opts] { std::exit(serve(*opts)); });
+}
+
+}  // namespace lmwarden::app

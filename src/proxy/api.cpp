@@ -1,0 +1,173 @@
+#include "proxy/api.h"
+
+#include <cmath>
+#include <ctime>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "proxy/dialect.h"
+#include "proxy/warden.h"
+
+namespace lmwarden::proxy {
+namespace {
+
+namespace http = net::http;
+using nlohmann::json;
+
+std::string iso8601(std::chrono::system_clock::time_point t) {
+  const std::time_t secs = std::chrono::system_clock::to_time_t(t);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+json number_or_null(double v) { return std::isnan(v) ? json(nullptr) : json(v); }
+json count_or_null(int v) { return v < 0 ? json(nullptr) : json(v); }
+
+}  // namespace
+
+net::Response json_response(http::status status, std::string body) {
+  net::Response res{status, 11};
+  res.set(http::field::content_type, "application/json");
+  res.set(http::field::cache_control, "no-store");
+  res.body() = std::move(body);
+  return res;
+}
+
+std::string models_list_json(const Warden& warden) {
+  json data = json::array();
+  const auto created = std::chrono::duration_cast<std::chrono::seconds>(
+                           warden.started().time_since_epoch()).count();
+  for (const auto& m : warden.models()) {
+    data.push_back({{"id", m->config.name}, {"object", "model"}, {"created", created}, {"owned_by", "lmwarden"}});
+    for (const auto& alias : m->config.aliases)
+      data.push_back({{"id", alias}, {"object", "model"}, {"created", created}, {"owned_by", "lmwarden"},
+                      {"root", m->config.name}});
+  }
+  return json{{"object", "list"}, {"data", data}}.dump();
+}
+
+std::string api_models_json(const Warden& warden) {
+  json models = json::array();
+  for (const auto& m : warden.models()) {
+    core::RouterView v;
+    {
+      std::lock_guard lock{m->mutex};
+      v = m->router.view();
+    }
+    int healthy = 0;
+    for (const auto& r : v.replicas) healthy += r.healthy ? 1 : 0;
+    models.push_back({{"name", m->config.name},
+                      {"aliases", m->config.aliases},
+                      {"affinity", v.affinity},
+                      {"spill_threshold", v.spill_threshold},
+                      {"spill_threshold_auto", v.spill_threshold_auto},
+                      {"replicas", v.replicas.size()},
+                      {"healthy_replicas", healthy},
+                      {"in_flight", v.in_flight}});
+  }
+  return json{{"models", models}}.dump();
+}
+
+std::string model_card_json(const ModelState& model, std::chrono::system_clock::time_point since) {
+  core::RouterView v;
+  {
+    std::lock_guard lock{model.mutex};
+    v = model.router.view();
+  }
+  using core::RouteKind;
+  json replicas = json::array();
+  for (const auto& r : v.replicas) {
+    const auto& backend = model.config.backends[static_cast<std::size_t>(r.backend)];
+    replicas.push_back({{"index", r.index},
+                        {"url", backend.url},
+                        {"rank", r.rank},
+                        {"healthy", r.healthy},
+                        {"in_flight", r.in_flight},
+                        {"live_conversations", r.live_conversations},
+                        {"sticky", r.counters.count(RouteKind::kSticky)},
+                        {"spilled_in", r.counters.count(RouteKind::kSpilled)},
+                        {"client_pinned", r.counters.count(RouteKind::kPinned)},
+                        {"new", r.counters.count(RouteKind::kNew)},
+                        {"rehomed", r.counters.count(RouteKind::kRehomed)},
+                        {"anonymous", r.counters.count(RouteKind::kAnonymous)},
+                        {"balanced", r.counters.count(RouteKind::kBalanced)},
+                        {"load_score", r.score},
+                        {"running", count_or_null(r.engine.running)},
+                        {"waiting", count_or_null(r.engine.waiting)},
+                        {"kv_used", number_or_null(r.engine.kv_used)},
+                        {"prefix_hit_rate", nullptr}});
+  }
+  json backends = json::array();
+  for (const auto& b : model.config.backends)
+    backends.push_back({{"url", b.url}, {"data_parallel_size", b.data_parallel_size}});
+  return json{{"name", model.config.name},
+              {"affinity", v.affinity},
+              {"spill_threshold", v.spill_threshold},
+              {"spill_threshold_auto", v.spill_threshold_auto},
+              {"sticky_ratio", v.sticky_ratio ? json(*v.sticky_ratio) : json(nullptr)},
+              {"in_flight", v.in_flight},
+              {"conversations", v.conversations},
+              {"since", iso8601(since)},
+              {"backends", backends},
+              {"replicas", replicas}}
+      .dump();
+}
+
+bool constant_time_equal(std::string_view a, std::string_view b) noexcept {
+  // Length is not secret enough to hide at the cost of complexity; the bytes are.
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  const std::size_t n = std::min(a.size(), b.size());
+  for (std::size_t i = 0; i < n; ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+net::Response patch_model(ModelState& model, const net::Request& request,
+                          const std::optional<std::string>& admin_token,
+                          std::chrono::system_clock::time_point since) {
+  const auto error = [](http::status s, std::string_view m) { return error_response(Dialect::kOpenAi, s, m); };
+  if (!admin_token)
+    return error(http::status::forbidden,
+                 "run-time control is disabled: set the admin token (admin_token_env) to enable it");
+  const std::string_view auth = request[http::field::authorization];
+  constexpr std::string_view kBearer = "Bearer ";
+  if (!auth.starts_with(kBearer)) return error(http::status::unauthorized, "missing Authorization: Bearer <admin token>");
+  if (!constant_time_equal(auth.substr(kBearer.size()), *admin_token))
+    return error(http::status::forbidden, "wrong admin token");
+
+  const json body = json::parse(request.body(), nullptr, /*allow_exceptions=*/false);
+  if (!body.is_object()) return error(http::status::bad_request, "body must be a JSON object");
+  std::optional<bool> affinity;
+  std::optional<std::optional<int>> threshold;  // outer: given; inner nullopt: auto
+  for (const auto& [key, value] : body.items()) {
+    if (key == "affinity") {
+      if (!value.is_boolean()) return error(http::status::bad_request, "affinity must be true or false");
+      affinity = value.get<bool>();
+    } else if (key == "spill_threshold") {
+      if (value.is_string() && value.get<std::string>() == "auto") {
+        threshold = std::optional<int>{};
+      } else if (value.is_number_integer() && value.get<std::int64_t>() >= 1 &&
+                 value.get<std::int64_t>() <= 1'000'000) {
+        threshold = static_cast<int>(value.get<std::int64_t>());
+      } else {
+        return error(http::status::bad_request, "spill_threshold must be an integer >= 1 or \"auto\"");
+      }
+    } else {
+      return error(http::status::bad_request, "unknown field '" + key + "' (allowed: affinity, spill_threshold)");
+    }
+  }
+  {
+    std::lock_guard lock{model.mutex};
+    if (affinity) model.router.set_affinity(*affinity);
+    if (threshold) model.router.set_spill_threshold(*threshold);
+  }
+  if (affinity) spdlog::info("model={} affinity set to {}", model.config.name, *affinity ? "on" : "off");
+  if (threshold)
+    spdlog::info("model={} spill threshold set to {}", model.config.name,
+                 *threshold ? std::to_string(**threshold) : std::string("auto"));
+  return json_response(http::status::ok, model_card_json(model, since));
+}
+
+}  // namespace lmwarden::proxy

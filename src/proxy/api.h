@@ -1,0 +1,33 @@
+// The warden's JSON API (DESIGN §7.2) and the OpenAI model list: pure
+// functions from the warden's state to response bodies.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include "net/http_server.h"
+
+namespace lmwarden::proxy {
+
+class Warden;
+struct ModelState;
+
+net::Response json_response(net::http::status status, std::string body);
+
+// GET /v1/models: the configured models (and aliases) in OpenAI's list shape.
+std::string models_list_json(const Warden& warden);
+// GET /api/models
+std::string api_models_json(const Warden& warden);
+// GET /api/models/{name}: the routing card.
+std::string model_card_json(const ModelState& model, std::chrono::system_clock::time_point since);
+// PATCH /api/models/{name} with {"affinity": bool, "spill_threshold": int|"auto"},
+// guarded by `Authorization: Bearer <admin token>` (401 without, 403 wrong).
+net::Response patch_model(ModelState& model, const net::Request& request,
+                          const std::optional<std::string>& admin_token,
+                          std::chrono::system_clock::time_point since);
+
+// Constant-time comparison, so a token cannot be guessed byte by byte from timing.
+bool constant_time_equal(std::string_view a, std::string_view b) noexcept;
+
+}  // namespace lmwarden::proxy

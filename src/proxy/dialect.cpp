@@ -1,0 +1,87 @@
+#include "proxy/dialect.h"
+
+#include <array>
+#include <nlohmann/json.hpp>
+
+namespace lmwarden::proxy {
+namespace {
+
+using Status = net::http::status;
+
+std::string_view openai_type(Status status) {
+  switch (status) {
+    case Status::unauthorized: return "authentication_error";
+    case Status::forbidden: return "permission_error";
+    case Status::not_found: return "not_found_error";
+    case Status::payload_too_large: return "request_too_large";
+    case Status::bad_gateway:
+    case Status::service_unavailable:
+    case Status::gateway_timeout:
+    case Status::internal_server_error: return "server_error";
+    default: return "invalid_request_error";
+  }
+}
+
+std::string_view anthropic_type(Status status) {
+  switch (status) {
+    case Status::unauthorized: return "authentication_error";
+    case Status::forbidden: return "permission_error";
+    case Status::not_found: return "not_found_error";
+    case Status::payload_too_large: return "request_too_large";
+    case Status::too_many_requests: return "rate_limit_error";
+    case Status::service_unavailable: return "overloaded_error";
+    case Status::bad_gateway:
+    case Status::gateway_timeout:
+    case Status::internal_server_error: return "api_error";
+    default: return "invalid_request_error";
+  }
+}
+
+}  // namespace
+
+std::string_view path_of(std::string_view target) noexcept {
+  return target.substr(0, target.find('?'));
+}
+
+Dialect dialect_of(std::string_view target) noexcept {
+  const std::string_view path = path_of(target);
+  return path == "/v1/messages" || path.starts_with("/v1/messages/") ? Dialect::kAnthropic
+                                                                      : Dialect::kOpenAi;
+}
+
+bool is_forwarded_route(std::string_view path) noexcept {
+  static constexpr std::array<std::string_view, 8> kRoutes = {
+      "/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages",
+      "/v1/messages/count_tokens", "/v1/embeddings", "/tokenize", "/detokenize"};
+  for (auto r : kRoutes)
+    if (path == r) return true;
+  return false;
+}
+
+std::string error_body(Dialect dialect, Status status, std::string_view message) {
+  nlohmann::json j;
+  if (dialect == Dialect::kAnthropic) {
+    j = {{"type", "error"},
+         {"error", {{"type", anthropic_type(status)}, {"message", message}}}};
+  } else {
+    j = {{"error",
+          {{"message", message}, {"type", openai_type(status)}, {"param", nullptr},
+           {"code", static_cast<int>(status)}}}};
+  }
+  return j.dump();
+}
+
+net::Response error_response(Dialect dialect, Status status, std::string_view message) {
+  net::Response res{status, 11};
+  res.set(net::http::field::content_type, "application/json");
+  res.body() = error_body(dialect, status, message);
+  return res;
+}
+
+std::string stream_error_event(Dialect dialect, std::string_view message) {
+  const std::string body = error_body(dialect, Status::bad_gateway, message);
+  if (dialect == Dialect::kAnthropic) return "event: error\ndata: " + body + "\n\n";
+  return "data: " + body + "\n\n";
+}
+
+}  // namespace lmwarden::proxy

@@ -1,0 +1,30 @@
+// The two API dialects the warden speaks to clients, and errors in each.
+// OpenAI-shaped routes get {"error":{"message","type","param","code"}};
+// Anthropic routes (/v1/messages…) get {"type":"error","error":{"type","message"}}.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "net/http_server.h"
+
+namespace lmwarden::proxy {
+
+enum class Dialect { kOpenAi, kAnthropic };
+
+Dialect dialect_of(std::string_view target) noexcept;
+
+// Path without the query string.
+std::string_view path_of(std::string_view target) noexcept;
+
+// Routes that carry inference work and are forwarded to a replica.
+bool is_forwarded_route(std::string_view path) noexcept;
+
+std::string error_body(Dialect dialect, net::http::status status, std::string_view message);
+net::Response error_response(Dialect dialect, net::http::status status, std::string_view message);
+
+// A final SSE event telling a streaming client that the upstream failed after
+// the stream had started, in its dialect (so SDKs raise instead of hanging).
+std::string stream_error_event(Dialect dialect, std::string_view message);
+
+}  // namespace lmwarden::proxy

@@ -1,0 +1,171 @@
+#include "proxy/relay.h"
+
+#include <array>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/http/buffer_body.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/rfc7230.hpp>
+#include <boost/beast/http/write.hpp>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace lmwarden::proxy {
+namespace {
+
+namespace http = net::http;
+constexpr auto kAsTuple = net::asio::as_tuple(net::asio::use_awaitable);
+
+// RFC 9110 §7.6.1: connection-specific fields never cross the proxy.
+constexpr std::array<http::field, 8> kHopByHop = {
+    http::field::connection,        http::field::keep_alive,         http::field::proxy_connection,
+    http::field::te,                http::field::trailer,            http::field::transfer_encoding,
+    http::field::upgrade,           http::field::proxy_authorization};
+
+template <class Fields>
+void drop_hop_by_hop(Fields& fields) {
+  // Fields the sender listed in Connection are hop-by-hop too.
+  std::vector<std::string> listed;
+  for (auto token : http::token_list{fields[http::field::connection]}) listed.emplace_back(token);
+  for (const auto& name : listed) fields.erase(name);
+  for (auto f : kHopByHop) fields.erase(f);
+}
+
+bool is_reset(const net::beast::error_code& ec) {
+  return ec == net::asio::error::eof || ec == http::error::end_of_stream ||
+         ec == net::asio::error::connection_reset || ec == net::asio::error::broken_pipe;
+}
+
+}  // namespace
+
+void prepare_upstream_request(net::Request& request, const config::BackendConfig& backend,
+                              int rank, std::string_view original_target,
+                              std::string_view forwarded_for) {
+  drop_hop_by_hop(request);
+  request.erase(http::field::expect);
+  request.erase("X-data-parallel-rank");
+  if (rank >= 0) request.set("X-data-parallel-rank", std::to_string(rank));
+  if (backend.api_key_env) {
+    const char* key = std::getenv(backend.api_key_env->c_str());
+    request.erase("x-api-key");
+    request.set(http::field::authorization, std::string("Bearer ") + (key ? key : ""));
+  }
+  // Append to a chain the client (or a proxy before us) already started.
+  std::string xff(request["X-Forwarded-For"]);
+  if (!forwarded_for.empty()) xff = xff.empty() ? std::string(forwarded_for) : xff + ", " + std::string(forwarded_for);
+  if (!xff.empty()) request.set("X-Forwarded-For", xff);
+  request.set(http::field::host, backend.host + ":" + std::to_string(backend.port));
+  request.target(backend.base_path + std::string(original_target));
+  request.version(11);
+  request.keep_alive(true);
+  request.prepare_payload();  // Content-Length from the body we hold (never chunked)
+}
+
+net::asio::awaitable<AttemptResult> forward_once(AttemptContext& ctx,
+                                                 const config::BackendConfig& backend, int rank,
+                                                 bool may_retry) {
+  using Outcome = AttemptResult::Outcome;
+  net::Request& request = ctx.exchange.request();
+  prepare_upstream_request(request, backend, rank, ctx.original_target, ctx.forwarded_for);
+
+  // A pooled connection may have been closed by the server an instant ago; if
+  // it fails before any reply byte, try once more on a fresh connection.
+  for (int fresh = 0; fresh < 2; ++fresh) {
+    auto [cec, conn] = co_await ctx.pool.acquire(backend, ctx.timeouts.connect, fresh == 0);
+    if (cec) {
+      const bool timeout = cec == net::beast::error::timeout;
+      co_return AttemptResult{Outcome::kRetryable, http::status::bad_gateway,
+                              "cannot connect to " + backend.url + ": " + cec.message(),
+                              timeout ? "connect_timeout" : "connect"};
+    }
+    auto& upstream = *conn.stream;
+    struct LiveGuard {
+      net::beast::tcp_stream** slot;
+      ~LiveGuard() { if (slot) *slot = nullptr; }
+    } live{ctx.live_upstream};
+    if (ctx.live_upstream) *ctx.live_upstream = &upstream;
+
+    upstream.expires_after(ctx.timeouts.first_byte);
+    auto [wec, wn] = co_await http::async_write(upstream, request, kAsTuple);
+    if (wec) {
+      if (conn.reused && is_reset(wec)) continue;
+      co_return AttemptResult{Outcome::kRetryable, http::status::bad_gateway,
+                              "sending to " + backend.url + " failed: " + wec.message(), "reset"};
+    }
+
+    net::beast::flat_buffer buffer;
+    http::response_parser<http::buffer_body> parser;
+    parser.body_limit(boost::none);  // replies stream for as long as they need
+    auto [hec, hn] = co_await http::async_read_header(upstream, buffer, parser, kAsTuple);
+    if (hec) {
+      if (conn.reused && is_reset(hec) && buffer.size() == 0) continue;
+      if (hec == net::beast::error::timeout)
+        co_return AttemptResult{Outcome::kFailed, http::status::gateway_timeout,
+                                "upstream " + backend.url + " sent no reply within the first-byte timeout",
+                                "first_byte_timeout"};
+      if (hec == net::asio::error::operation_aborted)
+        co_return AttemptResult{Outcome::kClientGone, {}, "client went away", ""};
+      co_return AttemptResult{Outcome::kRetryable, http::status::bad_gateway,
+                              "bad reply from " + backend.url + ": " + hec.message(), "protocol"};
+    }
+    auto& reply = parser.get();
+    const unsigned status = reply.result_int();
+    if (status >= 500 && may_retry) {
+      co_return AttemptResult{Outcome::kRetryable, http::status::bad_gateway,
+                              "upstream " + backend.url + " answered " + std::to_string(status),
+                              "status_5xx"};
+    }
+
+    net::ResponseHeader header{reply.result(), 11};
+    for (const auto& field : reply) header.insert(field.name_string(), field.value());
+    drop_hop_by_hop(header);
+    const auto length = parser.content_length();
+    const bool chunked = !length && !parser.is_done();
+    if (length) header.content_length(*length);
+    const bool event_stream = reply[http::field::content_type].starts_with("text/event-stream");
+    if (ctx.observer) ctx.observer->on_response_header(status, reply[http::field::content_type]);
+    if (auto ec = co_await ctx.exchange.begin_stream(std::move(header), chunked))
+      co_return AttemptResult{Outcome::kClientGone, {}, "client went away: " + ec.message(), ""};
+
+    std::array<char, 16 * 1024> chunk;
+    while (!parser.is_done()) {
+      reply.body().data = chunk.data();
+      reply.body().size = chunk.size();
+      upstream.expires_after(ctx.timeouts.idle);
+      auto [rec, rn] = co_await http::async_read_some(upstream, buffer, parser, kAsTuple);
+      if (rec == http::error::need_buffer) rec = {};
+      const std::size_t got = chunk.size() - reply.body().size;
+      if (got > 0) {
+        const std::string_view bytes{chunk.data(), got};
+        if (ctx.observer) ctx.observer->on_body(bytes);
+        if (auto ec = co_await ctx.exchange.write_body(bytes))
+          co_return AttemptResult{Outcome::kClientGone, {}, "client went away: " + ec.message(), ""};
+      }
+      if (rec) {
+        if (rec == net::asio::error::operation_aborted)
+          co_return AttemptResult{Outcome::kClientGone, {}, "client went away", ""};
+        const bool idle = rec == net::beast::error::timeout;
+        const std::string message = idle ? "upstream " + backend.url + " went silent mid-reply"
+                                         : "upstream " + backend.url + " failed mid-reply: " + rec.message();
+        if (chunked && event_stream) {
+          // Tell the client in its dialect and end the stream cleanly.
+          (void)co_await ctx.exchange.write_body(stream_error_event(ctx.dialect, message));
+          (void)co_await ctx.exchange.end_stream();
+        }
+        ctx.exchange.close_after();
+        co_return AttemptResult{Outcome::kCutShort, http::status::bad_gateway, message,
+                                idle ? "idle_timeout" : "reset"};
+      }
+    }
+    upstream.expires_never();
+    if (auto ec = co_await ctx.exchange.end_stream())
+      co_return AttemptResult{Outcome::kClientGone, {}, "client went away: " + ec.message(), ""};
+    if (parser.keep_alive()) ctx.pool.release(std::move(conn));
+    co_return AttemptResult{Outcome::kRelayed, reply.result(), {}, {}};
+  }
+  co_return AttemptResult{Outcome::kRetryable, http::status::bad_gateway,
+                          "upstream " + backend.url + " closed the connection", "reset"};
+}
+
+}  // namespace lmwarden::proxy

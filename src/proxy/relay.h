@@ -1,0 +1,68 @@
+// One attempt at forwarding a client's request to one upstream server, and the
+// streaming relay of its reply.
+//
+// The client's request is forwarded as its original bytes: only the header is
+// rewritten (hop-by-hop fields dropped, X-data-parallel-rank set or removed,
+// X-Forwarded-For added, Host set). The reply is relayed piece by piece as it
+// arrives (an SSE token reaches the client as soon as vLLM sends it); a tap
+// sees the same bytes on their way through without delaying them.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <string_view>
+
+#include "config/config.h"
+#include "net/http_server.h"
+#include "proxy/dialect.h"
+#include "proxy/upstream_pool.h"
+
+namespace lmwarden::proxy {
+
+// Sees the relayed reply (for usage accounting and time to first byte).
+class RelayObserver {
+ public:
+  virtual ~RelayObserver() = default;
+  virtual void on_response_header(unsigned status, std::string_view content_type) = 0;
+  virtual void on_body(std::string_view bytes) = 0;  // called before the bytes are written
+};
+
+struct AttemptResult {
+  enum class Outcome {
+    kRelayed,      // the reply went to the client (whatever its status)
+    kRetryable,    // nothing reached the client; another replica may be tried
+    kFailed,       // nothing reached the client; answer with `status`
+    kCutShort,     // the reply started but the upstream failed mid-way
+    kClientGone,   // the client went away; the upstream request was closed
+  };
+  Outcome outcome = Outcome::kRelayed;
+  net::http::status status = net::http::status::ok;  // for kRetryable/kFailed
+  std::string message;                                // for the error reply and logs
+  std::string error_kind;  // connect, timeout, first_byte_timeout, idle_timeout, status_5xx, protocol, reset
+};
+
+struct AttemptContext {
+  net::Exchange& exchange;
+  UpstreamPool& pool;
+  const config::Timeouts& timeouts;
+  Dialect dialect;
+  std::string_view original_target;  // the client's target, before any base path
+  std::string_view forwarded_for;    // client address for X-Forwarded-For
+  RelayObserver* observer = nullptr;
+  // Set while an upstream connection is in use, so that a client disconnect
+  // can close it at once (the engine then aborts the request).
+  net::beast::tcp_stream** live_upstream = nullptr;
+};
+
+// Rewrites the request header for this backend and rank (-1: no rank header).
+void prepare_upstream_request(net::Request& request, const config::BackendConfig& backend,
+                              int rank, std::string_view original_target,
+                              std::string_view forwarded_for);
+
+// Forwards once. `may_retry`: whether a 5xx reply (before anything was relayed)
+// should be reported as retryable rather than relayed.
+net::asio::awaitable<AttemptResult> forward_once(AttemptContext& ctx,
+                                                 const config::BackendConfig& backend, int rank,
+                                                 bool may_retry);
+
+}  // namespace lmwarden::proxy

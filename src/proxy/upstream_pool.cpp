@@ -1,0 +1,76 @@
+#include "proxy/upstream_pool.h"
+
+#include <sys/socket.h>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/ip/address.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <cerrno>
+
+namespace lmwarden::proxy {
+namespace {
+
+constexpr auto kAsTuple = net::asio::as_tuple(net::asio::use_awaitable);
+
+// An idle keep-alive connection the server has closed shows as readable with
+// EOF (or with stray bytes, which make it unusable too).
+bool still_open(net::beast::tcp_stream& stream) {
+  char probe;
+  const auto n = ::recv(stream.socket().native_handle(), &probe, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+}  // namespace
+
+net::asio::awaitable<std::pair<net::beast::error_code, UpstreamConnection>> UpstreamPool::acquire(
+    const config::BackendConfig& backend, std::chrono::milliseconds connect_timeout,
+    bool allow_reuse) {
+  std::string key = backend.host + ":" + std::to_string(backend.port);
+  if (allow_reuse) {
+    auto it = idle_.find(key);
+    while (it != idle_.end() && !it->second.empty()) {
+      auto stream = std::move(it->second.back());
+      it->second.pop_back();
+      if (still_open(*stream)) co_return std::pair{net::beast::error_code{}, UpstreamConnection{std::move(stream), key, true}};
+    }
+  }
+
+  auto stream = std::make_unique<net::beast::tcp_stream>(io_);
+  net::beast::error_code ec;
+  const auto address = net::asio::ip::make_address(backend.host, ec);
+  stream->expires_after(connect_timeout);
+  if (!ec) {
+    auto [cec] = co_await stream->async_connect(net::tcp::endpoint{address, backend.port}, kAsTuple);
+    ec = cec;
+  } else {
+    net::tcp::resolver resolver{io_};
+    auto [rec, results] =
+        co_await resolver.async_resolve(backend.host, std::to_string(backend.port), kAsTuple);
+    ec = rec;
+    if (!ec) {
+      auto [cec, ep] = co_await stream->async_connect(results, kAsTuple);
+      ec = cec;
+    }
+  }
+  stream->expires_never();
+  if (!ec) {
+    net::beast::error_code ignored;
+    stream->socket().set_option(net::tcp::no_delay(true), ignored);
+  }
+  co_return std::pair{ec, UpstreamConnection{std::move(stream), std::move(key), false}};
+}
+
+void UpstreamPool::release(UpstreamConnection connection) {
+  if (!connection.stream || !connection.stream->socket().is_open()) return;
+  auto& idle = idle_[connection.key];
+  if (idle.size() >= max_idle_) return;  // closes it
+  idle.push_back(std::move(connection.stream));
+}
+
+std::size_t UpstreamPool::idle_count() const noexcept {
+  std::size_t n = 0;
+  for (const auto& [key, v] : idle_) n += v.size();
+  return n;
+}
+
+}  // namespace lmwarden::proxy

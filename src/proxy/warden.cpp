@@ -1,0 +1,275 @@
+#include "proxy/warden.h"
+
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <spdlog/spdlog.h>
+
+#include "common/hash.h"
+#include "proxy/api.h"
+#include "proxy/relay.h"
+
+namespace lmwarden::proxy {
+
+namespace http = net::http;
+using namespace net::asio::experimental::awaitable_operators;
+
+// ---------------------------------------------------------------- ModelState
+
+ModelState::ModelState(const config::ModelConfig& model)
+    : config(model),
+      identity{.sources = model.session_sources, .honor_client_rank = model.honor_client_rank},
+      router(model) {}
+
+void InFlight::finish() noexcept {
+  if (finished_) return;
+  finished_ = true;
+  std::lock_guard lock{model_->mutex};
+  model_->router.finish(decision_);
+}
+
+// ---------------------------------------------------------------- Warden
+
+Warden::Warden(config::Config config, net::IoThreads& io)
+    : config_(std::move(config)), started_(std::chrono::system_clock::now()) {
+  for (const auto& m : config_.models) {
+    models_.push_back(std::make_unique<ModelState>(m));
+    by_name_[m.name] = models_.back().get();
+    for (const auto& alias : m.aliases) by_name_[alias] = models_.back().get();
+  }
+  for (std::size_t i = 0; i < io.size(); ++i)
+    pools_[&io.at(i)] = std::make_unique<UpstreamPool>(io.at(i));
+}
+
+net::ServerOptions Warden::server_options() const {
+  net::ServerOptions o;
+  o.max_header_bytes = config_.limits.max_header_bytes;
+  o.max_body_bytes = config_.limits.max_body_bytes;
+  o.max_connections = config_.limits.max_connections;
+  o.read_timeout = config_.timeouts.client_read;
+  o.server_name = "lmwarden";
+  o.error_response = [](std::string_view target, http::status status, std::string_view message) {
+    return error_response(dialect_of(target), status, message);
+  };
+  return o;
+}
+
+ModelState* Warden::find_model(std::string_view name) noexcept {
+  auto it = by_name_.find(std::string(name));
+  return it == by_name_.end() ? nullptr : it->second;
+}
+
+UpstreamPool& Warden::pool_for_this_thread(net::Exchange& exchange) {
+  auto& ctx = static_cast<net::asio::io_context&>(
+      net::asio::query(exchange.stream().get_executor(), net::asio::execution::context));
+  return *pools_.at(&ctx);
+}
+
+std::optional<std::string> Warden::admin_token() const {
+  if (!config_.admin_token_env.empty()) {
+    if (const char* v = std::getenv(config_.admin_token_env.c_str()); v && *v) return std::string(v);
+  }
+  return config_.admin_token;
+}
+
+net::asio::awaitable<void> Warden::handle(net::Exchange& exchange) {
+  auto& request = exchange.request();
+  const std::string target(request.target());
+  const std::string_view path = path_of(target);
+  const auto method = request.method();
+
+  if (is_forwarded_route(path)) {
+    if (method != http::verb::post) {
+      co_await exchange.respond(error_response(dialect_of(target), http::status::method_not_allowed,
+                                               "use POST for " + std::string(path)));
+      co_return;
+    }
+    co_await forward(exchange, dialect_of(target));
+    co_return;
+  }
+  if (path == "/" && (method == http::verb::get || method == http::verb::head)) {
+    // Clients (Claude Code among them) probe the root: answer at once.
+    net::Response res{http::status::ok, 11};
+    res.set(http::field::content_type, "text/plain; charset=utf-8");
+    if (method == http::verb::get) res.body() = "LM Warden is running. API: /v1, JSON: /api/models\n";
+    co_await exchange.respond(std::move(res));
+    co_return;
+  }
+  if (path == "/health" && method == http::verb::get) {
+    co_await exchange.respond(json_response(http::status::ok, R"({"status":"ok"})"));
+    co_return;
+  }
+  if (path == "/v1/models" && method == http::verb::get) {
+    co_await exchange.respond(json_response(http::status::ok, models_list_json(*this)));
+    co_return;
+  }
+  if (path.starts_with("/api/")) {
+    co_await handle_api(exchange, path);
+    co_return;
+  }
+  co_await exchange.respond(error_response(dialect_of(target), http::status::not_found,
+                                           "no route " + std::string(path)));
+}
+
+net::asio::awaitable<void> Warden::handle_api(net::Exchange& exchange, std::string_view path) {
+  auto& request = exchange.request();
+  if (path == "/api/models" && request.method() == http::verb::get) {
+    co_await exchange.respond(json_response(http::status::ok, api_models_json(*this)));
+    co_return;
+  }
+  constexpr std::string_view kModelPrefix = "/api/models/";
+  if (path.starts_with(kModelPrefix)) {
+    ModelState* model = find_model(path.substr(kModelPrefix.size()));
+    if (!model) {
+      co_await exchange.respond(error_response(Dialect::kOpenAi, http::status::not_found,
+                                               "unknown model " + std::string(path.substr(kModelPrefix.size()))));
+      co_return;
+    }
+    if (request.method() == http::verb::get) {
+      co_await exchange.respond(json_response(http::status::ok, model_card_json(*model, started_)));
+      co_return;
+    }
+    if (request.method() == http::verb::patch) {
+      co_await exchange.respond(patch_model(*model, request, admin_token(), started_));
+      co_return;
+    }
+  }
+  co_await exchange.respond(error_response(Dialect::kOpenAi, http::status::not_found,
+                                           "no API route " + std::string(path)));
+}
+
+// Everything one forwarded request carries through its attempts.
+struct Warden::Forward {
+  net::Exchange& exchange;
+  Dialect dialect;
+  ModelState& model;
+  core::RequestFacts facts;
+  std::uint64_t id;
+  std::string original_target;
+  std::string client_address;
+  net::beast::tcp_stream* live_upstream = nullptr;
+  bool client_gone = false;
+};
+
+net::asio::awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dialect) {
+  auto& request = exchange.request();
+  std::vector<core::HeaderField> headers;
+  headers.reserve(32);
+  for (const auto& field : request) headers.emplace_back(field.name_string(), field.value());
+  const std::string& body = request.body();
+
+  core::IdentityOptions default_options;
+  auto extracted = core::extract_request_facts(headers, body, body.capacity(), default_options);
+  if (extracted.error != core::BodyError::kNone) {
+    co_await exchange.respond(error_response(dialect, http::status::bad_request,
+                                             "invalid request body: " + extracted.error_detail));
+    co_return;
+  }
+  ModelState* model = nullptr;
+  if (extracted.facts.model.empty()) {
+    if (models_.size() == 1) model = models_.front().get();
+  } else {
+    model = find_model(extracted.facts.model);
+  }
+  if (!model) {
+    const auto message = extracted.facts.model.empty()
+                             ? std::string("the request names no model")
+                             : "model '" + extracted.facts.model + "' is not served here";
+    co_await exchange.respond(error_response(dialect, extracted.facts.model.empty()
+                                                          ? http::status::bad_request
+                                                          : http::status::not_found,
+                                             message));
+    co_return;
+  }
+  if (model->identity.sources != default_options.sources ||
+      model->identity.honor_client_rank != default_options.honor_client_rank) {
+    extracted = core::extract_request_facts(headers, body, body.capacity(), model->identity);
+  }
+
+  Forward f{exchange, dialect, *model, std::move(extracted.facts),
+            next_request_id_.fetch_add(1, std::memory_order_relaxed), std::string(request.target()),
+            exchange.remote().address().to_string()};
+
+  // Race the attempts against the client going away: if it does, the live
+  // upstream connection is closed at once, so the engine aborts the request
+  // and frees its KV blocks.
+  auto watch = [&]() -> net::asio::awaitable<void> {
+    if (co_await exchange.client_closed()) {
+      f.client_gone = true;
+      if (f.live_upstream) {
+        net::beast::error_code ignored;
+        f.live_upstream->socket().close(ignored);
+      }
+    }
+  };
+  co_await (run_attempts(f) || watch());
+  if (f.client_gone) {
+    exchange.close_after();
+    spdlog::info("req={} model={} client went away; upstream request closed", f.id, model->config.name);
+  }
+}
+
+net::asio::awaitable<void> Warden::run_attempts(Forward& f) {
+  using Outcome = AttemptResult::Outcome;
+  const auto& identity = f.facts.identity;
+  const std::string conv = identity.kind == core::IdentityKind::kSession ? short_hash(identity.session_hash) : "-";
+  std::vector<int> tried;
+  AttemptResult last;
+
+  for (int attempt = 0; attempt <= config_.retries; ++attempt) {
+    core::RouteDecision decision;
+    {
+      std::lock_guard lock{f.model.mutex};
+      decision = f.model.router.route(identity, core::Clock::now(), tried);
+    }
+    if (!decision.ok()) {
+      if (attempt > 0) break;  // retries exhausted the healthy replicas: report the upstream error
+      if (decision.status == core::RouteDecision::Status::kUnknownRank) {
+        co_await f.exchange.respond(error_response(
+            f.dialect, http::status::bad_request,
+            "X-data-parallel-rank " + std::to_string(identity.pinned_rank) + " is out of range: model '" +
+                f.model.config.name + "' has " + std::to_string(f.model.router.replica_count()) + " replicas"));
+      } else {
+        spdlog::warn("req={} model={} no healthy replica", f.id, f.model.config.name);
+        co_await f.exchange.respond(error_response(
+            f.dialect, http::status::service_unavailable,
+            "no healthy replica for model '" + f.model.config.name + "'; retry shortly"));
+      }
+      co_return;
+    }
+    InFlight in_flight{f.model, decision};
+    const auto& backend = f.model.config.backends[static_cast<std::size_t>(decision.backend)];
+    spdlog::debug("req={} model={} replica={} route={} conv={}", f.id, f.model.config.name,
+                  decision.replica, core::to_string(decision.kind), conv);
+
+    AttemptContext ctx{f.exchange, pool_for_this_thread(f.exchange), config_.timeouts, f.dialect,
+                       f.original_target, f.client_address, nullptr, &f.live_upstream};
+    last = co_await forward_once(ctx, backend, decision.rank, attempt < config_.retries);
+    if (f.client_gone) last.outcome = Outcome::kClientGone;
+    switch (last.outcome) {
+      case Outcome::kRelayed:
+        co_return;
+      case Outcome::kClientGone:
+        co_return;
+      case Outcome::kCutShort:
+        spdlog::warn("req={} model={} replica={} {}", f.id, f.model.config.name, decision.replica, last.message);
+        co_return;
+      case Outcome::kFailed:
+        spdlog::warn("req={} model={} replica={} {}", f.id, f.model.config.name, decision.replica, last.message);
+        co_await f.exchange.respond(error_response(f.dialect, last.status, last.message));
+        co_return;
+      case Outcome::kRetryable:
+        spdlog::warn("req={} model={} replica={} {} (attempt {})", f.id, f.model.config.name,
+                     decision.replica, last.message, attempt + 1);
+        if (decision.replica >= 0) {
+          tried.push_back(decision.replica);
+        } else {  // the server's own balancer picked: the whole server failed
+          const auto [first, count] = f.model.router.backend_replicas(decision.backend);
+          for (int i = first; i < first + count; ++i) tried.push_back(i);
+        }
+        break;
+    }
+  }
+  co_await f.exchange.respond(error_response(f.dialect, http::status::bad_gateway,
+                                             last.message.empty() ? "upstream unreachable" : last.message));
+}
+
+}  // namespace lmwarden::proxy

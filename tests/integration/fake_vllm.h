@@ -1,0 +1,135 @@
+// An in-process stand-in for a vLLM server with data-parallel ranks, for the
+// proxy's integration tests: it records which rank each request was pinned to
+// and streams a small SSE reply. Request headers steer it:
+//   x-fake-hold: 1      send the first event, then wait until release() (or
+//                       until the client — the warden — closes the connection)
+//   x-fake-status: N    answer N with a JSON error body instead
+#pragma once
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "net/http_server.h"
+
+namespace lmwarden::testing {
+
+class FakeVllm {
+ public:
+  struct Seen {
+    std::string path;
+    int rank = -1;  // X-data-parallel-rank, -1 when absent
+    std::string session;  // session-id header
+    std::string forwarded_for;
+    std::string body;
+  };
+
+  explicit FakeVllm(int ranks) : ranks_(ranks), io_(1), server_(io_, {}, [this](net::Exchange& ex) { return handle(ex); }) {
+    port_ = server_.listen("127.0.0.1", 0).port();
+    io_.start();
+  }
+  ~FakeVllm() {
+    release();
+    io_.stop();
+    io_.join();
+  }
+
+  std::uint16_t port() const { return port_; }
+  void release() { released_ = true; }
+  void hold_again() { released_ = false; }
+  int held(int rank) {
+    std::lock_guard lock{mutex_};
+    return held_[rank];
+  }
+  int held_total() {
+    std::lock_guard lock{mutex_};
+    int n = 0;
+    for (auto& [r, c] : held_) n += c;
+    return n;
+  }
+  int aborted() const { return aborted_.load(); }
+  std::vector<Seen> seen() {
+    std::lock_guard lock{mutex_};
+    return seen_;
+  }
+
+ private:
+  net::asio::awaitable<void> handle(net::Exchange& ex) {
+    namespace http = net::http;
+    using namespace net::asio::experimental::awaitable_operators;
+    auto& req = ex.request();
+    Seen s;
+    s.path = std::string(req.target());
+    if (auto it = req.find("X-data-parallel-rank"); it != req.end()) s.rank = std::stoi(std::string(it->value()));
+    s.session = std::string(req["session-id"]);
+    s.forwarded_for = std::string(req["X-Forwarded-For"]);
+    s.body = req.body();
+    if (s.rank >= ranks_) {
+      net::Response res{http::status::bad_request, 11};
+      res.body() = R"({"error":"rank out of range"})";
+      co_await ex.respond(std::move(res));
+      co_return;
+    }
+    const bool hold = req["x-fake-hold"] == "1";
+    const std::string status = std::string(req["x-fake-status"]);
+    {
+      std::lock_guard lock{mutex_};
+      seen_.push_back(s);
+    }
+    if (!status.empty()) {
+      net::Response res{static_cast<http::status>(std::stoi(status)), 11};
+      res.set(http::field::content_type, "application/json");
+      res.body() = R"({"error":"fake failure"})";
+      co_await ex.respond(std::move(res));
+      co_return;
+    }
+    net::ResponseHeader header{http::status::ok, 11};
+    header.set(http::field::content_type, "text/event-stream");
+    if (co_await ex.begin_stream(std::move(header), true)) co_return;
+    if (co_await ex.write_body("data: {\"choices\":[{\"delta\":{\"content\":\"first\"}}]}\n\n")) co_return;
+    if (hold) {
+      {
+        std::lock_guard lock{mutex_};
+        ++held_[s.rank];
+      }
+      auto wait_release = [this]() -> net::asio::awaitable<void> {
+        auto ex = co_await net::asio::this_coro::executor;
+        net::asio::steady_timer t{ex};
+        while (!released_) {
+          t.expires_after(std::chrono::milliseconds(5));
+          co_await t.async_wait(net::asio::as_tuple(net::asio::use_awaitable));
+        }
+      };
+      auto outcome = co_await (wait_release() || ex.client_closed());
+      {
+        std::lock_guard lock{mutex_};
+        --held_[s.rank];
+      }
+      if (outcome.index() == 1 && std::get<1>(outcome)) {
+        ++aborted_;
+        co_return;
+      }
+    }
+    if (co_await ex.write_body("data: {\"choices\":[{\"delta\":{\"content\":\" last\"}}]}\n\n")) co_return;
+    if (co_await ex.write_body("data: [DONE]\n\n")) co_return;
+    co_await ex.end_stream();
+  }
+
+  int ranks_;
+  net::IoThreads io_;
+  net::HttpServer server_;
+  std::uint16_t port_ = 0;
+  std::atomic<bool> released_{false};
+  std::atomic<int> aborted_{0};
+  std::mutex mutex_;
+  std::map<int, int> held_;
+  std::vector<Seen> seen_;
+};
+
+}  // namespace lmwarden::testing

@@ -1,0 +1,299 @@
+// The warden over real sockets on 127.0.0.1, in front of an in-process fake
+// vLLM server: stickiness, spreading, spill, pinning, streaming, disconnects,
+// retries and errors in each dialect.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <future>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+
+#include "config/config_loader.h"
+#include "fake_vllm.h"
+#include "http_test_client.h"
+#include "proxy/warden.h"
+
+namespace lmwarden::testing {
+namespace {
+
+using nlohmann::json;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+class RunningWarden {
+ public:
+  explicit RunningWarden(config::Config cfg)
+      : io_(2), warden_(std::move(cfg), io_),
+        server_(io_, warden_.server_options(), [this](net::Exchange& ex) { return warden_.handle(ex); }) {
+    port_ = server_.listen("127.0.0.1", 0).port();
+    io_.start();
+  }
+  ~RunningWarden() {
+    io_.stop();
+    io_.join();
+  }
+  std::uint16_t port() const { return port_; }
+  json card(const std::string& model = "m") {
+    auto r = http_request(port_, http::verb::get, "/api/models/" + model);
+    return json::parse(r.body);
+  }
+
+ private:
+  net::IoThreads io_;
+  proxy::Warden warden_;
+  net::HttpServer server_;
+  std::uint16_t port_ = 0;
+};
+
+config::Config make_config(const std::vector<std::pair<std::uint16_t, int>>& backends,
+                           std::optional<int> spill = std::nullopt) {
+  std::string yaml = "listen: 127.0.0.1:0\nlimits:\n  max_body_bytes: 1MiB\ntimeouts:\n  connect: 2s\n  first_byte: 20s\n  idle: 20s\nmodels:\n  - name: m\n    aliases: [m-alias]\n";
+  if (spill) yaml += "    spill_threshold: " + std::to_string(*spill) + "\n";
+  yaml += "    backends:\n";
+  for (auto [port, ranks] : backends)
+    yaml += "      - url: http://127.0.0.1:" + std::to_string(port) +
+            "\n        data_parallel_size: " + std::to_string(ranks) + "\n";
+  auto cfg = config::load_config_string(yaml, "test.yaml");
+  if (!cfg) throw std::runtime_error(cfg.error().message());
+  return std::move(cfg).value();
+}
+
+std::string chat_body(bool stream = true) {
+  return json{{"model", "m"}, {"stream", stream}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}}.dump();
+}
+
+HttpReply chat(std::uint16_t port, const std::string& session, std::vector<std::pair<std::string, std::string>> extra = {}) {
+  if (!session.empty()) extra.emplace_back("session-id", session);
+  return http_request(port, http::verb::post, "/v1/chat/completions", chat_body(), extra);
+}
+
+std::uint16_t closed_port() {
+  asio::io_context io;
+  tcp::acceptor a{io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)};
+  const auto port = a.local_endpoint().port();
+  a.close();
+  return port;
+}
+
+TEST(ProxyRouting, EachConversationStaysOnOneRankAcrossTurns) {
+  FakeVllm fake{4};
+  RunningWarden warden{make_config({{fake.port(), 4}})};
+  for (int turn = 0; turn < 4; ++turn)
+    for (std::string conv : {"conv-a", "conv-b", "conv-c"}) {
+      auto r = chat(warden.port(), conv);
+      ASSERT_EQ(r.status, 200u) << r.body;
+      EXPECT_NE(r.body.find("[DONE]"), std::string::npos);
+    }
+  std::map<std::string, std::set<int>> ranks;
+  for (const auto& s : fake.seen()) ranks[s.session].insert(s.rank);
+  ASSERT_EQ(ranks.size(), 3u);
+  std::set<int> homes;
+  for (const auto& [conv, r] : ranks) {
+    EXPECT_EQ(r.size(), 1u) << conv << " moved between ranks";
+    homes.insert(*r.begin());
+  }
+  EXPECT_EQ(homes.size(), 3u) << "three new conversations on an idle fleet should use three ranks";
+  const json card = warden.card();
+  EXPECT_EQ(card["in_flight"], 0);
+  int sticky = 0, fresh = 0;
+  for (const auto& r : card["replicas"]) {
+    sticky += r["sticky"].get<int>();
+    fresh += r["new"].get<int>();
+  }
+  EXPECT_EQ(fresh, 3);
+  EXPECT_EQ(sticky, 9);
+  EXPECT_EQ(card["sticky_ratio"], 1.0);
+}
+
+TEST(ProxyRouting, NewConversationsSpreadOverAllRanks) {
+  FakeVllm fake{4};
+  RunningWarden warden{make_config({{fake.port(), 4}})};
+  for (int i = 0; i < 8; ++i) ASSERT_EQ(chat(warden.port(), "spread-" + std::to_string(i)).status, 200u);
+  std::map<int, int> per_rank;
+  for (const auto& s : fake.seen()) ++per_rank[s.rank];
+  ASSERT_EQ(per_rank.size(), 4u);
+  for (auto [rank, n] : per_rank) EXPECT_EQ(n, 2) << "rank " << rank;
+}
+
+TEST(ProxyRouting, NinthConcurrentRequestOfAConversationSpills) {
+  FakeVllm fake{4};
+  RunningWarden warden{make_config({{fake.port(), 4}})};  // spill threshold auto = 8
+  ASSERT_EQ(chat(warden.port(), "hot").status, 200u);
+  const int home = fake.seen().back().rank;
+
+  std::vector<std::unique_ptr<HttpConnection>> held;
+  for (int i = 0; i < 8; ++i) {
+    held.push_back(std::make_unique<HttpConnection>(warden.port()));
+    held.back()->send(http::verb::post, "/v1/chat/completions", chat_body(), {{"session-id", "hot"}, {"x-fake-hold", "1"}});
+  }
+  ASSERT_TRUE(eventually([&] { return fake.held(home) == 8; })) << "held on home: " << fake.held(home);
+  EXPECT_EQ(warden.card()["replicas"][home]["in_flight"], 8);
+
+  HttpConnection ninth{warden.port()};
+  ninth.send(http::verb::post, "/v1/chat/completions", chat_body(), {{"session-id", "hot"}, {"x-fake-hold", "1"}});
+  ASSERT_TRUE(eventually([&] { return fake.held_total() == 9; }));
+  const int spilled_to = fake.seen().back().rank;
+  EXPECT_NE(spilled_to, home);
+  fake.release();
+  for (auto& c : held) EXPECT_EQ(c->read().status, 200u);
+  EXPECT_EQ(ninth.read().status, 200u);
+
+  const json card = warden.card();
+  EXPECT_EQ(card["replicas"][spilled_to]["spilled_in"], 1);
+  EXPECT_EQ(card["in_flight"], 0);
+  // The home did not move.
+  ASSERT_EQ(chat(warden.port(), "hot").status, 200u);
+  EXPECT_EQ(fake.seen().back().rank, home);
+}
+
+TEST(ProxyRouting, ClientPinnedRequestReachesTheRankItNamed) {
+  FakeVllm fake{4};
+  RunningWarden warden{make_config({{fake.port(), 4}})};
+  auto r = chat(warden.port(), "pinned-conv", {{"X-data-parallel-rank", "2"}});
+  ASSERT_EQ(r.status, 200u);
+  EXPECT_EQ(fake.seen().back().rank, 2);
+  EXPECT_EQ(warden.card()["replicas"][2]["client_pinned"], 1);
+
+  auto bad = chat(warden.port(), "", {{"X-data-parallel-rank", "9"}});
+  EXPECT_EQ(bad.status, 400u);
+  EXPECT_NE(json::parse(bad.body)["error"]["message"].get<std::string>().find("out of range"), std::string::npos);
+}
+
+TEST(ProxyRouting, FirstEventReachesTheClientBeforeTheReplyEnds) {
+  FakeVllm fake{1};
+  RunningWarden warden{make_config({{fake.port(), 1}})};
+  HttpConnection c{warden.port()};
+  c.send(http::verb::post, "/v1/chat/completions", chat_body(), {{"x-fake-hold", "1"}});
+  const auto header = c.read_header();
+  EXPECT_EQ(header.status, 200u);
+  EXPECT_EQ(header.header("content-type"), "text/event-stream");
+  const std::string first = c.read_until("\n\n");
+  EXPECT_NE(first.find("first"), std::string::npos);
+  EXPECT_EQ(fake.held_total(), 1) << "the upstream reply should still be open";
+  fake.release();
+  const std::string rest = c.read_until("[DONE]");
+  EXPECT_NE(rest.find("[DONE]"), std::string::npos);
+}
+
+TEST(ProxyRouting, ClientDisconnectClosesTheUpstreamRequest) {
+  FakeVllm fake{2};
+  RunningWarden warden{make_config({{fake.port(), 2}})};
+  {
+    HttpConnection c{warden.port()};
+    c.send(http::verb::post, "/v1/chat/completions", chat_body(), {{"session-id", "leaver"}, {"x-fake-hold", "1"}});
+    c.read_header();
+    c.read_until("\n\n");
+    EXPECT_EQ(warden.card()["in_flight"], 1);
+    c.close();
+  }
+  EXPECT_TRUE(eventually([&] { return fake.aborted() == 1; })) << "upstream request was not closed";
+  EXPECT_TRUE(eventually([&] { return warden.card()["in_flight"] == 0; }));
+  // The warden keeps serving.
+  fake.release();
+  EXPECT_EQ(chat(warden.port(), "leaver").status, 200u);
+}
+
+TEST(ProxyRouting, RefusedUpstreamIsRetriedOnAnotherReplica) {
+  FakeVllm fake{1};
+  RunningWarden warden{make_config({{closed_port(), 1}, {fake.port(), 1}})};
+  for (int i = 0; i < 4; ++i) {
+    auto r = chat(warden.port(), "retry-" + std::to_string(i));
+    ASSERT_EQ(r.status, 200u) << r.body;
+  }
+  EXPECT_EQ(fake.seen().size(), 4u);
+  const json card = warden.card();
+  EXPECT_GE(card["replicas"][0]["new"].get<int>(), 1) << "the dead server should have been tried first at least once";
+  EXPECT_EQ(card["in_flight"], 0);
+}
+
+TEST(ProxyRouting, FiveHundredBeforeAnyByteIsRetriedOnce) {
+  FakeVllm fake{2};
+  RunningWarden warden{make_config({{fake.port(), 2}})};
+  auto r = chat(warden.port(), "", {{"x-fake-status", "500"}});
+  // Both attempts fail with 500; the second one is relayed as is.
+  EXPECT_EQ(r.status, 500u);
+  EXPECT_EQ(fake.seen().size(), 2u);
+  EXPECT_NE(fake.seen()[0].rank, fake.seen()[1].rank);
+}
+
+TEST(ProxyRouting, ErrorsComeInTheClientsDialect) {
+  FakeVllm fake{1};
+  RunningWarden warden{make_config({{fake.port(), 1}})};
+  const auto p = warden.port();
+
+  auto unknown = http_request(p, http::verb::post, "/v1/chat/completions", R"({"model":"nope","messages":[]})");
+  EXPECT_EQ(unknown.status, 404u);
+  EXPECT_EQ(json::parse(unknown.body)["error"]["type"], "not_found_error");
+
+  auto unknown_a = http_request(p, http::verb::post, "/v1/messages?beta=true", R"({"model":"nope","messages":[]})");
+  EXPECT_EQ(unknown_a.status, 404u);
+  const json a = json::parse(unknown_a.body);
+  EXPECT_EQ(a["type"], "error");
+  EXPECT_EQ(a["error"]["type"], "not_found_error");
+
+  auto malformed = http_request(p, http::verb::post, "/v1/chat/completions", R"({"model":"m","messages":[)");
+  EXPECT_EQ(malformed.status, 400u);
+  EXPECT_TRUE(json::parse(malformed.body)["error"].contains("message"));
+
+  auto malformed_a = http_request(p, http::verb::post, "/v1/messages", "not json");
+  EXPECT_EQ(malformed_a.status, 400u);
+  EXPECT_EQ(json::parse(malformed_a.body)["error"]["type"], "invalid_request_error");
+
+  const std::string huge = R"({"model":"m","messages":[{"role":"user","content":")" + std::string(2 << 20, 'x') + "\"}]}";
+  HttpConnection big{p};
+  big.send(http::verb::post, "/v1/messages", huge);
+  auto too_large = big.read();
+  EXPECT_EQ(too_large.status, 413u);
+  EXPECT_EQ(json::parse(too_large.body)["error"]["type"], "request_too_large");
+
+  EXPECT_TRUE(fake.seen().empty()) << "no bad request should reach the upstream";
+}
+
+TEST(ProxyRouting, AliasRoutesToTheModelAndLocalRoutesAnswer) {
+  FakeVllm fake{1};
+  RunningWarden warden{make_config({{fake.port(), 1}})};
+  auto r = http_request(warden.port(), http::verb::post, "/v1/chat/completions",
+                        R"({"model":"m-alias","messages":[]})");
+  EXPECT_EQ(r.status, 200u);
+  EXPECT_EQ(http_request(warden.port(), http::verb::head, "/").status, 200u);
+  EXPECT_EQ(http_request(warden.port(), http::verb::get, "/health").status, 200u);
+  const json models = json::parse(http_request(warden.port(), http::verb::get, "/v1/models").body);
+  EXPECT_EQ(models["object"], "list");
+  EXPECT_EQ(models["data"][0]["id"], "m");
+  EXPECT_EQ(models["data"][1]["id"], "m-alias");
+  EXPECT_EQ(fake.seen().back().forwarded_for, "127.0.0.1");
+}
+
+// Real client captures: Claude Code 2.x carries its session in a header, so
+// its turn and its title side request land on the same rank; every turn of the
+// same session sticks.
+TEST(ProxyRouting, RealClaudeCodeRequestsStickToOneRank) {
+  FakeVllm fake{4};
+  RunningWarden warden{make_config({{fake.port(), 4}})};
+  std::ifstream in{std::string(LMWARDEN_FIXTURES) + "/clients/claude-code-2.1.332_messages_turn2.json"};
+  ASSERT_TRUE(in) << "fixture missing";
+  json fixture = json::parse(in);
+  fixture["body"]["model"] = "m";
+  std::vector<std::pair<std::string, std::string>> headers;
+  for (const auto& h : fixture["headers"]) {
+    std::string name = h[0];
+    std::string lower = name;
+    for (auto& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (lower == "content-length" || lower == "host" || lower == "connection") continue;
+    headers.emplace_back(name, h[1]);
+  }
+  // Load other ranks first so the conversation's placement is not trivially rank 0.
+  ASSERT_EQ(chat(warden.port(), "other-1").status, 200u);
+  for (int turn = 0; turn < 3; ++turn) {
+    auto r = http_request(warden.port(), http::verb::post, fixture["path"], fixture["body"].dump(), headers);
+    ASSERT_EQ(r.status, 200u) << r.body;
+  }
+  std::set<int> ranks;
+  for (const auto& s : fake.seen())
+    if (s.path == "/v1/messages?beta=true") ranks.insert(s.rank);
+  EXPECT_EQ(ranks.size(), 1u);
+}
+
+}  // namespace
+}  // namespace lmwarden::testing
