@@ -1,0 +1,120 @@
+// `lmwarden sim`: one simulated vLLM server with N data-parallel ranks.
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "app/commands.h"
+#include "engine/hardware_profile.h"
+#include "sim/sim_server.h"
+
+namespace lmwarden::app {
+namespace {
+
+struct SimArgs {
+  std::string listen = "127.0.0.1:8000";
+  int dp = 1;
+  std::string model = "Qwen/Qwen3-4B-Instruct-2507";
+  std::string profile{engine::kDefaultProfile};
+  double time_scale = 1.0;
+  std::uint64_t seed = 0;
+  double early_stop_prob = 0.0;
+  int num_gpu_blocks = 0;
+  int max_num_seqs = 0;
+  int max_num_batched_tokens = 0;
+  bool no_prefix_caching = false;
+  bool strict_model = false;
+  bool list_profiles = false;
+};
+
+void print_profiles() {
+  for (const auto& p : engine::hardware_profiles()) {
+    std::printf(
+        "%-16s %s\n  blocks %d × %d tokens, max_num_seqs %d, max_num_batched_tokens %d, "
+        "max_model_len %d\n  step = %.4f s + %.3g s/prefill token + %.3g s/context token + "
+        "%.3g s/seq\n",
+        std::string(p.name).c_str(), std::string(p.description).c_str(), p.num_gpu_blocks,
+        p.block_size, p.max_num_seqs, p.max_num_batched_tokens, p.max_model_len, p.step_time.fixed,
+        p.step_time.per_prefill_token, p.step_time.per_context_token, p.step_time.per_sequence);
+  }
+}
+
+int run_sim(const SimArgs& args) {
+  if (args.list_profiles) {
+    print_profiles();
+    return 0;
+  }
+  const engine::HardwareProfile* profile = engine::find_hardware_profile(args.profile);
+  if (!profile) {
+    std::fprintf(stderr, "lmwarden sim: unknown profile '%s' (see --list-profiles)\n",
+                 args.profile.c_str());
+    return 2;
+  }
+  sim::SimOptions options;
+  options.model = args.model;
+  options.strict_model = args.strict_model;
+  options.dp_size = args.dp;
+  options.profile = args.profile;
+  options.time_scale = args.time_scale;
+  options.engine = engine::EngineConfig::from_profile(*profile);
+  options.engine.seed = args.seed;
+  options.engine.early_stop_probability = args.early_stop_prob;
+  options.engine.enable_prefix_caching = !args.no_prefix_caching;
+  if (args.num_gpu_blocks > 0) options.engine.num_gpu_blocks = args.num_gpu_blocks;
+  if (args.max_num_seqs > 0) options.engine.max_num_seqs = args.max_num_seqs;
+  if (args.max_num_batched_tokens > 0)
+    options.engine.max_num_batched_tokens = args.max_num_batched_tokens;
+
+  sim::SimServer server(options);
+  const sim::SimServer::Address bound = server.listen(args.listen);
+  server.start();
+  std::printf("lmwarden sim: %d rank(s) of %s, profile %s, time scale %g, seed %llu\n", args.dp,
+              args.model.c_str(), args.profile.c_str(), args.time_scale,
+              static_cast<unsigned long long>(args.seed));
+  // Tests and scripts read the port from this line.
+  std::printf("listening on %s\n", bound.url().c_str());
+  std::fflush(stdout);
+  server.wait_for_shutdown_signal();
+  std::printf("lmwarden sim: shutting down\n");
+  std::fflush(stdout);
+  server.stop();
+  return 0;
+}
+
+}  // namespace
+
+void add_sim_command(CLI::App& app) {
+  auto args = std::make_shared<SimArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "sim", "Run a simulated vLLM server (data-parallel ranks on a virtual GPU)");
+  cmd->add_option("--listen", args->listen, "HOST:PORT to listen on (port 0 picks a free one)")
+      ->capture_default_str();
+  cmd->add_option("--dp", args->dp, "data-parallel ranks (replicas)")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  cmd->add_option("--model", args->model, "served model name")->capture_default_str();
+  cmd->add_option("--profile", args->profile, "hardware profile (see --list-profiles)")
+      ->capture_default_str();
+  cmd->add_option("--time-scale", args->time_scale, "engine seconds per wall second (S× faster)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--seed", args->seed, "seed of the generated output")->capture_default_str();
+  cmd->add_option("--early-stop-prob", args->early_stop_prob,
+                  "chance that a reply stops before max_tokens (finish_reason stop)")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  cmd->add_option("--num-gpu-blocks", args->num_gpu_blocks,
+                  "override the profile's KV blocks per rank");
+  cmd->add_option("--max-num-seqs", args->max_num_seqs, "override the profile's max_num_seqs");
+  cmd->add_option("--max-num-batched-tokens", args->max_num_batched_tokens,
+                  "override the profile's max_num_batched_tokens");
+  cmd->add_flag("--no-enable-prefix-caching", args->no_prefix_caching, "disable prefix caching");
+  cmd->add_flag("--strict-model", args->strict_model,
+                "answer 404 for model names other than --model (as vLLM does)");
+  cmd->add_flag("--list-profiles", args->list_profiles, "print the hardware profiles and exit");
+  cmd->callback([args] {
+    const int rc = run_sim(*args);
+    if (rc != 0) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace lmwarden::app
