@@ -1,0 +1,44 @@
+// HTTP requests for a conversation's next turn, in the two dialects agents
+// speak. Pure: builds bytes, sends nothing.
+//
+//  - OpenAI chat (Codex-like): POST /v1/chat/completions with a `session-id`
+//    header and the same id as `prompt_cache_key`; streamed, with
+//    stream_options.include_usage so the last chunk carries usage.
+//  - Anthropic messages shaped like Claude Code 2.x: POST /v1/messages?beta=true
+//    with `X-Claude-Code-Session-Id`, `metadata.user_id` as a JSON *string*
+//    {"device_id","account_uuid","session_id"}, system and content as text
+//    blocks, `stream: true`.
+//
+// Both carry the session id where the warden looks for it (DESIGN §4), and
+// both reduce to the same chat-template prompt on the simulator.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "workload/session.h"
+
+namespace lmwarden::workload {
+
+enum class Dialect { kOpenAi, kAnthropic };
+
+std::string_view to_string(Dialect d) noexcept;
+std::optional<Dialect> parse_dialect(std::string_view name) noexcept;
+
+struct WireRequest {
+  std::string target;  // path and query
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;  // JSON
+};
+
+// The next turn of `conversation` (which must not be done()).
+WireRequest build_request(Dialect dialect, const Conversation& conversation,
+                          std::string_view model);
+
+// `s` as a JSON string literal, quotes included.
+std::string json_quote(std::string_view s);
+
+}  // namespace lmwarden::workload
