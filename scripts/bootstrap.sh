@@ -15,9 +15,15 @@ packages=(
   libgtest-dev libgmock-dev   # unit and integration tests
   libbenchmark-dev            # micro-benchmarks
   curl                        # used by the demo and by integration scripts
+  chromium                    # headless browser for the dashboard's browser tests
 )
 
 missing=()
+# Node.js and npm build the dashboard's vendored files and run its browser
+# tests. A Node.js from another source (with npm bundled) is kept as it is:
+# Debian's npm package would conflict with it.
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
@@ -31,4 +37,16 @@ if ((${#missing[@]})); then
   "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 else
   echo "bootstrap: all packages present"
+fi
+
+# The dashboard's npm packages (uPlot, embedded at build time; playwright-core,
+# which drives Debian's /usr/bin/chromium and never downloads a browser).
+# Installed when ui/node_modules is missing or older than the lock file.
+root="$(cd "$(dirname "$0")/.." && pwd)"
+if [ ! -f "$root/ui/node_modules/.package-lock.json" ] ||
+   [ "$root/ui/package-lock.json" -nt "$root/ui/node_modules/.package-lock.json" ]; then
+  echo "bootstrap: installing the dashboard's npm packages (ui/)"
+  (cd "$root/ui" && npm ci --no-audit --no-fund --loglevel=error)
+else
+  echo "bootstrap: dashboard npm packages present"
 fi

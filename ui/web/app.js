@@ -1,0 +1,67 @@
+// The dashboard shell: history routing between the three pages and the
+// "live" indicator in the top bar. Each page is a module exporting
+// mount(root, params, ctx) -> unmount().
+import { mountModels } from './pages/models.js';
+import { mountModel } from './pages/model.js';
+import { mountStats } from './pages/stats.js';
+import { setText } from './format.js';
+
+const main = document.getElementById('main');
+const live = document.getElementById('live');
+let unmount = null;
+
+function route(pathname) {
+  if (pathname === '/stats' || pathname === '/stats/') return { page: 'stats', mount: mountStats, params: {} };
+  const m = pathname.match(/^\/models\/(.+)$/);
+  if (m) {
+    const name = m[1].replace(/\/$/, '').split('/').map(decodeURIComponent).join('/');
+    return { page: 'models', mount: mountModel, params: { name } };
+  }
+  return { page: 'models', mount: mountModels, params: {} };
+}
+
+// Reports each refresh to the top bar: calm when fine, plain words when not.
+const ctx = {
+  ok() {
+    live.dataset.state = 'ok';
+    setText(live.querySelector('.live-text'), 'Live');
+    live.title = `Updated ${new Date().toLocaleTimeString()}`;
+  },
+  fail(err) {
+    live.dataset.state = 'error';
+    setText(live.querySelector('.live-text'), err?.status === 0 ? 'Warden unreachable — retrying' : 'Refresh failed — retrying');
+  },
+  navigate(href) {
+    history.pushState({}, '', href);
+    render();
+  },
+};
+
+function render() {
+  const r = route(location.pathname);
+  if (unmount) unmount();
+  main.replaceChildren();
+  for (const a of document.querySelectorAll('nav a[data-nav]')) {
+    // "page" on the exact page; "true" on Models while a model's page is open.
+    if (a.dataset.nav !== r.page) a.removeAttribute('aria-current');
+    else a.setAttribute('aria-current', r.params.name ? 'true' : 'page');
+  }
+  unmount = r.mount(main, r.params, ctx) || null;
+}
+
+// Internal links change the page without a reload.
+document.addEventListener('click', (e) => {
+  const a = e.target.closest('a[data-link]');
+  if (!a || e.defaultPrevented || e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey || e.altKey) return;
+  const url = new URL(a.href, location.href);
+  if (url.origin !== location.origin) return;
+  e.preventDefault();
+  if (url.pathname + url.search !== location.pathname + location.search) {
+    history.pushState({}, '', url.pathname + url.search);
+    render();
+    main.focus({ preventScroll: true });
+    window.scrollTo(0, 0);
+  }
+});
+window.addEventListener('popstate', render);
+render();

@@ -1,0 +1,110 @@
+// Models page: every configured model, its replicas and how the warden routes it.
+import { api, modelPath } from '../api.js';
+import { poll } from '../poll.js';
+import { el, int, pct, si, setText } from '../format.js';
+
+export function mountModels(root, _params, ctx) {
+  document.title = 'Models · LM Warden';
+  const tiles = el('div', { class: 'tiles', 'aria-label': 'Fleet summary' });
+  const tbody = el('tbody');
+  const table = el('table', { 'aria-label': 'Models' },
+      el('thead', {}, el('tr', {},
+        el('th', { scope: 'col', text: 'Model' }),
+        el('th', { scope: 'col', text: 'Replicas' }),
+        el('th', { scope: 'col', class: 'num', text: 'In flight' }),
+        el('th', { scope: 'col', text: 'Affinity' }),
+        el('th', { scope: 'col', class: 'num', text: 'Spill threshold' }))),
+      tbody);
+  const body = el('div', { class: 'table-wrap' }, table);
+  const empty = el('div', { class: 'empty' },
+    el('strong', { text: 'No models configured' }),
+    'Add a model with its backends under ', el('code', { text: 'models:' }),
+    ' in the config file (see docs/configuration.md) and restart the warden.');
+  const card = el('section', { class: 'card', 'aria-labelledby': 'models-h' },
+    el('div', { class: 'card-head' }, el('h2', { id: 'models-h', text: 'Models' }),
+      el('span', { class: 'muted', text: 'Refreshes every 2 s' })),
+    body);
+  root.append(
+    el('div', { class: 'page-head' },
+      el('div', {}, el('h1', { text: 'Models' }),
+        el('div', { class: 'subtitle', text: 'Each conversation stays on the replica that holds its prefix cache.' }))),
+    tiles, card);
+
+  const rows = new Map();  // model name -> row cells, updated in place
+  const tileCells = {};
+  const tile = (key, label) => {
+    const value = el('div', { class: 'tile-value', text: '—' });
+    tileCells[key] = value;
+    tiles.append(el('div', { class: 'tile' }, el('div', { class: 'tile-label', text: label }), value));
+  };
+  tile('models', 'Models');
+  tile('replicas', 'Replicas healthy');
+  tile('inflight', 'Requests in flight');
+  tile('hit', 'Prompt tokens from cache, last hour');
+
+  function rowFor(m) {
+    let r = rows.get(m.name);
+    if (r) return r;
+    const link = el('a', { href: `/models/${modelPath(m.name)}`, 'data-link': true, class: 'model-link', text: m.name });
+    r = {
+      tr: el('tr'),
+      health: el('span', { class: 'health' }),
+      inflight: el('td', { class: 'num' }),
+      affinity: el('span', { class: 'pill small' }),
+      spill: el('td', { class: 'num' }),
+    };
+    const name = el('th', { scope: 'row' }, link);
+    if (m.aliases?.length) name.append(el('span', { class: 'aliases', text: `also ${m.aliases.join(', ')}` }));
+    r.tr.append(name, el('td', {}, r.health), r.inflight, el('td', {}, r.affinity), r.spill);
+    rows.set(m.name, r);
+    return r;
+  }
+
+  async function refresh() {
+    let data;
+    try {
+      data = await api.models();
+      ctx.ok();
+    } catch (err) {
+      ctx.fail(err);
+      return;
+    }
+    const models = data.models ?? [];
+    const shown = models.length ? table : empty;
+    if (shown.parentNode !== body) body.replaceChildren(shown);
+    const seen = new Set();
+    let replicas = 0, healthy = 0, inflight = 0;
+    models.forEach((m, i) => {
+      seen.add(m.name);
+      const r = rowFor(m);
+      if (tbody.children[i] !== r.tr) tbody.insertBefore(r.tr, tbody.children[i] ?? null);
+      const h = m.healthy_replicas ?? m.replicas;
+      replicas += m.replicas; healthy += h; inflight += m.in_flight;
+      setText(r.health, `${h} of ${m.replicas} healthy`);
+      r.health.className = `health${h === 0 ? ' down' : h < m.replicas ? ' partial' : ''}`;
+      setText(r.inflight, int(m.in_flight));
+      setText(r.affinity, m.affinity ? 'Affinity on' : 'Affinity off');
+      r.affinity.className = `pill small ${m.affinity ? 'on' : 'off'}`;
+      setText(r.spill, m.spill_threshold_auto ? `${m.spill_threshold} (auto)` : String(m.spill_threshold));
+    });
+    for (const [name, r] of rows) if (!seen.has(name)) { r.tr.remove(); rows.delete(name); }
+    setText(tileCells.models, int(models.length));
+    setText(tileCells.replicas, `${healthy} / ${replicas}`);
+    setText(tileCells.inflight, int(inflight));
+  }
+
+  // The hour's cache share is slower-moving: fetched less often, and hidden
+  // gracefully where the stats API is unavailable.
+  async function refreshHit() {
+    try {
+      const s = await api.stats(null, 3600);
+      const t = s.totals;
+      const prompt = t.prompt_cached + t.prompt_computed;
+      tileCells.hit.replaceChildren(prompt ? pct(s.cache_hit_ratio) : '—',
+        el('small', { text: prompt ? ` of ${si(prompt)} tokens` : ' no traffic yet' }));
+    } catch { setText(tileCells.hit, '—'); }
+  }
+
+  const stops = [poll(refresh, 2000), poll(refreshHit, 10000)];
+  return () => stops.forEach((s) => s());
+}

@@ -1,0 +1,54 @@
+// Stats page: tokens per second for one model or all of them.
+import { TokensPanel, WINDOWS, segmented } from '../tokens_panel.js';
+import { el } from '../format.js';
+
+export function mountStats(root, _params, ctx) {
+  document.title = 'Tokens per second · LM Warden';
+  const params = new URLSearchParams(location.search);
+  const startWindow = WINDOWS.find((w) => String(w.s) === params.get('window'))?.s ?? 3600;
+  const startModel = params.get('model') || '';
+
+  const select = el('select', { id: 'stats-model', 'data-testid': 'model-select' },
+    el('option', { value: '', text: 'All models' }));
+  if (startModel) select.append(el('option', { value: startModel, text: startModel }));
+  select.value = startModel;
+  const body = el('div', { class: 'card-body' });
+  let panel = null;
+
+  // The URL keeps the choice, so a view can be shared or reloaded.
+  const remember = () => {
+    const q = new URLSearchParams();
+    if (panel.model) q.set('model', panel.model);
+    if (panel.windowS !== 3600) q.set('window', String(panel.windowS));
+    const url = `/stats${q.toString() ? `?${q}` : ''}`;
+    if (url !== location.pathname + location.search) history.replaceState({}, '', url);
+  };
+  select.addEventListener('change', () => { panel.setModel(select.value); remember(); });
+  const picker = segmented('Time window', WINDOWS, startWindow, (s) => { panel.setWindow(s); remember(); });
+
+  root.append(
+    el('div', { class: 'page-head' },
+      el('div', {}, el('h1', { text: 'Tokens per second' }),
+        el('div', { class: 'subtitle', text: 'Prompt tokens the engines served from their prefix cache against tokens they had to compute, and completion tokens, as relayed by the warden.' })),
+      el('div', { class: 'controls' }, el('label', { for: 'stats-model' }, 'Model', select), picker)),
+    el('section', { class: 'card', 'aria-label': 'Tokens per second' }, body));
+
+  panel = new TokensPanel(body, {
+    model: startModel || null,
+    windowS: startWindow,
+    heights: { promptHeight: 280, completionHeight: 160 },
+    onStats: (s) => {
+      ctx.ok();
+      // Keep the model list in step with the warden's configuration.
+      const names = s.models ?? [];
+      const have = [...select.options].slice(1).map((o) => o.value);
+      if (names.join('\n') !== have.join('\n')) {
+        const keep = select.value;
+        select.replaceChildren(el('option', { value: '', text: 'All models' }),
+          ...names.map((n) => el('option', { value: n, text: n })));
+        select.value = names.includes(keep) ? keep : '';
+      }
+    },
+  });
+  return () => panel.destroy();
+}

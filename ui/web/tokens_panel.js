@@ -1,0 +1,115 @@
+// The tokens-per-second panel shared by the stats page and each model page:
+// window picker, the window's summary line, the two charts, the empty state.
+import { api } from './api.js';
+import { poll } from './poll.js';
+import { TokensChart } from './tokens_chart.js';
+import { el, pct, si, setText, duration } from './format.js';
+
+export const WINDOWS = [
+  { s: 900, label: '15 min' },
+  { s: 3600, label: '1 h' },
+  { s: 21600, label: '6 h' },
+];
+
+// A segmented control; calls onPick(value) and keeps aria-pressed in step.
+export function segmented(label, options, value, onPick) {
+  const group = el('div', { class: 'segmented', role: 'group', 'aria-label': label });
+  const buttons = options.map((o) => {
+    const b = el('button', { type: 'button', 'aria-pressed': String(o.s === value), 'data-window': o.s, text: o.label });
+    b.addEventListener('click', () => {
+      for (const x of buttons) x.setAttribute('aria-pressed', String(x === b));
+      onPick(o.s);
+    });
+    return b;
+  });
+  group.append(...buttons);
+  return group;
+}
+
+export class TokensPanel {
+  // opts: { model: name | null, windowS, ctx, emptyHint }
+  constructor(container, opts) {
+    this.opts = opts;
+    this.model = opts.model ?? null;
+    this.windowS = opts.windowS ?? 3600;
+    this.summary = el('div', { class: 'summary', 'data-testid': 'tokens-summary' });
+    this.chartBox = el('div', { class: 'tokens-chart', 'data-testid': 'tokens-chart' });
+    this.empty = el('div', { class: 'chart-empty', hidden: true });
+    this.error = el('div', { class: 'notice error', hidden: true, role: 'alert' });
+    container.append(this.summary, this.error, this.empty, this.chartBox);
+    this.chart = new TokensChart(this.chartBox, opts.heights);
+    this.stop = poll(() => this.refresh(), 2000);
+  }
+
+  setWindow(s) { this.windowS = s; this.kick(); }
+  setModel(m) { this.model = m || null; this.kick(); }
+
+  // Re-fetch at once after a control changed.
+  kick() {
+    this.stop();
+    this.chartBox.dataset.ready = 'false';
+    this.stop = poll(() => this.refresh(), this.windowS > 3600 ? 10000 : 2000);
+  }
+
+  async refresh() {
+    const want = `${this.model}|${this.windowS}`;
+    let s;
+    try {
+      s = await api.stats(this.model, this.windowS);
+    } catch (err) {
+      this.error.hidden = false;
+      setText(this.error, err.status === 404
+        ? 'This warden does not serve token statistics (GET /api/stats).'
+        : `Token statistics unavailable: ${err.message}`);
+      return;
+    }
+    if (want !== `${this.model}|${this.windowS}`) return;  // a control changed meanwhile
+    this.error.hidden = true;
+    this.opts.onStats?.(s);
+    const t = s.totals;
+    const prompt = t.prompt_cached + t.prompt_computed;
+    const any = prompt + t.completion > 0;
+    this.empty.hidden = any;
+    this.chartBox.hidden = !any;
+    const span = WINDOWS.find((w) => w.s === s.window_s)?.label ?? duration(s.window_s);
+    if (!any) {
+      const url = `${location.protocol}//${location.host}/v1`;
+      const key = `empty|${url}|${this.model}`;
+      if (this.empty.dataset.key !== key) {
+        this.empty.dataset.key = key;
+        this.empty.replaceChildren(
+          el('strong', { text: `No traffic yet — point a client at ${url}` }),
+          el('span', {}, this.model
+            ? ['Requests with ', el('code', { text: `"model": "${this.model}"` }), ' will show here within a second or two.']
+            : ['Prompt tokens (cached and computed) and completion tokens will show here within a second or two.']));
+      }
+      this.summary.replaceChildren(el('span', { class: 'muted', text: `Last ${span}: no tokens` }));
+    } else {
+      this.chart.update(s);
+      this.renderSummary(s, span);
+    }
+    this.chartBox.dataset.ready = 'true';
+  }
+
+  renderSummary(s, span) {
+    const t = s.totals;
+    const prompt = t.prompt_cached + t.prompt_computed;
+    const key = `${span}|${t.prompt_cached}|${t.prompt_computed}|${t.completion}|${s.cache_hit_ratio}`;
+    if (this.summary.dataset.key === key) return;
+    this.summary.dataset.key = key;
+    this.summary.replaceChildren(
+      el('div', {}, el('span', { class: 'big', 'data-testid': 'hit-share', text: pct(s.cache_hit_ratio) }),
+        ` of prompt tokens served from cache, last ${span}`),
+      el('div', { class: 'summary-parts' },
+        el('span', { class: 'muted', text: `${si(prompt)} prompt tokens:` }),
+        el('span', {}, el('span', { class: 'swatch cached' }), `${si(t.prompt_cached)} cached`),
+        el('span', {}, el('span', { class: 'swatch computed' }), `${si(t.prompt_computed)} computed`),
+        el('span', { class: 'muted', text: '·' }),
+        el('span', {}, el('span', { class: 'swatch completion' }), `${si(t.completion)} completion tokens`)));
+  }
+
+  destroy() {
+    this.stop();
+    this.chart.destroy();
+  }
+}
