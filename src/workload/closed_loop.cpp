@@ -26,4 +26,17 @@ bool ClosedLoop::complete_turn(int slot, std::string reply) {
   return true;
 }
 
+double ClosedLoop::pause_before_next(int slot) const {
+  const Conversation& c = slots_[static_cast<std::size_t>(slot)];
+  const std::int32_t t = c.next_turn();
+  if (t == 0) return 0.0;
+  const auto& pauses = c.session().pauses;
+  return static_cast<std::size_t>(t - 1) < pauses.size() ? pauses[static_cast<std::size_t>(t - 1)]
+                                                         : 0.0;
+}
+
+void ClosedLoop::abandon(int slot) {
+  slots_[static_cast<std::size_t>(slot)] = Conversation(workload_.session(next_index_++, salt_));
+}
+
 }  // namespace lmwarden::workload

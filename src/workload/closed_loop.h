@@ -29,6 +29,13 @@ class ClosedLoop {
   // Records the reply to the slot's current turn. When that ended the session,
   // the slot moves on to a fresh session and this returns true.
   bool complete_turn(int slot, std::string reply);
+  // Gives up on the slot's session (its request failed) and starts the next
+  // one; not counted as completed.
+  void abandon(int slot);
+
+  // Seconds the slot waits before sending its next turn (the tool run after
+  // the reply it just completed); 0 for a fresh session.
+  double pause_before_next(int slot) const;
 
   std::uint64_t sessions_started() const noexcept { return next_index_ - first_index_; }
   std::uint64_t sessions_completed() const noexcept { return completed_; }

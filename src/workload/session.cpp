@@ -18,6 +18,7 @@ std::optional<std::string> WorkloadConfig::validate() const {
   if (followup_tokens < 1) return "follow-up tokens must be >= 1";
   if (max_output_tokens < 1) return "max output tokens must be >= 1";
   if (!(heavy_share >= 0.0 && heavy_share <= 1.0)) return "heavy share must be in [0, 1]";
+  if (!(tool_seconds >= 0.0 && tool_seconds <= 3600.0)) return "tool seconds must be in [0, 3600]";
   if (!(heavy_factor >= 1.0 && heavy_factor <= 100.0)) return "heavy factor must be in [1, 100]";
   return std::nullopt;
 }
@@ -68,6 +69,10 @@ Session Workload::session(std::uint64_t index, std::string_view salt) const {
   s.user_turns.push_back(std::move(first));
   for (std::int32_t t = 0; t < config_.followup_turns; ++t) {
     s.user_turns.push_back(synthetic_text(rng, static_cast<std::size_t>(config_.followup_tokens)));
+  }
+  Rng pause_rng(config_.seed, "pause", index);
+  for (std::int32_t t = 0; t < config_.followup_turns; ++t) {
+    s.pauses.push_back(config_.tool_seconds * (0.5 + pause_rng.unit()));
   }
   return s;
 }

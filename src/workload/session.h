@@ -35,6 +35,10 @@ struct WorkloadConfig {
   // heavy_factor times longer (a large file or log pulled in). 0 = uniform.
   double heavy_share = 0.0;
   double heavy_factor = 3.0;
+  // Mean seconds between a reply and the next turn: the agent running the
+  // tool the model asked for (edit, test, grep). Each pause is drawn uniformly
+  // in [0.5, 1.5] × mean; 0 = the next turn leaves as the reply ends.
+  double tool_seconds = 1.0;
 
   // An error message when a value is out of range, nullopt when valid.
   std::optional<std::string> validate() const;
@@ -51,6 +55,8 @@ struct Session {
   std::shared_ptr<const std::string> system_prompt;  // shared by all sessions
   std::vector<std::string> user_turns;               // 1 + followup_turns
   std::int32_t max_output_tokens = 256;
+  // Seconds between the reply to turn t and turn t + 1 (turns() − 1 entries).
+  std::vector<double> pauses;
 
   std::int32_t turns() const noexcept { return static_cast<std::int32_t>(user_turns.size()); }
 };

@@ -200,3 +200,32 @@ TEST(WorkloadConfig, ValidateNamesTheBadValue) {
 
 }  // namespace
 }  // namespace lmwarden::workload
+
+namespace lmwarden::workload {
+namespace {
+
+TEST(WorkloadSession, ToolPausesAreDrawnAroundTheMean) {
+  const Workload w(WorkloadConfig{.seed = 4, .tool_seconds = 2.0});
+  double sum = 0;
+  int n = 0;
+  for (std::uint64_t i = 0; i < 20; ++i) {
+    const Session s = w.session(i);
+    ASSERT_EQ(s.pauses.size(), 5u);
+    for (double p : s.pauses) {
+      EXPECT_GE(p, 1.0);
+      EXPECT_LT(p, 3.0);
+      sum += p;
+      ++n;
+    }
+  }
+  EXPECT_NEAR(sum / n, 2.0, 0.2);
+  ClosedLoop loop(w, 1, "");
+  EXPECT_EQ(loop.pause_before_next(0), 0.0);  // a fresh session starts at once
+  loop.complete_turn(0, "r");
+  EXPECT_EQ(loop.pause_before_next(0), loop.conversation(0).session().pauses[0]);
+  const Workload none(WorkloadConfig{.seed = 4, .tool_seconds = 0});
+  for (double p : none.session(0).pauses) EXPECT_EQ(p, 0.0);
+}
+
+}  // namespace
+}  // namespace lmwarden::workload

@@ -1,0 +1,57 @@
+#include "evaluator/step_result.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace lmwarden::evaluator {
+
+std::optional<double> percentile(std::vector<double> values, double p) {
+  if (values.empty()) return std::nullopt;
+  std::sort(values.begin(), values.end());
+  const double rank = std::clamp(p, 0.0, 100.0) / 100.0 * static_cast<double>(values.size() - 1);
+  const auto lo = static_cast<std::size_t>(std::floor(rank));
+  const std::size_t hi = std::min(lo + 1, values.size() - 1);
+  const double frac = rank - static_cast<double>(lo);
+  return values[lo] + (values[hi] - values[lo]) * frac;
+}
+
+std::optional<double> mean(const std::vector<double>& values) {
+  if (values.empty()) return std::nullopt;
+  return std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
+}
+
+std::optional<double> hit_pct(double queries, double hits) {
+  if (!(queries > 0)) return std::nullopt;
+  return 100.0 * hits / queries;
+}
+
+void summarize(StepResult& step) {
+  const StepSamples& s = step.samples;
+  if (step.duration_s > 0) {
+    step.sessions_per_hour =
+        static_cast<double>(step.sessions_completed) * 3600.0 / step.duration_s;
+    step.output_tokens_per_min = step.output_tokens * 60.0 / step.duration_s;
+  }
+  step.ttfb_p50_s = percentile(s.ttfb_s, 50);
+  step.ttfb_p95_s = percentile(s.ttfb_s, 95);
+  step.replicas_busy = mean(s.replicas_busy);
+  double queries = 0;
+  double hits = 0;
+  for (const auto& r : s.replicas) {
+    queries += r.prefix_cache_queries;
+    hits += r.prefix_cache_hits;
+  }
+  step.prefix_hit_pct = hit_pct(queries, hits);
+  if (s.warden_sticky && s.warden_moved) {
+    const double routed = *s.warden_sticky + *s.warden_moved;
+    step.stayed_pct = routed > 0 ? std::optional(100.0 * *s.warden_sticky / routed) : std::nullopt;
+  } else if (s.followups > 0) {
+    step.stayed_pct =
+        100.0 * static_cast<double>(s.followups_stayed) / static_cast<double>(s.followups);
+  } else {
+    step.stayed_pct = std::nullopt;
+  }
+}
+
+}  // namespace lmwarden::evaluator
