@@ -28,6 +28,15 @@ std::optional<Asset> find_asset(std::string_view path) noexcept;
 // nullopt for every other path, so the caller falls through to its own routes.
 std::optional<Asset> asset_for_request_path(std::string_view path) noexcept;
 
+// Headers for every dashboard response. The pages load only their own files
+// and talk only to this origin; uPlot sizes its elements with inline styles.
+inline constexpr std::string_view kContentSecurityPolicy =
+    "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+    "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
+// Revalidate on every load (the names are not content-hashed); the ETag makes
+// that a 304 with no body.
+inline constexpr std::string_view kCacheControl = "no-cache";
+
 // True when an If-None-Match header value names `etag` (or is "*"), so the
 // caller can answer 304 Not Modified with no body.
 bool etag_matches(std::string_view if_none_match, std::string_view etag) noexcept;

@@ -18,10 +18,11 @@ function cssVar(name) {
 
 // Averages the API's series into buckets wide enough for bars of a few pixels.
 // Buckets are aligned to absolute time, so bars do not shift as time advances.
-export function bucketSeries(stats, plotWidth) {
+export function bucketSeries(stats, plotWidth, from = -Infinity) {
   const s = stats.series;
   const step = stats.step_s || 1;
-  const n = s.t.length;
+  const first = Math.max(0, s.t.findIndex((t) => t >= from));
+  const n = s.t.length - first;
   const maxBars = Math.max(20, Math.floor(plotWidth / 5));
   const wanted = Math.ceil((n * step) / maxBars);
   const width = NICE_STEPS.find((w) => w >= wanted && w % step === 0) ?? Math.ceil(wanted / step) * step;
@@ -35,7 +36,7 @@ export function bucketSeries(stats, plotWidth) {
     out.computed[i] /= count;
     out.completion[i] /= count;
   };
-  for (let i = 0; i < n; i++) {
+  for (let i = first; i < s.t.length; i++) {
     const k = Math.floor(s.t[i] / width) * width;
     if (k !== key) {
       flush();
@@ -141,17 +142,22 @@ export class TokensChart {
 
   xRange() {
     if (!this.stats) return [0, 1];
-    return [this.stats.now - this.stats.window_s, this.stats.now + 1];
+    return [this.from, this.stats.now + 1];
   }
 
-  update(stats) {
+  // `since` (unix s, optional): when the warden started. Nothing can exist
+  // before it, so the axis starts there when that is inside the window
+  // (at least two minutes shown, so a young warden's bars stay readable).
+  update(stats, since) {
     this.stats = stats;
+    const windowStart = stats.now - stats.window_s;
+    this.from = since ? Math.max(windowStart, Math.min(since, stats.now - 120)) : windowStart;
     if (!this.prompt) this.build();
     this.render();
   }
 
   render() {
-    const b = bucketSeries(this.stats, this.width() - 70);
+    const b = bucketSeries(this.stats, this.width() - 70, this.from);
     this.data = b;
     const total = b.cached.map((c, i) => c + b.computed[i]);
     this.prompt.setData([b.t, total, b.cached]);

@@ -41,6 +41,19 @@ export class TokensPanel {
     this.stop = poll(() => this.refresh(), 2000);
   }
 
+  // When the warden started, in unix seconds, or null while unknown: from the
+  // owner (the model page has it in its card), else asked once.
+  since() {
+    const iso = this.opts.since?.() ?? this.sinceIso;
+    if (!iso && !this.askedSince) {
+      this.askedSince = true;
+      api.models().then((m) => m.models?.[0] && api.model(m.models[0].name))
+        .then((c) => { this.sinceIso = c?.since; }).catch(() => { this.askedSince = false; });
+    }
+    const t = iso ? Date.parse(iso) : NaN;
+    return Number.isNaN(t) ? null : t / 1000;
+  }
+
   setWindow(s) { this.windowS = s; this.kick(); }
   setModel(m) { this.model = m || null; this.kick(); }
 
@@ -85,8 +98,10 @@ export class TokensPanel {
       }
       this.summary.replaceChildren(el('span', { class: 'muted', text: `Last ${span}: no tokens` }));
     } else {
-      this.chart.update(s);
-      this.renderSummary(s, span);
+      const since = this.since();
+      this.chart.update(s, since);
+      const young = since && s.now - since < s.window_s ? ` (the warden started ${duration(s.now - since)} ago)` : '';
+      this.renderSummary(s, span + young);
     }
     this.chartBox.dataset.ready = 'true';
   }

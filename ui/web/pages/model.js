@@ -68,7 +68,8 @@ export function mountModel(root, { name }, ctx) {
           el('thead', {}, el('tr', {}, el('th', { scope: 'col', text: 'URL' }),
             el('th', { scope: 'col', class: 'num', text: 'DP size' }), el('th', { scope: 'col', text: 'Replicas healthy' }))),
           backends))));
-  panel = new TokensPanel(tokensBody, { model: name, windowS: 900, heights: { promptHeight: 220, completionHeight: 120 } });
+  panel = new TokensPanel(tokensBody, { model: name, windowS: 900, heights: { promptHeight: 220, completionHeight: 120 },
+    since: () => card?.since });
 
   // ---- admin token ----
   function renderAdmin() {
@@ -199,7 +200,7 @@ export function mountModel(root, { name }, ctx) {
     if (pill.spill.dataset.key !== spillKey) {
       pill.spill.dataset.key = spillKey;
       pill.spill.replaceChildren('Spill threshold ', el('b', { text: String(card.spill_threshold) }),
-        card.spill_threshold_auto ? el('span', { class: 'muted', text: ' (auto)' }) : null);
+        ...(card.spill_threshold_auto ? [el('span', { class: 'muted', text: ' (auto)' })] : []));
     }
     pillValue(pill.sticky, 'Sticky', card.sticky_ratio == null ? DASH : pct(card.sticky_ratio));
     pillValue(pill.inflight, 'In flight', int(card.in_flight));

@@ -36,7 +36,11 @@ export function mountStats(root, _params, ctx) {
   panel = new TokensPanel(body, {
     model: startModel || null,
     windowS: startWindow,
-    heights: { promptHeight: 280, completionHeight: 160 },
+    // Taller charts on taller screens, so a wide monitor is not half empty.
+    heights: {
+      promptHeight: Math.round(Math.min(440, Math.max(260, window.innerHeight * 0.36))),
+      completionHeight: Math.round(Math.min(240, Math.max(140, window.innerHeight * 0.18))),
+    },
     onStats: (s) => {
       ctx.ok();
       // Keep the model list in step with the warden's configuration.
