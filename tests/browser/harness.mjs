@@ -131,7 +131,7 @@ function filler(words, seed) {
 
 // Agent-shaped traffic: `sessions` conversations of `turns` turns each, each
 // turn resending the whole history with a `session-id` header (Codex style).
-export async function driveTraffic(base, model, { sessions = 4, turns = 3, system = 1500, user = 600, maxTokens = 24, tag = 's' } = {}) {
+export async function driveTraffic(base, model, { sessions = 4, turns = 3, system = 1500, user = 600, maxTokens = 24, tag = 's', thinkMs = 0 } = {}) {
   const systemPrompt = filler(system, 1);
   const one = async (s) => {
     const messages = [{ role: 'system', content: systemPrompt }, { role: 'user', content: filler(user, 100 + s) }];
@@ -143,6 +143,7 @@ export async function driveTraffic(base, model, { sessions = 4, turns = 3, syste
       });
       messages.push({ role: 'assistant', content: res.choices[0].message.content });
       messages.push({ role: 'user', content: filler(80, 1000 * s + turn) });
+      if (thinkMs) await new Promise((r) => setTimeout(r, thinkMs * (0.5 + Math.random())));
     }
   };
   await Promise.all(Array.from({ length: sessions }, (_, s) => one(s)));

@@ -19,16 +19,19 @@ try {
   const served = (await fetch(`${fleet.base}/ui/app.js`).catch(() => null))?.ok;
   if (!served) dev = await startDevServer({ warden: fleet.base });
   const ui = served ? fleet.base : dev.url;
-  // Waves of conversations for a minute or so, then keep a few in flight
-  // while the pictures are taken.
-  for (let wave = 0; wave < 6; wave++) {
-    await driveTraffic(fleet.base, MODEL, { sessions: 8, turns: 4, tag: `w${wave}`, system: 1800, user: 700, maxTokens: 48 });
-  }
+  // Conversations with a few seconds of "thinking" between turns, started in
+  // a staggered way, for a few minutes before the pictures and during them.
   const background = (async () => {
-    for (let wave = 6; running; wave++) {
-      await driveTraffic(fleet.base, MODEL, { sessions: 6, turns: 3, tag: `w${wave}`, system: 1800, maxTokens: 64 }).catch(() => {});
-    }
+    const lanes = Array.from({ length: 12 }, async (_, lane) => {
+      await new Promise((r) => setTimeout(r, lane * 1500));
+      for (let n = 0; running; n++) {
+        await driveTraffic(fleet.base, MODEL, { sessions: 1, turns: 6, tag: `l${lane}-${n}`, system: 1800, user: 700,
+          maxTokens: 64, thinkMs: 3000 }).catch(() => {});
+      }
+    });
+    await Promise.all(lanes);
   })();
+  await new Promise((r) => setTimeout(r, Number(process.env.TRAFFIC_SECONDS ?? 150) * 1000));
   await eventually(async () => (await getJson(`${fleet.base}/api/models/${MODEL}`)).replicas.every((r) => r.running !== null));
   browser = await launchBrowser();
   for (const [suffix, viewport] of [['', { width: 1366, height: 768 }], ['-wide', { width: 1920, height: 1080 }]]) {

@@ -6,10 +6,10 @@ import { si, clock, el } from './format.js';
 const NICE_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800];
 let instances = 0;
 
-// Local wall-clock time, 24-hour: operators compare it with their logs.
-function hhmm(ts) {
-  const d = new Date(ts * 1000);
-  return `${String(d.getHours()).padStart(2, '0')}:${String(d.getMinutes()).padStart(2, '0')}`;
+// Local wall-clock time, 24-hour (operators compare it with their logs);
+// seconds only when ticks are closer than a minute.
+function tickLabel(ts, incr) {
+  return incr < 60 ? clock(ts) : clock(ts).slice(0, 5);
 }
 
 function cssVar(name) {
@@ -23,7 +23,7 @@ export function bucketSeries(stats, plotWidth, from = -Infinity) {
   const step = stats.step_s || 1;
   const first = Math.max(0, s.t.findIndex((t) => t >= from));
   const n = s.t.length - first;
-  const maxBars = Math.max(20, Math.floor(plotWidth / 5));
+  const maxBars = Math.max(20, Math.floor(plotWidth / 7));
   const wanted = Math.ceil((n * step) / maxBars);
   const width = NICE_STEPS.find((w) => w >= wanted && w % step === 0) ?? Math.ceil(wanted / step) * step;
   const out = { t: [], cached: [], computed: [], completion: [], width };
@@ -54,6 +54,11 @@ export function bucketSeries(stats, plotWidth, from = -Infinity) {
     count++;
   }
   flush();
+  // The bucket holding "now" is still filling: drawn, it would always dip.
+  const last = out.t.length - 1;
+  if (last > 0 && out.t[last] + width / 2 > stats.now) {
+    for (const k of ['t', 'cached', 'computed', 'completion']) out[k].pop();
+  }
   return out;
 }
 
@@ -104,7 +109,7 @@ export class TokensChart {
     const timeAxis = {
       stroke: colors.text, grid: { stroke: colors.grid, width: 1 }, ticks: { stroke: colors.grid, width: 1 },
       font: '11px system-ui, sans-serif', size: 28,
-      values: (u, splits) => splits.map((ts) => hhmm(ts)),
+      values: (u, splits, _axis, _space, incr) => splits.map((ts) => tickLabel(ts, incr)),
     };
     const common = (height) => ({
       width: this.width(),
@@ -176,7 +181,8 @@ export class TokensChart {
     if (!b || !b.t.length) { this.readout.replaceChildren(); return; }
     const live = idx == null;
     const i = live ? b.t.length - 1 : idx;
-    const label = live ? `Last ${b.width} s` : `${clock(b.t[i] - b.width / 2)}–${clock(b.t[i] + b.width / 2)}`;
+    const span = `${clock(b.t[i] - b.width / 2)}–${clock(b.t[i] + b.width / 2)}`;
+    const label = live ? `Latest, ${span}` : span;
     const key = `${label}|${b.cached[i]}|${b.computed[i]}|${b.completion[i]}`;
     if (this.readout.dataset.key === key) return;
     this.readout.dataset.key = key;

@@ -13,7 +13,8 @@ export function mountModels(root, _params, ctx) {
         el('th', { scope: 'col', text: 'Replicas' }),
         el('th', { scope: 'col', class: 'num', text: 'In flight' }),
         el('th', { scope: 'col', text: 'Affinity' }),
-        el('th', { scope: 'col', class: 'num', text: 'Spill threshold' }))),
+        el('th', { scope: 'col', class: 'num', text: 'Spill threshold' }),
+        el('th', { scope: 'col', class: 'num', text: 'Prompt from cache, 1 h', title: 'Share of prompt tokens served from the prefix cache over the last hour' }))),
       tbody);
   const body = el('div', { class: 'table-wrap' }, table);
   const empty = el('div', { class: 'empty' },
@@ -52,10 +53,11 @@ export function mountModels(root, _params, ctx) {
       inflight: el('td', { class: 'num' }),
       affinity: el('span', { class: 'pill small' }),
       spill: el('td', { class: 'num' }),
+      hit: el('td', { class: 'num', text: '—' }),
     };
     const name = el('th', { scope: 'row' }, link);
     if (m.aliases?.length) name.append(el('span', { class: 'aliases', text: `also ${m.aliases.join(', ')}` }));
-    r.tr.append(name, el('td', {}, r.health), r.inflight, el('td', {}, r.affinity), r.spill);
+    r.tr.append(name, el('td', {}, r.health), r.inflight, el('td', {}, r.affinity), r.spill, r.hit);
     rows.set(m.name, r);
     return r;
   }
@@ -91,7 +93,12 @@ export function mountModels(root, _params, ctx) {
     setText(tileCells.models, int(models.length));
     setText(tileCells.replicas, `${healthy} / ${replicas}`);
     setText(tileCells.inflight, int(inflight));
+    if (Date.now() - lastHit > 5000) {
+      lastHit = Date.now();
+      refreshHit();
+    }
   }
+  let lastHit = 0;
 
   // The hour's cache share is slower-moving: fetched less often, and hidden
   // gracefully where the stats API is unavailable.
@@ -102,9 +109,19 @@ export function mountModels(root, _params, ctx) {
       const prompt = t.prompt_cached + t.prompt_computed;
       tileCells.hit.replaceChildren(prompt ? pct(s.cache_hit_ratio) : '—',
         el('small', { text: prompt ? ` of ${si(prompt)} tokens` : ' no traffic yet' }));
-    } catch { setText(tileCells.hit, '—'); }
+    } catch { setText(tileCells.hit, '—'); return; }
+    // Per model, for a fleet of a reasonable size.
+    if (rows.size > 20) return;
+    await Promise.all([...rows].map(async ([name, r]) => {
+      try {
+        const m = await api.stats(name, 3600);
+        const p = m.totals.prompt_cached + m.totals.prompt_computed;
+        setText(r.hit, p ? `${pct(m.cache_hit_ratio)} of ${si(p)}` : 'no traffic');
+        r.hit.classList.toggle('zero', !p);
+      } catch { setText(r.hit, '—'); }
+    }));
   }
 
-  const stops = [poll(refresh, 2000), poll(refreshHit, 10000)];
-  return () => stops.forEach((s) => s());
+  const stop = poll(refresh, 2000);
+  return () => stop();
 }
