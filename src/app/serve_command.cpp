@@ -8,8 +8,7 @@
 
 #include "app/commands.h"
 #include "config/config_loader.h"
-#include "net/http_server.h"
-#include "proxy/warden.h"
+#include "proxy/runtime.h"
 
 namespace lmwarden::app {
 namespace {
@@ -38,13 +37,10 @@ int serve(const ServeOptions& opts) {
   }
   spdlog::set_level(spdlog::level::from_str(opts.log_level));
 
-  net::IoThreads io{cfg.threads};
-  proxy::Warden warden{cfg, io};
-  net::HttpServer server{io, warden.server_options(),
-                         [&warden](net::Exchange& ex) { return warden.handle(ex); }};
+  proxy::WardenRuntime runtime{cfg};
   net::tcp::endpoint bound;
   try {
-    bound = server.listen(cfg.listen_host, cfg.listen_port);
+    bound = runtime.start();
   } catch (const std::system_error& e) {
     std::fprintf(stderr, "lmwarden: %s\n", e.what());
     return 1;
@@ -62,25 +58,17 @@ int serve(const ServeOptions& opts) {
   net::asio::signal_set signals{signals_ctx, SIGINT, SIGTERM};
   signals.async_wait([&](const boost::system::error_code&, int sig) {
     spdlog::info("signal {}: no longer accepting; waiting for requests in flight", sig);
-    server.stop_accepting();
+    runtime.stop_accepting();
   });
-  io.start();
   signals_ctx.run();
 
-  // Grace period: connections finish their current exchange; idle keep-alive
-  // connections are cut when it ends.
+  // Grace period: requests in flight finish; then everything is torn down.
   const auto deadline = std::chrono::steady_clock::now() + cfg.timeouts.shutdown_grace;
-  auto busy = [&] {
-    for (const auto& m : warden.models()) {
-      std::lock_guard lock{m->mutex};
-      if (m->router.view().in_flight > 0) return true;
-    }
-    return false;
-  };
-  while (busy() && std::chrono::steady_clock::now() < deadline)
+  while (runtime.in_flight() > 0 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  io.stop();
-  io.join();
+  if (const int left = runtime.in_flight(); left > 0)
+    spdlog::warn("grace period over with {} request(s) in flight; closing them", left);
+  runtime.shutdown();
   spdlog::info("stopped");
   return 0;
 }

@@ -11,6 +11,7 @@
 #include <boost/beast/http/chunk_encode.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
+#include <array>
 #include <cerrno>
 #include <charconv>
 #include <spdlog/spdlog.h>
@@ -229,7 +230,21 @@ asio::awaitable<void> HttpServer::serve_connection(tcp::socket socket) {
     res.set(http::field::server, options_.server_name);
     res.prepare_payload();
     stream.expires_after(std::chrono::seconds(5));
-    co_await http::async_write(stream, res, kAsTuple);
+    auto [wec, wn] = co_await http::async_write(stream, res, kAsTuple);
+    if (wec) co_return;
+    // Lingering close: the client may still be sending the body we refused.
+    // Closing now would reset the connection and lose our reply, so stop
+    // sending, drain what arrives for a bounded time and volume, then close.
+    beast::error_code ignored;
+    stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    std::array<char, 16 * 1024> sink;
+    std::size_t drained = 0;
+    while (drained < 64 * 1024 * 1024) {
+      stream.expires_after(std::chrono::seconds(2));
+      auto [rec, rn] = co_await stream.async_read_some(asio::buffer(sink), kAsTuple);
+      if (rec) break;
+      drained += rn;
+    }
   };
 
   for (;;) {

@@ -131,6 +131,8 @@ class HttpServer {
 
   // Stops accepting new connections; connections in progress run on.
   void stop_accepting();
+  // Destroys the listening socket at once; only with the I/O threads stopped.
+  void close_acceptor() noexcept { acceptor_.reset(); }
   std::size_t open_connections() const noexcept { return connections_.load(); }
 
  private:

@@ -25,6 +25,7 @@ std::string iso8601(std::chrono::system_clock::time_point t) {
 
 json number_or_null(double v) { return std::isnan(v) ? json(nullptr) : json(v); }
 json count_or_null(int v) { return v < 0 ? json(nullptr) : json(v); }
+json hit_rate_or_null(double v) { return v < 0 ? json(nullptr) : json(v); }
 
 }  // namespace
 
@@ -98,7 +99,7 @@ std::string model_card_json(const ModelState& model, std::chrono::system_clock::
                         {"running", count_or_null(r.engine.running)},
                         {"waiting", count_or_null(r.engine.waiting)},
                         {"kv_used", number_or_null(r.engine.kv_used)},
-                        {"prefix_hit_rate", nullptr}});
+                        {"prefix_hit_rate", hit_rate_or_null(model.telemetry.replica(r.index).prefix_hit_rate.load())}});
   }
   json backends = json::array();
   for (const auto& b : model.config.backends)

@@ -94,6 +94,7 @@ net::asio::awaitable<AttemptResult> forward_once(AttemptContext& ctx,
                               "sending to " + backend.url + " failed: " + wec.message(), "reset"};
     }
 
+    if (ctx.observer) ctx.observer->on_request_sent();
     net::beast::flat_buffer buffer;
     http::response_parser<http::buffer_body> parser;
     parser.body_limit(boost::none);  // replies stream for as long as they need
@@ -124,7 +125,7 @@ net::asio::awaitable<AttemptResult> forward_once(AttemptContext& ctx,
     const bool chunked = !length && !parser.is_done();
     if (length) header.content_length(*length);
     const bool event_stream = reply[http::field::content_type].starts_with("text/event-stream");
-    if (ctx.observer) ctx.observer->on_response_header(status, reply[http::field::content_type]);
+    if (ctx.observer) ctx.observer->on_response_header(status, reply[http::field::content_type], chunked);
     if (auto ec = co_await ctx.exchange.begin_stream(std::move(header), chunked))
       co_return AttemptResult{Outcome::kClientGone, {}, "client went away: " + ec.message(), ""};
 
@@ -138,9 +139,13 @@ net::asio::awaitable<AttemptResult> forward_once(AttemptContext& ctx,
       const std::size_t got = chunk.size() - reply.body().size;
       if (got > 0) {
         const std::string_view bytes{chunk.data(), got};
-        if (ctx.observer) ctx.observer->on_body(bytes);
-        if (auto ec = co_await ctx.exchange.write_body(bytes))
+        if (ctx.observer) {
+          for (std::string_view piece : ctx.observer->on_body(bytes))
+            if (auto ec = co_await ctx.exchange.write_body(piece))
+              co_return AttemptResult{Outcome::kClientGone, {}, "client went away: " + ec.message(), ""};
+        } else if (auto ec = co_await ctx.exchange.write_body(bytes)) {
           co_return AttemptResult{Outcome::kClientGone, {}, "client went away: " + ec.message(), ""};
+        }
       }
       if (rec) {
         if (rec == net::asio::error::operation_aborted)
@@ -159,6 +164,10 @@ net::asio::awaitable<AttemptResult> forward_once(AttemptContext& ctx,
       }
     }
     upstream.expires_never();
+    if (ctx.observer)
+      for (std::string_view piece : ctx.observer->on_end())
+        if (auto ec = co_await ctx.exchange.write_body(piece))
+          co_return AttemptResult{Outcome::kClientGone, {}, "client went away: " + ec.message(), ""};
     if (auto ec = co_await ctx.exchange.end_stream())
       co_return AttemptResult{Outcome::kClientGone, {}, "client went away: " + ec.message(), ""};
     if (parser.keep_alive()) ctx.pool.release(std::move(conn));

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <chrono>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -20,11 +21,15 @@
 namespace lmwarden::proxy {
 
 // Sees the relayed reply (for usage accounting and time to first byte).
+// It may also hold back or drop bytes (the injected usage chunk): on_body
+// returns the pieces to write to the client, in order.
 class RelayObserver {
  public:
   virtual ~RelayObserver() = default;
-  virtual void on_response_header(unsigned status, std::string_view content_type) = 0;
-  virtual void on_body(std::string_view bytes) = 0;  // called before the bytes are written
+  virtual void on_request_sent() noexcept {}
+  virtual void on_response_header(unsigned status, std::string_view content_type, bool chunked) = 0;
+  virtual std::span<const std::string_view> on_body(std::string_view bytes) = 0;
+  virtual std::span<const std::string_view> on_end() = 0;  // anything held back, at the end
 };
 
 struct AttemptResult {

@@ -5,7 +5,10 @@
 
 #include "common/hash.h"
 #include "proxy/api.h"
+#include "proxy/metrics_export.h"
 #include "proxy/relay.h"
+#include "proxy/request_accounting.h"
+#include "telemetry/stream_usage_injection.h"
 
 namespace lmwarden::proxy {
 
@@ -14,10 +17,62 @@ using namespace net::asio::experimental::awaitable_operators;
 
 // ---------------------------------------------------------------- ModelState
 
+namespace {
+
+std::vector<std::string> resolve_api_keys(const config::ModelConfig& model) {
+  std::vector<std::string> keys;
+  for (const auto& name : model.api_keys_env)
+    if (const char* v = std::getenv(name.c_str()); v && *v) keys.emplace_back(v);
+  return keys;
+}
+
+// The client's credential: `Authorization: Bearer K` (OpenAI) or `x-api-key: K` (Anthropic).
+bool client_key_accepted(const net::Request& request, const std::vector<std::string>& keys) {
+  std::string_view offered = request["x-api-key"];
+  const std::string_view auth = request[http::field::authorization];
+  if (offered.empty() && auth.starts_with("Bearer ")) offered = auth.substr(7);
+  if (offered.empty()) return false;
+  bool ok = false;
+  for (const auto& k : keys) ok |= constant_time_equal(offered, k);
+  return ok;
+}
+
+std::string query_param(std::string_view target, std::string_view name) {
+  const auto q = target.find('?');
+  if (q == std::string_view::npos) return {};
+  std::string_view rest = target.substr(q + 1);
+  while (!rest.empty()) {
+    const auto amp = rest.find('&');
+    const std::string_view pair = rest.substr(0, amp);
+    const auto eq = pair.find('=');
+    if (pair.substr(0, eq) == name && eq != std::string_view::npos) {
+      std::string out;
+      const std::string_view v = pair.substr(eq + 1);
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        if (v[i] == '%' && i + 2 < v.size() && std::isxdigit(static_cast<unsigned char>(v[i + 1])) &&
+            std::isxdigit(static_cast<unsigned char>(v[i + 2]))) {
+          out += static_cast<char>(std::stoi(std::string(v.substr(i + 1, 2)), nullptr, 16));
+          i += 2;
+        } else {
+          out += v[i] == '+' ? ' ' : v[i];
+        }
+      }
+      return out;
+    }
+    if (amp == std::string_view::npos) break;
+    rest = rest.substr(amp + 1);
+  }
+  return {};
+}
+
+}  // namespace
+
 ModelState::ModelState(const config::ModelConfig& model)
     : config(model),
       identity{.sources = model.session_sources, .honor_client_rank = model.honor_client_rank},
-      router(model) {}
+      api_keys(resolve_api_keys(model)),
+      router(model),
+      telemetry(model.replica_count()) {}
 
 void InFlight::finish() noexcept {
   if (finished_) return;
@@ -97,6 +152,13 @@ net::asio::awaitable<void> Warden::handle(net::Exchange& exchange) {
     co_await exchange.respond(json_response(http::status::ok, R"({"status":"ok"})"));
     co_return;
   }
+  if (path == "/metrics" && method == http::verb::get) {
+    net::Response res{http::status::ok, 11};
+    res.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
+    res.body() = warden_metrics_text(*this);
+    co_await exchange.respond(std::move(res));
+    co_return;
+  }
   if (path == "/v1/models" && method == http::verb::get) {
     co_await exchange.respond(json_response(http::status::ok, models_list_json(*this)));
     co_return;
@@ -113,6 +175,27 @@ net::asio::awaitable<void> Warden::handle_api(net::Exchange& exchange, std::stri
   auto& request = exchange.request();
   if (path == "/api/models" && request.method() == http::verb::get) {
     co_await exchange.respond(json_response(http::status::ok, api_models_json(*this)));
+    co_return;
+  }
+  if (path == "/api/stats" && request.method() == http::verb::get) {
+    const std::string target(request.target());
+    const std::string model = query_param(target, "model");
+    if (!model.empty() && !find_model(model)) {
+      co_await exchange.respond(error_response(Dialect::kOpenAi, http::status::not_found, "unknown model " + model));
+      co_return;
+    }
+    const std::string window = query_param(target, "window");
+    long seconds = 3600;
+    if (!window.empty()) {
+      char* end = nullptr;
+      seconds = std::strtol(window.c_str(), &end, 10);
+      if (*end != '\0' || seconds <= 0) {
+        co_await exchange.respond(error_response(Dialect::kOpenAi, http::status::bad_request,
+                                                 "window must be a whole number of seconds"));
+        co_return;
+      }
+    }
+    co_await exchange.respond(json_response(http::status::ok, stats_json(*this, model, std::chrono::seconds(seconds))));
     co_return;
   }
   constexpr std::string_view kModelPrefix = "/api/models/";
@@ -142,6 +225,7 @@ struct Warden::Forward {
   Dialect dialect;
   ModelState& model;
   core::RequestFacts facts;
+  bool injected_usage;
   std::uint64_t id;
   std::string original_target;
   std::string client_address;
@@ -179,12 +263,28 @@ net::asio::awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dial
                                              message));
     co_return;
   }
+  if (!model->api_keys.empty() && !client_key_accepted(request, model->api_keys)) {
+    co_await exchange.respond(error_response(dialect, http::status::unauthorized,
+                                             "a valid API key is required (Authorization: Bearer or x-api-key)"));
+    co_return;
+  }
   if (model->identity.sources != default_options.sources ||
       model->identity.honor_client_rank != default_options.honor_client_rank) {
     extracted = core::extract_request_facts(headers, body, body.capacity(), model->identity);
   }
 
-  Forward f{exchange, dialect, *model, std::move(extracted.facts),
+  // Ask for the usage chunk the client did not, so that every streamed request
+  // is measured; the accounting strips it from what this client receives.
+  bool injected_usage = false;
+  if (model->config.inject_stream_usage && dialect == Dialect::kOpenAi && extracted.facts.stream &&
+      !extracted.facts.stream_include_usage) {
+    if (auto rewritten = telemetry::with_stream_usage(body)) {
+      request.body() = std::move(*rewritten);
+      injected_usage = true;
+    }
+  }
+
+  Forward f{exchange, dialect, *model, std::move(extracted.facts), injected_usage,
             next_request_id_.fetch_add(1, std::memory_order_relaxed), std::string(request.target()),
             exchange.remote().address().to_string()};
 
@@ -240,10 +340,13 @@ net::asio::awaitable<void> Warden::run_attempts(Forward& f) {
     spdlog::debug("req={} model={} replica={} route={} conv={}", f.id, f.model.config.name,
                   decision.replica, core::to_string(decision.kind), conv);
 
+    RequestAccounting accounting{f.model.telemetry, f.injected_usage};
     AttemptContext ctx{f.exchange, pool_for_this_thread(f.exchange), config_.timeouts, f.dialect,
-                       f.original_target, f.client_address, nullptr, &f.live_upstream};
+                       f.original_target, f.client_address, &accounting, &f.live_upstream};
     last = co_await forward_once(ctx, backend, decision.rank, attempt < config_.retries);
     if (f.client_gone) last.outcome = Outcome::kClientGone;
+    if (last.outcome == Outcome::kRelayed) accounting.settle(decision.replica);
+    if (!last.error_kind.empty()) f.model.telemetry.replica(decision.replica).count_error(last.error_kind);
     switch (last.outcome) {
       case Outcome::kRelayed:
         co_return;

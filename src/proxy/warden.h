@@ -20,6 +20,7 @@
 #include "core/router.h"
 #include "net/http_server.h"
 #include "proxy/dialect.h"
+#include "proxy/model_telemetry.h"
 #include "proxy/upstream_pool.h"
 
 namespace lmwarden::proxy {
@@ -30,8 +31,10 @@ struct ModelState {
 
   const config::ModelConfig config;
   const core::IdentityOptions identity;
+  const std::vector<std::string> api_keys;  // resolved from api_keys_env; empty = open
   mutable std::mutex mutex;
   core::Router router;  // guarded by mutex
+  ModelTelemetry telemetry;
 };
 
 // Decision plus the guarantee that its in-flight count ends exactly once.
@@ -58,6 +61,8 @@ class Warden {
   net::asio::awaitable<void> handle(net::Exchange& exchange);
 
   ModelState* find_model(std::string_view name_or_alias) noexcept;
+  // Drops pooled upstream connections; only with the I/O threads stopped.
+  void close_upstreams() noexcept { pools_.clear(); }
   const std::vector<std::unique_ptr<ModelState>>& models() const noexcept { return models_; }
   const config::Config& config() const noexcept { return config_; }
   std::chrono::system_clock::time_point started() const noexcept { return started_; }

@@ -4,6 +4,11 @@
 //   x-fake-hold: 1      send the first event, then wait until release() (or
 //                       until the client — the warden — closes the connection)
 //   x-fake-status: N    answer N with a JSON error body instead
+// Replies carry usage like vLLM with --enable-prompt-tokens-details: a final
+// usage chunk when stream_options.include_usage is set, usage in the JSON body
+// of a non-streamed reply (100 prompt tokens, 64 cached, 2 completion).
+// GET /metrics reports per-rank gauges set with set_engine(); GET /health is
+// 200 until set_healthy(false); hang_metrics(true) makes /metrics never answer.
 #pragma once
 
 #include <boost/asio/as_tuple.hpp>
@@ -58,12 +63,48 @@ class FakeVllm {
     std::lock_guard lock{mutex_};
     return seen_;
   }
+  void set_healthy(bool healthy) { healthy_ = healthy; }
+  void hang_metrics(bool hang) { hang_metrics_ = hang; }
+  int metrics_hanging() const { return metrics_hanging_.load(); }
+  void set_engine(int rank, int running, int waiting, double kv, double queries, double hits) {
+    std::lock_guard lock{mutex_};
+    engine_[rank] = {running, waiting, kv, queries, hits};
+  }
 
  private:
   net::asio::awaitable<void> handle(net::Exchange& ex) {
     namespace http = net::http;
     using namespace net::asio::experimental::awaitable_operators;
     auto& req = ex.request();
+    if (req.target() == "/health") {
+      net::Response res{healthy_ ? http::status::ok : http::status::service_unavailable, 11};
+      co_await ex.respond(std::move(res));
+      co_return;
+    }
+    if (req.target() == "/metrics") {
+      if (hang_metrics_) {
+        ++metrics_hanging_;
+        co_await ex.client_closed();
+        --metrics_hanging_;
+        co_return;
+      }
+      std::string text = "# TYPE vllm:num_requests_running gauge\n";
+      {
+        std::lock_guard lock{mutex_};
+        for (auto& [rank, e] : engine_) {
+          const std::string l = "{engine=\"" + std::to_string(rank) + "\",model_name=\"m\"}";
+          text += "vllm:num_requests_running" + l + " " + std::to_string(e.running) + "\n";
+          text += "vllm:num_requests_waiting" + l + " " + std::to_string(e.waiting) + "\n";
+          text += "vllm:kv_cache_usage_perc" + l + " " + std::to_string(e.kv) + "\n";
+          text += "vllm:prefix_cache_queries_total" + l + " " + std::to_string(e.queries) + "\n";
+          text += "vllm:prefix_cache_hits_total" + l + " " + std::to_string(e.hits) + "\n";
+        }
+      }
+      net::Response res{http::status::ok, 11};
+      res.body() = text;
+      co_await ex.respond(std::move(res));
+      co_return;
+    }
     Seen s;
     s.path = std::string(req.target());
     if (auto it = req.find("X-data-parallel-rank"); it != req.end()) s.rank = std::stoi(std::string(it->value()));
@@ -89,6 +130,14 @@ class FakeVllm {
       co_await ex.respond(std::move(res));
       co_return;
     }
+    if (s.body.find("\"stream\":false") != std::string::npos) {
+      net::Response res{http::status::ok, 11};
+      res.set(http::field::content_type, "application/json");
+      res.body() = R"({"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":100,"total_tokens":102,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":64}}})";
+      co_await ex.respond(std::move(res));
+      co_return;
+    }
+    const bool include_usage = s.body.find("\"include_usage\":true") != std::string::npos;
     net::ResponseHeader header{http::status::ok, 11};
     header.set(http::field::content_type, "text/event-stream");
     if (co_await ex.begin_stream(std::move(header), true)) co_return;
@@ -117,6 +166,11 @@ class FakeVllm {
       }
     }
     if (co_await ex.write_body("data: {\"choices\":[{\"delta\":{\"content\":\" last\"}}]}\n\n")) co_return;
+    if (include_usage &&
+        co_await ex.write_body(
+            "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":100,\"total_tokens\":102,\"completion_tokens\":2,"
+            "\"prompt_tokens_details\":{\"cached_tokens\":64}}}\n\n"))
+      co_return;
     if (co_await ex.write_body("data: [DONE]\n\n")) co_return;
     co_await ex.end_stream();
   }
@@ -127,6 +181,14 @@ class FakeVllm {
   std::uint16_t port_ = 0;
   std::atomic<bool> released_{false};
   std::atomic<int> aborted_{0};
+  std::atomic<bool> healthy_{true};
+  std::atomic<bool> hang_metrics_{false};
+  std::atomic<int> metrics_hanging_{0};
+  struct Engine {
+    int running, waiting;
+    double kv, queries, hits;
+  };
+  std::map<int, Engine> engine_;
   std::mutex mutex_;
   std::map<int, int> held_;
   std::vector<Seen> seen_;

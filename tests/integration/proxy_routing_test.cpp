@@ -9,10 +9,9 @@
 #include <set>
 #include <thread>
 
-#include "config/config_loader.h"
 #include "fake_vllm.h"
 #include "http_test_client.h"
-#include "proxy/warden.h"
+#include "running_warden.h"
 
 namespace lmwarden::testing {
 namespace {
@@ -20,44 +19,6 @@ namespace {
 using nlohmann::json;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-
-class RunningWarden {
- public:
-  explicit RunningWarden(config::Config cfg)
-      : io_(2), warden_(std::move(cfg), io_),
-        server_(io_, warden_.server_options(), [this](net::Exchange& ex) { return warden_.handle(ex); }) {
-    port_ = server_.listen("127.0.0.1", 0).port();
-    io_.start();
-  }
-  ~RunningWarden() {
-    io_.stop();
-    io_.join();
-  }
-  std::uint16_t port() const { return port_; }
-  json card(const std::string& model = "m") {
-    auto r = http_request(port_, http::verb::get, "/api/models/" + model);
-    return json::parse(r.body);
-  }
-
- private:
-  net::IoThreads io_;
-  proxy::Warden warden_;
-  net::HttpServer server_;
-  std::uint16_t port_ = 0;
-};
-
-config::Config make_config(const std::vector<std::pair<std::uint16_t, int>>& backends,
-                           std::optional<int> spill = std::nullopt) {
-  std::string yaml = "listen: 127.0.0.1:0\nlimits:\n  max_body_bytes: 1MiB\ntimeouts:\n  connect: 2s\n  first_byte: 20s\n  idle: 20s\nmodels:\n  - name: m\n    aliases: [m-alias]\n";
-  if (spill) yaml += "    spill_threshold: " + std::to_string(*spill) + "\n";
-  yaml += "    backends:\n";
-  for (auto [port, ranks] : backends)
-    yaml += "      - url: http://127.0.0.1:" + std::to_string(port) +
-            "\n        data_parallel_size: " + std::to_string(ranks) + "\n";
-  auto cfg = config::load_config_string(yaml, "test.yaml");
-  if (!cfg) throw std::runtime_error(cfg.error().message());
-  return std::move(cfg).value();
-}
 
 std::string chat_body(bool stream = true) {
   return json{{"model", "m"}, {"stream", stream}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}}.dump();

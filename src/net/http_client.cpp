@@ -1,0 +1,61 @@
+#include "net/http_client.h"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/ip/address.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/write.hpp>
+
+namespace lmwarden::net {
+
+asio::awaitable<GetResult> http_get(std::string host, std::uint16_t port, std::string target,
+                                    std::chrono::milliseconds timeout, std::size_t body_limit) {
+  constexpr auto kAsTuple = asio::as_tuple(asio::use_awaitable);
+  auto executor = co_await asio::this_coro::executor;
+  beast::tcp_stream stream{executor};
+  GetResult result;
+  stream.expires_after(timeout);
+
+  beast::error_code ec;
+  const auto address = asio::ip::make_address(host, ec);
+  if (!ec) {
+    auto [cec] = co_await stream.async_connect(tcp::endpoint{address, port}, kAsTuple);
+    ec = cec;
+  } else {
+    tcp::resolver resolver{executor};
+    auto [rec, endpoints] = co_await resolver.async_resolve(host, std::to_string(port), kAsTuple);
+    ec = rec;
+    if (!ec) {
+      auto [cec, ep] = co_await stream.async_connect(endpoints, kAsTuple);
+      ec = cec;
+    }
+  }
+  if (ec) {
+    result.error = ec;
+    co_return result;
+  }
+  http::request<http::empty_body> request{http::verb::get, target, 11};
+  request.set(http::field::host, host + ":" + std::to_string(port));
+  request.set(http::field::user_agent, "lmwarden");
+  request.keep_alive(false);
+  auto [wec, wn] = co_await http::async_write(stream, request, kAsTuple);
+  if (wec) {
+    result.error = wec;
+    co_return result;
+  }
+  beast::flat_buffer buffer;
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(body_limit);
+  auto [rec, rn] = co_await http::async_read(stream, buffer, parser, kAsTuple);
+  if (rec) {
+    result.error = rec;
+    co_return result;
+  }
+  result.status = parser.get().result_int();
+  result.body = std::move(parser.get().body());
+  beast::error_code ignored;
+  stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+  co_return result;
+}
+
+}  // namespace lmwarden::net

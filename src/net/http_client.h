@@ -1,0 +1,23 @@
+// A one-shot HTTP/1.1 GET for the control plane (scrapes, health probes):
+// a fresh connection, one request, the whole reply, all under one deadline.
+// Not for the data plane, which keeps pooled connections (proxy/upstream_pool).
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "net/http_server.h"
+
+namespace lmwarden::net {
+
+struct GetResult {
+  beast::error_code error;  // connect, timeout, protocol
+  unsigned status = 0;
+  std::string body;
+};
+
+asio::awaitable<GetResult> http_get(std::string host, std::uint16_t port, std::string target,
+                                    std::chrono::milliseconds timeout,
+                                    std::size_t body_limit = 32 * 1024 * 1024);
+
+}  // namespace lmwarden::net

@@ -1,0 +1,171 @@
+#include "proxy/metrics_export.h"
+
+#include <nlohmann/json.hpp>
+
+#include "proxy/warden.h"
+#include "telemetry/prometheus_writer.h"
+#include "telemetry/warden_metrics.h"
+
+namespace lmwarden::proxy {
+namespace {
+
+using telemetry::Label;
+using telemetry::MetricSpec;
+
+const MetricSpec& spec(std::string_view name) {
+  for (const auto& s : telemetry::kWardenMetrics)
+    if (s.name == name) return s;
+  std::abort();  // a name not in the list is a programming error
+}
+
+std::string replica_label(int index) { return index < 0 ? "unassigned" : std::to_string(index); }
+
+}  // namespace
+
+std::string warden_metrics_text(const Warden& warden) {
+  telemetry::PrometheusWriter w;
+  auto family = [&](std::string_view name) {
+    const auto& s = spec(name);
+    w.family(s.name, s.type, s.help);
+  };
+
+  struct Snapshot {
+    const ModelState* model;
+    core::RouterView view;
+  };
+  std::vector<Snapshot> snaps;
+  for (const auto& m : warden.models()) {
+    std::lock_guard lock{m->mutex};
+    snaps.push_back({m.get(), m->router.view()});
+  }
+
+  family("lmwarden_requests_total");
+  for (const auto& [m, v] : snaps)
+    for (const auto& r : v.replicas) {
+      const std::string replica = replica_label(r.index);
+      for (int k = 0; k < core::kRouteKinds; ++k) {
+        const auto kind = static_cast<core::RouteKind>(k);
+        w.sample("lmwarden_requests_total",
+                 {{"model", m->config.name}, {"replica", replica}, {"route", core::to_string(kind)}},
+                 static_cast<double>(r.counters.count(kind)));
+      }
+    }
+  family("lmwarden_in_flight");
+  for (const auto& [m, v] : snaps) {
+    int assigned = 0;
+    for (const auto& r : v.replicas) {
+      assigned += r.in_flight;
+      w.sample("lmwarden_in_flight", {{"model", m->config.name}, {"replica", replica_label(r.index)}}, r.in_flight);
+    }
+    if (v.in_flight != assigned)
+      w.sample("lmwarden_in_flight", {{"model", m->config.name}, {"replica", "unassigned"}}, v.in_flight - assigned);
+  }
+  family("lmwarden_live_conversations");
+  for (const auto& [m, v] : snaps)
+    for (const auto& r : v.replicas)
+      w.sample("lmwarden_live_conversations", {{"model", m->config.name}, {"replica", replica_label(r.index)}},
+               r.live_conversations);
+
+  // Token and error counters, including the "unassigned" bucket when it saw traffic.
+  auto each_replica = [&](auto&& fn) {
+    for (const auto& [m, v] : snaps) {
+      for (int i = -1; i < m->telemetry.replica_count(); ++i) fn(*m, i, m->telemetry.replica(i));
+    }
+  };
+  family("lmwarden_upstream_errors_total");
+  each_replica([&](const ModelState& m, int i, const ReplicaTelemetry& t) {
+    for (const auto& [kind, n] : t.error_counts())
+      w.sample("lmwarden_upstream_errors_total",
+               {{"model", m.config.name}, {"replica", replica_label(i)}, {"kind", kind}}, static_cast<double>(n));
+  });
+  family("lmwarden_prompt_tokens_total");
+  each_replica([&](const ModelState& m, int i, const ReplicaTelemetry& t) {
+    const auto cached = t.prompt_cached.load(), computed = t.prompt_computed.load();
+    if (i < 0 && cached + computed == 0) return;
+    const std::string replica = replica_label(i);
+    w.sample("lmwarden_prompt_tokens_total", {{"model", m.config.name}, {"replica", replica}, {"source", "cached"}},
+             static_cast<double>(cached));
+    w.sample("lmwarden_prompt_tokens_total", {{"model", m.config.name}, {"replica", replica}, {"source", "computed"}},
+             static_cast<double>(computed));
+  });
+  family("lmwarden_completion_tokens_total");
+  each_replica([&](const ModelState& m, int i, const ReplicaTelemetry& t) {
+    const auto n = t.completion.load();
+    if (i < 0 && n == 0) return;
+    w.sample("lmwarden_completion_tokens_total", {{"model", m.config.name}, {"replica", replica_label(i)}},
+             static_cast<double>(n));
+  });
+  family("lmwarden_time_to_first_byte_seconds");
+  for (const auto& [m, v] : snaps) {
+    const Label labels[] = {{"model", m->config.name}};
+    w.histogram("lmwarden_time_to_first_byte_seconds", labels, m->telemetry.time_to_first_byte.snapshot());
+  }
+
+  auto gauge = [&](std::string_view name, auto value_of) {
+    family(name);
+    for (const auto& [m, v] : snaps)
+      for (const auto& r : v.replicas) {
+        const double value = value_of(*m, r);
+        if (std::isnan(value)) continue;  // not scraped yet: absent rather than a made-up 0
+        w.sample(name, {{"model", m->config.name}, {"replica", replica_label(r.index)}}, value);
+      }
+  };
+  const double nan = std::nan("");
+  gauge("lmwarden_replica_running", [&](const ModelState&, const core::ReplicaView& r) {
+    return r.engine.running < 0 ? nan : r.engine.running;
+  });
+  gauge("lmwarden_replica_waiting", [&](const ModelState&, const core::ReplicaView& r) {
+    return r.engine.waiting < 0 ? nan : r.engine.waiting;
+  });
+  gauge("lmwarden_replica_kv_cache_usage", [](const ModelState&, const core::ReplicaView& r) { return r.engine.kv_used; });
+  gauge("lmwarden_replica_prefix_cache_hit_ratio", [&](const ModelState& m, const core::ReplicaView& r) {
+    const double rate = m.telemetry.replica(r.index).prefix_hit_rate.load();
+    return rate < 0 ? nan : rate;
+  });
+  gauge("lmwarden_replica_healthy", [](const ModelState&, const core::ReplicaView& r) { return r.healthy ? 1.0 : 0.0; });
+
+  family("lmwarden_replica_info");
+  for (const auto& [m, v] : snaps)
+    for (const auto& r : v.replicas)
+      w.sample("lmwarden_replica_info",
+               {{"model", m->config.name}, {"replica", replica_label(r.index)},
+                {"url", m->config.backends[static_cast<std::size_t>(r.backend)].url}, {"rank", std::to_string(r.rank)}},
+               1.0);
+  return w.take();
+}
+
+std::string stats_json(const Warden& warden, std::string_view model, std::chrono::seconds window) {
+  using nlohmann::json;
+  window = std::clamp(window, std::chrono::seconds(60), std::chrono::seconds(telemetry::TokenSeries::kMaxWindow));
+  // About 3600 points at most: 1 s for an hour, 10 s for six.
+  const auto step = std::chrono::seconds(std::max<std::int64_t>(1, (window.count() + 3599) / 3600));
+  const auto now = telemetry::WallClock::now();
+  telemetry::TokenWindow total;
+  json names = json::array();
+  for (const auto& m : warden.models()) {
+    names.push_back(m->config.name);
+    if (!model.empty() && m->config.name != model) continue;
+    total.add(m->telemetry.window(now, window, step));
+  }
+  const double per_s = static_cast<double>(total.step.count());
+  json t = json::array(), cached = json::array(), computed = json::array(), completion = json::array();
+  for (const auto& b : total.buckets) {
+    t.push_back(b.start_unix_s);
+    cached.push_back(static_cast<double>(b.tokens.cached) / per_s);
+    computed.push_back(static_cast<double>(b.tokens.computed) / per_s);
+    completion.push_back(static_cast<double>(b.tokens.completion) / per_s);
+  }
+  const auto ratio = total.cache_hit_ratio();
+  return json{{"model", model.empty() ? json(nullptr) : json(model)},
+              {"window_s", window.count()},
+              {"step_s", total.step.count()},
+              {"now", std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count()},
+              {"models", names},
+              {"series", {{"t", t}, {"prompt_cached", cached}, {"prompt_computed", computed}, {"completion", completion}}},
+              {"totals", {{"prompt_cached", total.total.cached}, {"prompt_computed", total.total.computed},
+                          {"completion", total.total.completion}}},
+              {"cache_hit_ratio", ratio ? json(*ratio) : json(nullptr)}}
+      .dump();
+}
+
+}  // namespace lmwarden::proxy

@@ -1,0 +1,20 @@
+// The warden's own exposition (GET /metrics, names of DESIGN §7.1, documented
+// in docs/metrics.md) and the token-rate series behind GET /api/stats.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <string_view>
+
+namespace lmwarden::proxy {
+
+class Warden;
+
+std::string warden_metrics_text(const Warden& warden);
+
+// `model` empty: all models summed. `window` is clamped to what the series
+// keep (six hours); the step is 1 s up to an hour and coarser beyond, so a
+// reply never has more than about 3600 points.
+std::string stats_json(const Warden& warden, std::string_view model, std::chrono::seconds window);
+
+}  // namespace lmwarden::proxy

@@ -1,0 +1,76 @@
+// What the warden measures per model and replica: tokens by source, upstream
+// errors, time to first byte, and what the scraper last read from the engine.
+// Written by the I/O threads (request accounting) and the scraper, read by
+// /metrics, /api/*. Counters are atomics; the scraped state has its own lock.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "telemetry/counter_delta.h"
+#include "telemetry/histogram.h"
+#include "telemetry/token_series.h"
+
+namespace lmwarden::proxy {
+
+struct ReplicaTelemetry {
+  telemetry::TokenSeries series;
+  std::atomic<std::uint64_t> prompt_cached{0};
+  std::atomic<std::uint64_t> prompt_computed{0};
+  std::atomic<std::uint64_t> completion{0};
+  std::atomic<std::uint64_t> unmeasured_requests{0};  // replies that carried no usage
+
+  void count_error(const std::string& kind) {
+    std::lock_guard lock{errors_mutex};
+    ++errors[kind];
+  }
+  std::map<std::string, std::uint64_t> error_counts() const {
+    std::lock_guard lock{errors_mutex};
+    return errors;
+  }
+
+  // Scraper-owned: counter deltas since the warden started.
+  telemetry::RankCounters engine_counters;
+  std::atomic<double> prefix_hit_rate{-1.0};  // -1: nothing measured yet
+
+ private:
+  mutable std::mutex errors_mutex;
+  std::map<std::string, std::uint64_t> errors;
+};
+
+struct ModelTelemetry {
+  explicit ModelTelemetry(int replicas) {
+    for (int i = 0; i < replicas; ++i) replicas_.push_back(std::make_unique<ReplicaTelemetry>());
+  }
+  // Replica `index`, or the "unassigned" bucket (index -1: requests whose rank
+  // vLLM's own balancer picked, with affinity off).
+  ReplicaTelemetry& replica(int index) {
+    return index < 0 ? unassigned_ : *replicas_[static_cast<std::size_t>(index)];
+  }
+  const ReplicaTelemetry& replica(int index) const {
+    return index < 0 ? unassigned_ : *replicas_[static_cast<std::size_t>(index)];
+  }
+  int replica_count() const noexcept { return static_cast<int>(replicas_.size()); }
+
+  // The model's window: the sum of its replicas' (and the unassigned bucket).
+  telemetry::TokenWindow window(telemetry::WallTime now, std::chrono::seconds window,
+                                std::chrono::seconds step) const {
+    telemetry::TokenWindow total = unassigned_.series.query(now, window, step);
+    for (const auto& r : replicas_) total.add(r->series.query(now, window, step));
+    return total;
+  }
+
+  telemetry::Histogram time_to_first_byte;
+
+ private:
+  std::vector<std::unique_ptr<ReplicaTelemetry>> replicas_;
+  ReplicaTelemetry unassigned_;
+};
+
+}  // namespace lmwarden::proxy

@@ -1,0 +1,50 @@
+#include "proxy/request_accounting.h"
+
+namespace lmwarden::proxy {
+
+void RequestAccounting::on_response_header(unsigned status, std::string_view content_type, bool chunked) {
+  ok_status_ = status >= 200 && status < 300;
+  const bool sse = content_type.starts_with("text/event-stream");
+  tap_.emplace(sse ? telemetry::BodyFormat::kEventStream
+                   : content_type.starts_with("application/json") ? telemetry::BodyFormat::kJson
+                                                                  : telemetry::BodyFormat::kAuto);
+  // Stripping changes the length, so only a chunked stream can have it.
+  if (strip_ && sse && chunked) stripper_.emplace();
+}
+
+std::span<const std::string_view> RequestAccounting::on_body(std::string_view bytes) {
+  if (!first_byte_) {
+    first_byte_ = telemetry::WallClock::now();
+    const std::chrono::duration<double> ttfb = std::chrono::steady_clock::now() - sent_;
+    model_.time_to_first_byte.observe(ttfb.count());
+  }
+  if (tap_) tap_->feed(bytes);
+  if (stripper_) return stripper_->feed(bytes);
+  single_[0] = bytes;
+  return {single_, 1};
+}
+
+std::span<const std::string_view> RequestAccounting::on_end() {
+  if (stripper_) return stripper_->finish();
+  return {};
+}
+
+void RequestAccounting::settle(int replica) {
+  if (settled_ || !tap_ || !ok_status_) return;
+  settled_ = true;
+  tap_->finish();
+  const telemetry::RequestUsage usage = tap_->usage();
+  ReplicaTelemetry& r = model_.replica(replica);
+  if (!usage.cache_measured) {
+    r.unmeasured_requests.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  const telemetry::TokenCounts counts{usage.cached_tokens, usage.computed_tokens(), usage.completion_tokens};
+  r.prompt_cached.fetch_add(counts.cached, std::memory_order_relaxed);
+  r.prompt_computed.fetch_add(counts.computed, std::memory_order_relaxed);
+  r.completion.fetch_add(counts.completion, std::memory_order_relaxed);
+  const auto now = telemetry::WallClock::now();
+  r.series.record_request(first_byte_.value_or(now), now, counts);
+}
+
+}  // namespace lmwarden::proxy

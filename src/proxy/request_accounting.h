@@ -1,0 +1,43 @@
+// Per-request accounting on the relayed reply: time to first byte, and the
+// usage the engine reported (read by telemetry::UsageTap from the bytes on
+// their way through). With `inject_stream_usage` the warden asked for a usage
+// chunk the client did not; the stripper removes it from what the client gets.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string_view>
+
+#include "proxy/model_telemetry.h"
+#include "proxy/relay.h"
+#include "telemetry/stream_usage_injection.h"
+#include "telemetry/usage_tap.h"
+
+namespace lmwarden::proxy {
+
+class RequestAccounting final : public RelayObserver {
+ public:
+  RequestAccounting(ModelTelemetry& model, bool strip_injected_usage)
+      : model_(model), strip_(strip_injected_usage) {}
+
+  void on_request_sent() noexcept { sent_ = std::chrono::steady_clock::now(); }
+  void on_response_header(unsigned status, std::string_view content_type, bool chunked) override;
+  std::span<const std::string_view> on_body(std::string_view bytes) override;
+  std::span<const std::string_view> on_end() override;
+
+  // Books the request on the replica that served it (-1: unassigned).
+  void settle(int replica);
+
+ private:
+  ModelTelemetry& model_;
+  bool strip_;
+  bool ok_status_ = false;
+  std::chrono::steady_clock::time_point sent_ = std::chrono::steady_clock::now();
+  std::optional<telemetry::WallTime> first_byte_;
+  std::optional<telemetry::UsageTap> tap_;
+  std::optional<telemetry::InjectedUsageStripper> stripper_;
+  std::string_view single_[1];
+  bool settled_ = false;
+};
+
+}  // namespace lmwarden::proxy

@@ -1,0 +1,44 @@
+// Everything `lmwarden serve` runs, owned in one place so that it starts and,
+// above all, stops in the right order: the I/O threads first, then the
+// listening socket and pooled upstream connections (while their io_contexts
+// still exist), then the io_contexts (destroying any unfinished request
+// coroutines, which still reach the warden to end their in-flight counts),
+// and the warden last.
+#pragma once
+
+#include <memory>
+
+#include "config/config.h"
+#include "net/http_server.h"
+#include "proxy/scraper.h"
+#include "proxy/warden.h"
+
+namespace lmwarden::proxy {
+
+class WardenRuntime {
+ public:
+  explicit WardenRuntime(config::Config config);
+  ~WardenRuntime() { shutdown(); }
+  WardenRuntime(const WardenRuntime&) = delete;
+  WardenRuntime& operator=(const WardenRuntime&) = delete;
+
+  // Binds the configured address (throws std::system_error with a clear
+  // message when it cannot) and starts the I/O threads and, with `scrape`,
+  // the scraper.
+  net::tcp::endpoint start(bool scrape = true);
+  void stop_accepting() { server_->stop_accepting(); }
+  int in_flight() const;
+  void shutdown();
+
+  Warden& warden() noexcept { return *warden_; }
+
+ private:
+  std::unique_ptr<net::IoThreads> io_;
+  std::unique_ptr<net::IoThreads> control_;  // scrapes and probes, off the data plane
+  std::unique_ptr<Warden> warden_;
+  std::unique_ptr<net::HttpServer> server_;
+  std::unique_ptr<Scraper> scraper_;
+  bool stopped_ = false;
+};
+
+}  // namespace lmwarden::proxy

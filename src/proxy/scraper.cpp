@@ -1,0 +1,94 @@
+#include "proxy/scraper.h"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <spdlog/spdlog.h>
+
+#include "net/http_client.h"
+#include "telemetry/vllm_snapshot.h"
+
+namespace lmwarden::proxy {
+namespace {
+
+std::string describe(const net::GetResult& r) {
+  if (r.error) return r.error.message();
+  return "HTTP " + std::to_string(r.status);
+}
+
+}  // namespace
+
+void Scraper::start(net::asio::io_context& io) {
+  for (const auto& model : warden_.models())
+    for (int b = 0; b < static_cast<int>(model->config.backends.size()); ++b)
+      net::asio::co_spawn(io, watch(*model, b), net::asio::detached);
+}
+
+net::asio::awaitable<void> Scraper::watch(ModelState& model, int backend_index) {
+  const auto& backend = model.config.backends[static_cast<std::size_t>(backend_index)];
+  const auto [first, ranks] = [&] {
+    std::lock_guard lock{model.mutex};
+    return model.router.backend_replicas(backend_index);
+  }();
+  // A probe may take as long as a round, but never so little that a loaded
+  // server is declared dead for answering in 600 ms.
+  const auto timeout = std::max(interval_, std::chrono::milliseconds(2000));
+  net::asio::steady_timer timer{co_await net::asio::this_coro::executor};
+  int failures = 0;
+  bool healthy = true;
+
+  for (;;) {
+    const auto round_start = std::chrono::steady_clock::now();
+    const auto health = co_await net::http_get(backend.host, backend.port, backend.base_path + "/health", timeout);
+    const auto metrics = co_await net::http_get(backend.host, backend.port, backend.base_path + "/metrics", timeout);
+
+    std::string problem;
+    if (health.error || health.status != 200) problem = "/health: " + describe(health);
+    if (metrics.error || metrics.status != 200) {
+      problem += (problem.empty() ? "" : "; ") + std::string("/metrics: ") + describe(metrics);
+    } else {
+      const auto snapshot = telemetry::extract_vllm_snapshot(metrics.body);
+      if (snapshot.ranks.empty()) {
+        problem += (problem.empty() ? "" : "; ") + std::string("/metrics has no vLLM samples");
+      } else {
+        std::lock_guard lock{model.mutex};
+        for (const auto& m : snapshot.ranks) {
+          if (m.rank < 0 || m.rank >= ranks) continue;
+          const int replica = first + m.rank;
+          core::EngineStats stats;
+          stats.running = m.running ? static_cast<int>(*m.running) : -1;
+          stats.waiting = m.waiting ? static_cast<int>(*m.waiting) : -1;
+          stats.kv_used = m.kv_cache_usage.value_or(std::nan(""));
+          model.router.set_engine_stats(replica, stats);
+          auto& rt = model.telemetry.replica(replica);
+          rt.engine_counters.observe(m);
+          rt.prefix_hit_rate.store(rt.engine_counters.totals().prefix_cache_hit_rate().value_or(-1.0));
+        }
+      }
+    }
+
+    if (problem.empty()) {
+      failures = 0;
+      if (!healthy) {
+        healthy = true;
+        spdlog::info("model={} backend={} healthy again; taking new work", model.config.name, backend.url);
+      }
+    } else if (++failures >= unhealthy_after_ && healthy) {
+      healthy = false;
+      spdlog::warn("model={} backend={} unhealthy after {} failed probes ({}); its conversations re-home",
+                   model.config.name, backend.url, failures, problem);
+    }
+    {
+      std::lock_guard lock{model.mutex};
+      for (int i = first; i < first + ranks; ++i) model.router.set_healthy(i, healthy);
+      if (backend_index == 0) model.router.expire(core::Clock::now());
+    }
+
+    timer.expires_at(round_start + interval_);
+    co_await timer.async_wait(net::asio::as_tuple(net::asio::use_awaitable));
+  }
+}
+
+}  // namespace lmwarden::proxy

@@ -1,0 +1,38 @@
+// Reads each backend server's /health and /metrics every scrape interval and
+// feeds the routing state: per-rank running, waiting and KV used (placement),
+// prefix-cache counters (hit rate since the warden started), and health.
+//
+// A server is marked unhealthy after `unhealthy_after` consecutive failed
+// rounds (connect error, timeout, non-200 /health, or a /metrics without
+// vLLM samples); its ranks then take no new conversations and their
+// conversations re-home. One good round brings it back. Each change is logged
+// once. Every probe has its own timeout and runs on the scraper's own thread,
+// so a hanging /metrics delays nothing but its own server's next round.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "net/http_server.h"
+#include "proxy/warden.h"
+
+namespace lmwarden::proxy {
+
+class Scraper {
+ public:
+  Scraper(Warden& warden, std::chrono::milliseconds interval, int unhealthy_after)
+      : warden_(warden), interval_(interval), unhealthy_after_(unhealthy_after) {}
+
+  // Starts one loop per (model, backend server) on `io`.
+  void start(net::asio::io_context& io);
+
+ private:
+  net::asio::awaitable<void> watch(ModelState& model, int backend);
+
+  Warden& warden_;
+  std::chrono::milliseconds interval_;
+  int unhealthy_after_;
+};
+
+}  // namespace lmwarden::proxy

@@ -1,0 +1,195 @@
+// Telemetry over real sockets: usage accounting on relayed replies, injected
+// stream usage, the warden's /metrics and /api/stats, scraping and health,
+// and the run-time control and client-key guards.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
+#include "fake_vllm.h"
+#include "running_warden.h"
+#include "telemetry/prometheus.h"
+#include "telemetry/warden_metrics.h"
+
+namespace lmwarden::testing {
+namespace {
+
+using nlohmann::json;
+
+std::string stream_body(bool include_usage) {
+  json j = {{"model", "m"}, {"stream", true}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}};
+  if (include_usage) j["stream_options"] = {{"include_usage", true}};
+  return j.dump();
+}
+
+// Sum of a warden metric's samples whose labels all match.
+double metric(std::uint16_t port, const std::string& name, const std::map<std::string, std::string>& labels) {
+  const auto text = http_request(port, http::verb::get, "/metrics").body;
+  const auto parsed = telemetry::parse_exposition(text);
+  double sum = 0;
+  for (const auto& s : parsed.samples) {
+    if (s.name != name) continue;
+    bool match = true;
+    for (const auto& [k, v] : labels) {
+      const std::string* value = s.label(k);
+      match &= value != nullptr && *value == v;
+    }
+    if (match) sum += s.value;
+  }
+  return sum;
+}
+
+TEST(ProxyTelemetry, StreamedUsageIsBookedAsCachedAndComputed) {
+  FakeVllm fake{2};
+  RunningWarden warden{make_config({{fake.port(), 2}})};
+  auto r = http_request(warden.port(), http::verb::post, "/v1/chat/completions", stream_body(true), {{"session-id", "u1"}});
+  ASSERT_EQ(r.status, 200u);
+  EXPECT_NE(r.body.find("\"usage\""), std::string::npos) << "the client asked for usage and must get it";
+  const std::string replica = std::to_string(fake.seen().back().rank);
+  EXPECT_EQ(metric(warden.port(), "lmwarden_prompt_tokens_total", {{"replica", replica}, {"source", "cached"}}), 64);
+  EXPECT_EQ(metric(warden.port(), "lmwarden_prompt_tokens_total", {{"replica", replica}, {"source", "computed"}}), 36);
+  EXPECT_EQ(metric(warden.port(), "lmwarden_completion_tokens_total", {{"replica", replica}}), 2);
+  EXPECT_EQ(metric(warden.port(), "lmwarden_time_to_first_byte_seconds_count", {{"model", "m"}}), 1);
+}
+
+TEST(ProxyTelemetry, NonStreamedUsageIsBookedToo) {
+  FakeVllm fake{1};
+  RunningWarden warden{make_config({{fake.port(), 1}})};
+  const json body = {{"model", "m"}, {"stream", false}, {"messages", json::array()}};
+  ASSERT_EQ(http_request(warden.port(), http::verb::post, "/v1/chat/completions", body.dump()).status, 200u);
+  EXPECT_EQ(metric(warden.port(), "lmwarden_prompt_tokens_total", {{"source", "cached"}}), 64);
+}
+
+TEST(ProxyTelemetry, InjectedStreamUsageIsMeasuredAndInvisibleToTheClient) {
+  FakeVllm fake{1};
+  RunningWarden warden{make_config({{fake.port(), 1}}, std::nullopt, "", "    inject_stream_usage: true\n")};
+  auto r = http_request(warden.port(), http::verb::post, "/v1/chat/completions", stream_body(false));
+  ASSERT_EQ(r.status, 200u);
+  EXPECT_NE(fake.seen().back().body.find("\"include_usage\":true"), std::string::npos) << "upstream was not asked";
+  EXPECT_EQ(r.body.find("usage"), std::string::npos) << "the client must not see the injected chunk:\n" << r.body;
+  EXPECT_NE(r.body.find("[DONE]"), std::string::npos);
+  EXPECT_EQ(metric(warden.port(), "lmwarden_prompt_tokens_total", {{"source", "cached"}}), 64);
+}
+
+TEST(ProxyTelemetry, MetricsExposeEveryDocumentedName) {
+  FakeVllm fake{2};
+  RunningWarden warden{make_config({{fake.port(), 2}})};
+  ASSERT_EQ(http_request(warden.port(), http::verb::post, "/v1/chat/completions", stream_body(true)).status, 200u);
+  const auto reply = http_request(warden.port(), http::verb::get, "/metrics");
+  EXPECT_EQ(reply.status, 200u);
+  EXPECT_TRUE(reply.header("content-type").starts_with("text/plain"));
+  const auto parsed = telemetry::parse_exposition(reply.body);
+  EXPECT_EQ(parsed.skipped_lines, 0u);
+  for (const auto& spec : telemetry::kWardenMetrics) {
+    const auto* family = parsed.family(spec.name);
+    ASSERT_NE(family, nullptr) << spec.name << " missing from /metrics";
+    EXPECT_EQ(family->type, spec.type) << spec.name;
+  }
+}
+
+TEST(ProxyTelemetry, StatsShowCachedAndComputedTokenRates) {
+  FakeVllm fake{1};
+  RunningWarden warden{make_config({{fake.port(), 1}})};
+  for (int i = 0; i < 3; ++i)
+    ASSERT_EQ(http_request(warden.port(), http::verb::post, "/v1/chat/completions", stream_body(true)).status, 200u);
+  const json stats = json::parse(http_request(warden.port(), http::verb::get, "/api/stats?model=m&window=900").body);
+  EXPECT_EQ(stats["model"], "m");
+  EXPECT_EQ(stats["totals"]["prompt_cached"], 192);
+  EXPECT_EQ(stats["totals"]["prompt_computed"], 108);
+  EXPECT_NEAR(stats["cache_hit_ratio"].get<double>(), 0.64, 1e-9);
+  EXPECT_EQ(stats["series"]["t"].size(), stats["series"]["prompt_cached"].size());
+  double cached_sum = 0;
+  for (const auto& v : stats["series"]["prompt_cached"]) cached_sum += v.get<double>();
+  EXPECT_EQ(cached_sum, 192);  // 1 s buckets: rate × 1 s = tokens
+  EXPECT_EQ(http_request(warden.port(), http::verb::get, "/api/stats?model=nope").status, 404u);
+}
+
+TEST(ProxyTelemetry, ScraperFillsTheCardFromEngineMetrics) {
+  FakeVllm fake{2};
+  fake.set_engine(0, 3, 1, 0.25, 1000, 600);
+  fake.set_engine(1, 0, 0, 0.5, 0, 0);
+  RunningWarden warden{make_config({{fake.port(), 2}}, std::nullopt, "scrape_interval: 100ms\n"), true};
+  ASSERT_TRUE(eventually([&] { return !warden.card()["replicas"][0]["running"].is_null(); }));
+  fake.set_engine(0, 3, 1, 0.25, 2000, 1400);  // Δqueries 1000, Δhits 800 since the first scrape
+  ASSERT_TRUE(eventually([&] { return !warden.card()["replicas"][0]["prefix_hit_rate"].is_null(); }));
+  const json card = warden.card();
+  EXPECT_EQ(card["replicas"][0]["running"], 3);
+  EXPECT_EQ(card["replicas"][0]["waiting"], 1);
+  EXPECT_DOUBLE_EQ(card["replicas"][0]["kv_used"].get<double>(), 0.25);
+  EXPECT_DOUBLE_EQ(card["replicas"][1]["kv_used"].get<double>(), 0.5);
+  EXPECT_NEAR(card["replicas"][0]["prefix_hit_rate"].get<double>(), 0.8, 1e-9);
+  EXPECT_EQ(metric(warden.port(), "lmwarden_replica_running", {{"replica", "0"}}), 3);
+}
+
+TEST(ProxyTelemetry, UnhealthyServerLosesItsConversationsAndComesBack) {
+  FakeVllm a{1}, b{1};
+  a.set_engine(0, 0, 0, 0, 0, 0);
+  b.set_engine(0, 0, 0, 0, 0, 0);
+  RunningWarden warden{make_config({{a.port(), 1}, {b.port(), 1}}, std::nullopt,
+                                   "scrape_interval: 100ms\nunhealthy_after: 2\n"),
+                       true};
+  ASSERT_EQ(http_request(warden.port(), http::verb::post, "/v1/chat/completions", stream_body(false), {{"session-id", "c"}}).status, 200u);
+  FakeVllm& home = a.seen().empty() ? b : a;
+  FakeVllm& other = a.seen().empty() ? a : b;
+  const int home_index = a.seen().empty() ? 1 : 0;
+  home.set_healthy(false);
+  ASSERT_TRUE(eventually([&] { return warden.card()["replicas"][home_index]["healthy"] == false; }));
+  ASSERT_EQ(http_request(warden.port(), http::verb::post, "/v1/chat/completions", stream_body(false), {{"session-id", "c"}}).status, 200u);
+  EXPECT_EQ(other.seen().size(), 1u) << "the conversation should have re-homed";
+  EXPECT_EQ(warden.card()["replicas"][1 - home_index]["rehomed"], 1);
+  home.set_healthy(true);
+  ASSERT_TRUE(eventually([&] { return warden.card()["replicas"][home_index]["healthy"] == true; }));
+  // Back in service: a new conversation lands on the less loaded (recovered) replica.
+  ASSERT_EQ(http_request(warden.port(), http::verb::post, "/v1/chat/completions", stream_body(false), {{"session-id", "new"}}).status, 200u);
+  EXPECT_EQ(home.seen().size(), 2u);
+}
+
+TEST(ProxyTelemetry, HangingMetricsDoNotDelayProxiedRequests) {
+  FakeVllm fake{1};
+  fake.hang_metrics(true);
+  RunningWarden warden{make_config({{fake.port(), 1}}, std::nullopt, "scrape_interval: 100ms\n"), true};
+  ASSERT_TRUE(eventually([&] { return fake.metrics_hanging() >= 1; }));
+  for (int i = 0; i < 5; ++i)
+    EXPECT_EQ(http_request(warden.port(), http::verb::post, "/v1/chat/completions", stream_body(false)).status, 200u);
+  EXPECT_GE(fake.metrics_hanging(), 1) << "the scrape should still be hanging while requests were served";
+}
+
+TEST(ProxyTelemetry, AdminApiNeedsTheRightToken) {
+  ::setenv("LMWARDEN_TEST_ADMIN", "s3cret", 1);
+  FakeVllm fake{2};
+  RunningWarden warden{make_config({{fake.port(), 2}}, std::nullopt, "admin_token_env: LMWARDEN_TEST_ADMIN\n")};
+  const std::string body = R"({"affinity":false,"spill_threshold":3})";
+  EXPECT_EQ(http_request(warden.port(), http::verb::patch, "/api/models/m", body).status, 401u);
+  EXPECT_EQ(http_request(warden.port(), http::verb::patch, "/api/models/m", body, {{"Authorization", "Bearer wrong"}}).status, 403u);
+  EXPECT_EQ(warden.card()["affinity"], true);
+  auto ok = http_request(warden.port(), http::verb::patch, "/api/models/m", body, {{"Authorization", "Bearer s3cret"}});
+  EXPECT_EQ(ok.status, 200u);
+  const json card = warden.card();
+  EXPECT_EQ(card["affinity"], false);
+  EXPECT_EQ(card["spill_threshold"], 3);
+  EXPECT_EQ(card["spill_threshold_auto"], false);
+  auto bad = http_request(warden.port(), http::verb::patch, "/api/models/m", R"({"spill_threshold":0})",
+                          {{"Authorization", "Bearer s3cret"}});
+  EXPECT_EQ(bad.status, 400u);
+  auto back = http_request(warden.port(), http::verb::patch, "/api/models/m", R"({"spill_threshold":"auto"})",
+                           {{"Authorization", "Bearer s3cret"}});
+  EXPECT_EQ(json::parse(back.body)["spill_threshold_auto"], true);
+}
+
+TEST(ProxyTelemetry, ClientApiKeysAreEnforcedInTheClientsDialect) {
+  ::setenv("LMWARDEN_TEST_CLIENT_KEY", "client-key", 1);
+  FakeVllm fake{1};
+  RunningWarden warden{make_config({{fake.port(), 1}}, std::nullopt, "",
+                                   "    api_keys_env: [LMWARDEN_TEST_CLIENT_KEY]\n")};
+  auto denied = http_request(warden.port(), http::verb::post, "/v1/messages", R"({"model":"m","messages":[]})");
+  EXPECT_EQ(denied.status, 401u);
+  EXPECT_EQ(json::parse(denied.body)["error"]["type"], "authentication_error");
+  EXPECT_EQ(http_request(warden.port(), http::verb::post, "/v1/messages", R"({"model":"m","messages":[]})",
+                         {{"x-api-key", "client-key"}}).status, 200u);
+  EXPECT_EQ(http_request(warden.port(), http::verb::post, "/v1/chat/completions", stream_body(false),
+                         {{"Authorization", "Bearer client-key"}}).status, 200u);
+  EXPECT_EQ(fake.seen().size(), 2u);
+}
+
+}  // namespace
+}  // namespace lmwarden::testing

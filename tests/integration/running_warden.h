@@ -1,0 +1,48 @@
+// The warden in-process on 127.0.0.1 port 0, with its scraper, for
+// integration tests; configured from YAML like the real binary.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "config/config_loader.h"
+#include "http_test_client.h"
+#include "proxy/runtime.h"
+
+namespace lmwarden::testing {
+
+class RunningWarden {
+ public:
+  explicit RunningWarden(config::Config cfg, bool scrape = false) : runtime_(std::move(cfg)) {
+    port_ = runtime_.start(scrape).port();
+  }
+  std::uint16_t port() const { return port_; }
+  nlohmann::json card(const std::string& model = "m") {
+    auto r = http_request(port_, http::verb::get, "/api/models/" + model);
+    return nlohmann::json::parse(r.body);
+  }
+
+ private:
+  proxy::WardenRuntime runtime_;
+  std::uint16_t port_ = 0;
+};
+
+// `top` and `model_extra` are YAML lines added at the top level and to the model.
+inline config::Config make_config(const std::vector<std::pair<std::uint16_t, int>>& backends,
+                                  std::optional<int> spill = std::nullopt, const std::string& top = "",
+                                  const std::string& model_extra = "") {
+  std::string yaml = "listen: 127.0.0.1:0\nlimits:\n  max_body_bytes: 1MiB\ntimeouts:\n  connect: 2s\n  first_byte: 20s\n  idle: 20s\n" + top + "models:\n  - name: m\n    aliases: [m-alias]\n" + model_extra;
+  if (spill) yaml += "    spill_threshold: " + std::to_string(*spill) + "\n";
+  yaml += "    backends:\n";
+  for (auto [port, ranks] : backends)
+    yaml += "      - url: http://127.0.0.1:" + std::to_string(port) +
+            "\n        data_parallel_size: " + std::to_string(ranks) + "\n";
+  auto cfg = config::load_config_string(yaml, "test.yaml");
+  if (!cfg) throw std::runtime_error(cfg.error().message());
+  return std::move(cfg).value();
+}
+
+}  // namespace lmwarden::testing
