@@ -40,7 +40,7 @@ try {
     for (const [name, route] of [['models', '/'], ['model', `/models/${MODEL}`], ['stats', '/stats?window=900']]) {
       await page.goto(`${ui}${route}`);
       await page.waitForTimeout(3000);
-      await page.screenshot({ path: path.join(out, `${name}${suffix}.png`), fullPage: name !== 'stats' });
+      await page.screenshot({ path: path.join(out, `${name}${suffix}.png`), fullPage: true });
       console.log(path.join(out, `${name}${suffix}.png`));
     }
     await context.close();
