@@ -9,6 +9,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   lmwarden::app::add_serve_command(app);
   lmwarden::app::add_sim_command(app);
+  lmwarden::app::add_bench_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

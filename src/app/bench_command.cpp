@@ -1,0 +1,247 @@
+// `lmwarden bench`: the benchmark of DESIGN §9 — online against a warden, or
+// offline (--offline) through the evaluator — and its report.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "app/commands.h"
+#include "bench/online.h"
+#include "bench/report.h"
+#include "evaluator/evaluator.h"
+#include "evaluator/policy.h"
+#include "workload/wire.h"
+
+namespace lmwarden::app {
+namespace {
+
+struct BenchArgs {
+  bool offline = false;
+  std::string target;
+  std::string model;
+  std::vector<int> sessions = {4, 8, 16, 24, 32};
+  double step_seconds = 180;
+  std::vector<std::string> arms = {"off", "on"};
+  double time_scale = 1;
+  std::string out;
+  std::string admin_token_env = "LMWARDEN_ADMIN_TOKEN";
+  std::vector<std::string> backend_metrics;
+  std::string dialect = "openai";
+  workload::WorkloadConfig workload;
+  std::string profile = "a4000-qwen3-4b";
+  int replicas = 4;
+  int num_gpu_blocks = 0;
+  bool quiet = false;
+};
+
+std::string now_iso8601() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string fmt_opt(const std::optional<double>& v, const char* unit) {
+  return v ? fmt::format("{:.2f}{}", *v, unit) : std::string("–");
+}
+
+int finish(const BenchArgs& a, const bench::RunInfo& info,
+           const std::vector<evaluator::StepResult>& steps) {
+  std::printf("%s", bench::markdown_table(steps, info.arms).c_str());
+  if (!a.out.empty()) {
+    if (auto err = bench::write_report(a.out, info, steps)) {
+      std::fprintf(stderr, "lmwarden bench: %s\n", err->c_str());
+      return 1;
+    }
+    std::printf("\nReport: %s/report.md, %s/results.json, %s/report.html\n", a.out.c_str(),
+                a.out.c_str(), a.out.c_str());
+  }
+  return 0;
+}
+
+int run_offline(const BenchArgs& a) {
+  evaluator::EvaluatorConfig c;
+  c.workload = a.workload;
+  c.profile = a.profile;
+  c.replicas = a.replicas;
+  c.steps = a.sessions;
+  c.step_seconds = a.step_seconds;
+  c.arms = a.arms;
+  c.num_gpu_blocks = a.num_gpu_blocks;
+  const auto started = std::chrono::steady_clock::now();
+  auto results = evaluator::run_offline(c, [&](const evaluator::StepResult& s) {
+    if (a.quiet) return;
+    std::fprintf(stderr, "  %3d sessions  %-16s hit %5.1f%%  TTFB p50 %s\n", s.sessions,
+                 s.policy.c_str(), s.prefix_hit_pct.value_or(0),
+                 fmt_opt(s.ttfb_p50_s, " s").c_str());
+  });
+  if (!results) {
+    std::fprintf(stderr, "lmwarden bench: %s\n", results.error().c_str());
+    return 2;
+  }
+  if (!a.quiet) {
+    std::fprintf(stderr, "offline: %zu runs in %.1f s of wall time\n\n", results->size(),
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  }
+  bench::RunInfo info{.mode = "offline",
+                      .workload = a.workload,
+                      .profile = a.profile,
+                      .replicas = a.replicas,
+                      .steps = a.sessions,
+                      .arms = a.arms,
+                      .step_seconds = a.step_seconds};
+  return finish(a, info, *results);
+}
+
+int run_online(const BenchArgs& a) {
+  if (a.target.empty() || a.model.empty()) {
+    std::fprintf(stderr, "lmwarden bench: --target and --model are required (or use --offline)\n");
+    return 2;
+  }
+  bench::OnlineOptions o;
+  o.target = a.target;
+  o.model = a.model;
+  o.workload = a.workload;
+  o.dialect = *workload::parse_dialect(a.dialect);
+  o.steps = a.sessions;
+  o.step_seconds = a.step_seconds;
+  o.arms = a.arms;
+  o.time_scale = a.time_scale;
+  o.backend_metrics = a.backend_metrics;
+  if (const char* token = std::getenv(a.admin_token_env.c_str()); token && *token)
+    o.admin_token = token;
+  if (!o.admin_token && a.arms.size() > 1) {
+    std::fprintf(stderr,
+                 "lmwarden bench: switching arms needs the warden's admin token in $%s "
+                 "(--admin-token-env), or run a single arm\n",
+                 a.admin_token_env.c_str());
+    return 2;
+  }
+  const bool tty = ::isatty(STDERR_FILENO) != 0;
+  auto progress = [&](const bench::Progress& p) {
+    if (a.quiet) return;
+    std::fprintf(
+        stderr,
+        "%s[%d/%d] %d sessions, arm %s: %.0f/%.0f s, %llu requests (%llu failed), "
+        "%llu sessions done, TTFB p50 %s, busy %s   %s",
+        tty ? "\r" : "", p.index + 1, p.total, p.sessions, p.arm.c_str(), p.elapsed_s, p.duration_s,
+        static_cast<unsigned long long>(p.requests), static_cast<unsigned long long>(p.failed),
+        static_cast<unsigned long long>(p.sessions_completed), fmt_opt(p.ttfb_p50_s, " s").c_str(),
+        fmt_opt(p.replicas_busy, "").c_str(), tty ? "" : "\n");
+    std::fflush(stderr);
+  };
+  auto step_done = [&](const evaluator::StepResult& s) {
+    if (a.quiet) return;
+    std::fprintf(stderr, "%s  %3d sessions  arm %-4s hit %s%%  TTFB p50 %s  stayed %s%%\n",
+                 tty ? "\n" : "", s.sessions, s.arm.c_str(), fmt_opt(s.prefix_hit_pct, "").c_str(),
+                 fmt_opt(s.ttfb_p50_s, " s").c_str(), fmt_opt(s.stayed_pct, "").c_str());
+  };
+  const std::string started = now_iso8601();
+  auto run = bench::run_online(o, progress, step_done);
+  if (!run) {
+    std::fprintf(stderr, "\nlmwarden bench: %s\n", run.error().c_str());
+    return 1;
+  }
+  bench::RunInfo info{.mode = "online",
+                      .workload = a.workload,
+                      .dialect = a.dialect,
+                      .target = a.target,
+                      .model = a.model,
+                      .backend_metrics = run->backends,
+                      .replicas = run->replicas,
+                      .steps = a.sessions,
+                      .arms = a.arms,
+                      .step_seconds = a.step_seconds,
+                      .time_scale = a.time_scale,
+                      .started_at = started};
+  std::printf("\n");
+  return finish(a, info, run->steps);
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
+  auto a = std::make_shared<BenchArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "bench", "Benchmark agent sessions against a warden (or offline, in simulated time)");
+  cmd->add_flag("--offline", a->offline,
+                "run the offline evaluator (routing core + engine model, virtual time) instead");
+  cmd->add_option("--target", a->target, "the warden's URL, e.g. http://127.0.0.1:8080");
+  cmd->add_option("--model", a->model, "model name to send (as configured in the warden)");
+  cmd->add_option("--sessions", a->sessions, "concurrent sessions per step")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  cmd->add_option("--step-seconds", a->step_seconds,
+                  "duration of each step and arm (simulated seconds)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  std::string arms_help =
+      "arms, compared in each cell: off (vLLM's balancer), on (the warden), "
+      "warden:N (spill threshold N); offline also:";
+  for (const auto& p : evaluator::known_policies()) arms_help += fmt::format(" {}", p.spec);
+  cmd->add_option("--arms", a->arms, arms_help)->delimiter(',')->capture_default_str();
+  cmd->add_option(
+         "--time-scale", a->time_scale,
+         "the simulator's --time-scale behind the warden: times are reported in simulated seconds")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--out", a->out, "directory for report.md, results.json and report.html");
+  cmd->add_option("--admin-token-env", a->admin_token_env,
+                  "environment variable with the warden's admin token (to switch arms)")
+      ->capture_default_str();
+  cmd->add_option(
+         "--backend-metrics", a->backend_metrics,
+         "base URLs of the backends whose /metrics to poll (default: the model's backends)")
+      ->delimiter(',');
+  cmd->add_option("--dialect", a->dialect, "wire dialect of the sessions")
+      ->check(CLI::IsMember({"openai", "anthropic"}))
+      ->capture_default_str();
+  cmd->add_option("--seed", a->workload.seed, "workload seed (both arms draw the same sessions)")
+      ->capture_default_str();
+  cmd->add_option("--system-tokens", a->workload.system_prompt_tokens, "shared system prompt size")
+      ->capture_default_str();
+  cmd->add_option("--first-user-tokens", a->workload.first_user_tokens,
+                  "first user message size (unique per session)")
+      ->capture_default_str();
+  cmd->add_option("--followup-turns", a->workload.followup_turns, "turns after the first")
+      ->capture_default_str();
+  cmd->add_option("--followup-tokens", a->workload.followup_tokens, "new tokens per later turn")
+      ->capture_default_str();
+  cmd->add_option("--max-output-tokens", a->workload.max_output_tokens, "max_tokens per turn")
+      ->capture_default_str();
+  cmd->add_option("--tool-seconds", a->workload.tool_seconds,
+                  "mean seconds an agent runs a tool between a reply and its next turn")
+      ->capture_default_str();
+  cmd->add_option("--skew", a->workload.heavy_share,
+                  "share of heavy sessions (first message --heavy-factor times longer)")
+      ->capture_default_str();
+  cmd->add_option("--heavy-factor", a->workload.heavy_factor, "size factor of heavy sessions")
+      ->capture_default_str();
+  cmd->add_option("--profile", a->profile, "offline: hardware profile of the simulated replicas")
+      ->capture_default_str();
+  cmd->add_option("--replicas", a->replicas, "offline: replicas (data-parallel ranks)")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  cmd->add_option("--num-gpu-blocks", a->num_gpu_blocks,
+                  "offline: override the profile's KV blocks");
+  cmd->add_flag("-q,--quiet", a->quiet, "no progress output");
+  cmd->callback([a] {
+    if (auto err = a->workload.validate()) {
+      std::fprintf(stderr, "lmwarden bench: %s\n", err->c_str());
+      throw CLI::RuntimeError(2);
+    }
+    const int rc = a->offline ? run_offline(*a) : run_online(*a);
+    if (rc != 0) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace lmwarden::app

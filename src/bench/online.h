@@ -1,0 +1,74 @@
+// The online benchmark (DESIGN §9): the workload against a running warden over
+// real HTTP, while polling the backends' /metrics and the warden's counters.
+// This header keeps Asio out of its users; online_runner.cpp holds all the
+// socket code, in one translation unit.
+//
+// Per step and arm: switch the warden (PATCH /api/models/{model}), start N
+// closed-loop sessions with streamed requests, poll every backend's /metrics
+// once per (simulated) second, stop after step_seconds, close what is still
+// in flight (the warden then aborts it upstream), and compute the row from
+// the samples and the counters' deltas. With a time-scaled simulator behind
+// the warden, every duration is in simulated seconds: wall time × time_scale.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "evaluator/step_result.h"
+#include "workload/session.h"
+#include "workload/wire.h"
+
+namespace lmwarden::bench {
+
+struct OnlineOptions {
+  std::string target;  // the warden, e.g. http://127.0.0.1:8080
+  std::string model;
+  workload::WorkloadConfig workload;
+  workload::Dialect dialect = workload::Dialect::kOpenAi;
+  std::vector<int> steps = {4, 8, 16, 24, 32};
+  double step_seconds = 180;  // simulated seconds when time_scale != 1
+  // "off" (affinity off), "on" (affinity on, spill threshold auto) or
+  // "warden:N" (affinity on, spill threshold N).
+  std::vector<std::string> arms = {"off", "on"};
+  double time_scale = 1;
+  std::optional<std::string> admin_token;  // needed to switch arms
+  // Base URLs whose /metrics are polled; empty = the model's backends as the
+  // warden lists them.
+  std::vector<std::string> backend_metrics;
+  double poll_interval_s = 1;
+  std::chrono::seconds request_timeout{600};  // wall; per read, first byte included
+};
+
+struct Progress {
+  int index = 0;  // step × arm, 0-based
+  int total = 0;
+  int sessions = 0;
+  std::string arm;
+  double elapsed_s = 0;  // simulated
+  double duration_s = 0;
+  std::uint64_t requests = 0;
+  std::uint64_t failed = 0;
+  std::uint64_t sessions_completed = 0;
+  std::optional<double> ttfb_p50_s;
+  std::optional<double> replicas_busy;  // latest poll
+};
+
+struct OnlineRun {
+  std::vector<evaluator::StepResult> steps;
+  int replicas = 0;                   // ranks seen in the backends' metrics
+  std::vector<std::string> backends;  // polled base URLs
+};
+
+// Arms the online runner understands (see OnlineOptions::arms); an error
+// message for anything else.
+std::optional<std::string> validate_online_arm(const std::string& arm);
+
+Result<OnlineRun, std::string> run_online(
+    const OnlineOptions& options, const std::function<void(const Progress&)>& on_progress = {},
+    const std::function<void(const evaluator::StepResult&)>& on_step = {});
+
+}  // namespace lmwarden::bench

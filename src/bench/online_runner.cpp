@@ -1,0 +1,489 @@
+// All of the online benchmark's I/O: one io_context on the calling thread,
+// Beast coroutines for the session slots, the metrics poller and the control
+// calls. Nothing here decides what a number means; that is summarize()'s.
+#include <fmt/format.h>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <charconv>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "bench/online.h"
+#include "bench/stream_tap.h"
+#include "config/config_loader.h"
+#include "telemetry/counter_delta.h"
+#include "telemetry/vllm_snapshot.h"
+#include "workload/closed_loop.h"
+
+namespace lmwarden::bench {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+using asio::awaitable;
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
+constexpr std::chrono::seconds kControlTimeout{10};
+
+struct Endpoint {
+  std::string host;
+  std::uint16_t port = 80;
+  std::string base_path;
+  std::string url;
+};
+
+Result<Endpoint, std::string> endpoint_of(const std::string& url) {
+  auto b = config::parse_backend_url(url);
+  if (!b) return unexpected(url + ": " + b.error());
+  return Endpoint{b->host, b->port, b->base_path, url};
+}
+
+struct Reply {
+  unsigned status = 0;
+  std::string body;
+};
+
+// One request on a fresh connection (control and metrics calls: a handful a
+// second on loopback, not worth pooling).
+awaitable<Result<Reply, std::string>> fetch(const Endpoint& ep, http::verb verb, std::string target,
+                                            std::string body = {},
+                                            std::optional<std::string> bearer = std::nullopt) {
+  auto ex = co_await asio::this_coro::executor;
+  tcp::resolver resolver(ex);
+  auto [rec, results] = co_await resolver.async_resolve(ep.host, std::to_string(ep.port), kTuple);
+  if (rec) co_return unexpected(fmt::format("{}: {}", ep.url, rec.message()));
+  beast::tcp_stream stream(ex);
+  stream.expires_after(kControlTimeout);
+  auto [cec, _] = co_await stream.async_connect(results, kTuple);
+  if (cec) co_return unexpected(fmt::format("{}: {}", ep.url, cec.message()));
+  http::request<http::string_body> req{verb, ep.base_path + target, 11};
+  req.set(http::field::host, ep.host);
+  req.set(http::field::user_agent, "lmwarden-bench");
+  if (bearer) req.set(http::field::authorization, "Bearer " + *bearer);
+  if (!body.empty()) req.set(http::field::content_type, "application/json");
+  req.body() = std::move(body);
+  req.prepare_payload();
+  stream.expires_after(kControlTimeout);
+  auto [wec, wn] = co_await http::async_write(stream, req, kTuple);
+  if (wec) co_return unexpected(fmt::format("{}{}: {}", ep.url, target, wec.message()));
+  beast::flat_buffer buffer;
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(64 * 1024 * 1024);
+  auto [ec, rn] = co_await http::async_read(stream, buffer, parser, kTuple);
+  if (ec) co_return unexpected(fmt::format("{}{}: {}", ep.url, target, ec.message()));
+  beast::error_code ignored;
+  stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+  co_return Reply{parser.get().result_int(), std::move(parser.get().body())};
+}
+
+double percent_or(const json& j, const char* key) {
+  return j.contains(key) && j[key].is_number() ? j[key].get<double>() : 0.0;
+}
+
+// One step × arm.
+class StepRunner {
+ public:
+  StepRunner(const OnlineOptions& o, const workload::Workload& w, const Endpoint& warden,
+             const std::vector<Endpoint>& backends, int sessions, const std::string& arm,
+             std::uint64_t first_index)
+      : o_(o),
+        warden_(warden),
+        backends_(backends),
+        loop_(w, sessions, arm + "/" + std::to_string(sessions), first_index),
+        slots_(static_cast<std::size_t>(sessions)) {
+    result_.sessions = sessions;
+    result_.arm = arm;
+    result_.duration_s = o.step_seconds;
+    result_.policy = arm == "off" ? "vllm (warden affinity off)" : "warden (affinity on)";
+  }
+
+  std::function<void(const Progress&)> on_progress;
+  Progress progress;
+
+  awaitable<Result<evaluator::StepResult, std::string>> run() {
+    auto ex = co_await asio::this_coro::executor;
+    const bool affinity = result_.arm != "off";
+    if (auto err = co_await switch_arm()) co_return unexpected(*err);
+    std::optional<std::pair<double, double>> counters_before;
+    if (affinity) {
+      auto c = co_await warden_counters();
+      if (!c) co_return unexpected(c.error());
+      counters_before = *c;
+    }
+    // Baseline of every rank's counters: only increases after it count.
+    if (auto err = co_await poll(/*record=*/false)) co_return unexpected(*err);
+
+    start_ = Clock::now();
+    const auto wall = std::chrono::duration<double>(o_.step_seconds / o_.time_scale);
+    deadline_ = start_ + std::chrono::duration_cast<Clock::duration>(wall);
+    for (int s = 0; s < loop_.concurrency(); ++s) {
+      ++running_slots_;
+      asio::co_spawn(ex, run_slot(s), asio::detached);
+    }
+    const auto poll_every = std::chrono::duration_cast<Clock::duration>(
+        std::chrono::duration<double>(std::max(0.02, o_.poll_interval_s / o_.time_scale)));
+    asio::steady_timer timer(ex);
+    auto next_poll = start_ + poll_every;
+    while (Clock::now() < deadline_) {
+      timer.expires_at(std::min(next_poll, deadline_));
+      co_await timer.async_wait(kTuple);
+      if (Clock::now() >= next_poll) {
+        next_poll += poll_every;
+        if (auto err = co_await poll(/*record=*/true)) poll_errors_++;
+        report_progress();
+      }
+    }
+    // Stop: close every connection and wake every pausing slot.
+    stopping_ = true;
+    for (auto& slot : slots_) {
+      if (slot.stream) {
+        beast::error_code ec;
+        slot.stream->socket().cancel(ec);
+        slot.stream->socket().close(ec);
+      }
+      if (slot.timer) slot.timer->cancel();
+    }
+    while (running_slots_ > 0) {
+      timer.expires_after(std::chrono::milliseconds(5));
+      co_await timer.async_wait(kTuple);
+    }
+    if (auto err = co_await poll(/*record=*/false)) co_return unexpected(*err);
+    for (auto& [key, counters] : ranks_) {
+      auto& r = replica(key);
+      r.prefix_cache_queries = counters.totals().prefix_cache_queries;
+      r.prefix_cache_hits = counters.totals().prefix_cache_hits;
+    }
+    if (affinity) {
+      auto after = co_await warden_counters();
+      if (!after) co_return unexpected(after.error());
+      result_.samples.warden_sticky = after->first - counters_before->first;
+      result_.samples.warden_moved = after->second - counters_before->second;
+    }
+    result_.sessions_completed = loop_.sessions_completed();
+    evaluator::summarize(result_);
+    co_return result_;
+  }
+
+  std::uint64_t sessions_started() const { return loop_.sessions_started(); }
+
+ private:
+  struct Slot {
+    beast::tcp_stream* stream = nullptr;  // while a request is open
+    asio::steady_timer* timer = nullptr;  // while pausing
+  };
+
+  double simulated_since(Clock::time_point t) const {
+    return std::chrono::duration<double>(Clock::now() - t).count() * o_.time_scale;
+  }
+
+  awaitable<std::optional<std::string>> switch_arm() {
+    if (!o_.admin_token) co_return std::nullopt;  // single arm as configured
+    json body;
+    if (result_.arm == "off") {
+      body = {{"affinity", false}};
+    } else if (result_.arm == "on") {
+      body = {{"affinity", true}, {"spill_threshold", "auto"}};
+    } else {
+      body = {{"affinity", true}, {"spill_threshold", std::stoi(result_.arm.substr(7))}};
+    }
+    auto r = co_await fetch(warden_, http::verb::patch, "/api/models/" + o_.model, body.dump(),
+                            o_.admin_token);
+    if (!r) co_return r.error();
+    if (r->status != 200)
+      co_return fmt::format("PATCH /api/models/{}: HTTP {}: {}", o_.model, r->status, r->body);
+    co_return std::nullopt;
+  }
+
+  // (sticky, spilled_in + rehomed) summed over the model's replicas.
+  awaitable<Result<std::pair<double, double>, std::string>> warden_counters() {
+    auto r = co_await fetch(warden_, http::verb::get, "/api/models/" + o_.model);
+    if (!r) co_return unexpected(r.error());
+    const json j = json::parse(r->body, nullptr, false);
+    if (r->status != 200 || !j.is_object() || !j.contains("replicas"))
+      co_return unexpected(fmt::format("GET /api/models/{}: HTTP {}", o_.model, r->status));
+    double sticky = 0, moved = 0;
+    for (const auto& rep : j["replicas"]) {
+      sticky += percent_or(rep, "sticky");
+      moved += percent_or(rep, "spilled_in") + percent_or(rep, "rehomed");
+    }
+    co_return std::pair{sticky, moved};
+  }
+
+  evaluator::ReplicaStep& replica(std::pair<int, int> key) {
+    auto [it, added] = replica_index_.emplace(key, result_.samples.replicas.size());
+    if (added) {
+      result_.samples.replicas.push_back({.replica = static_cast<int>(it->second)});
+    }
+    return result_.samples.replicas[it->second];
+  }
+
+  // Scrapes every backend; with `record`, adds a "replicas busy" sample.
+  awaitable<std::optional<std::string>> poll(bool record) {
+    double busy = 0;
+    for (std::size_t b = 0; b < backends_.size(); ++b) {
+      auto r = co_await fetch(backends_[b], http::verb::get, "/metrics");
+      if (!r) co_return r.error();
+      if (r->status != 200)
+        co_return fmt::format("{}/metrics: HTTP {}", backends_[b].url, r->status);
+      const auto snap = telemetry::extract_vllm_snapshot(r->body);
+      for (const auto& rank : snap.ranks) {
+        const std::pair key{static_cast<int>(b), rank.rank};
+        ranks_[key].observe(rank);
+        auto& rep = replica(key);
+        if (record && rank.running.value_or(0) > 0) {
+          busy += 1;
+          rep.busy_polls += 1;
+        }
+      }
+    }
+    if (record) {
+      result_.samples.replicas_busy.push_back(busy);
+      progress.replicas_busy = busy;
+    }
+    co_return std::nullopt;
+  }
+
+  void report_progress() {
+    if (!on_progress) return;
+    progress.elapsed_s = std::min(simulated_since(start_), o_.step_seconds);
+    progress.requests = result_.samples.requests_sent;
+    progress.failed = result_.samples.requests_failed;
+    progress.sessions_completed = loop_.sessions_completed();
+    progress.ttfb_p50_s = evaluator::percentile(result_.samples.ttfb_s, 50);
+    on_progress(progress);
+  }
+
+  awaitable<void> pause(int s, double simulated_seconds) {
+    auto ex = co_await asio::this_coro::executor;
+    asio::steady_timer timer(ex);
+    timer.expires_after(std::chrono::duration_cast<Clock::duration>(
+        std::chrono::duration<double>(simulated_seconds / o_.time_scale)));
+    slots_[static_cast<std::size_t>(s)].timer = &timer;
+    co_await timer.async_wait(kTuple);
+    slots_[static_cast<std::size_t>(s)].timer = nullptr;
+  }
+
+  // One slot of the closed loop: its sessions' turns, one after the other,
+  // on one keep-alive connection.
+  awaitable<void> run_slot(int s) {
+    auto ex = co_await asio::this_coro::executor;
+    tcp::resolver resolver(ex);
+    auto [rec, results] =
+        co_await resolver.async_resolve(warden_.host, std::to_string(warden_.port), kTuple);
+    std::optional<beast::tcp_stream> stream;
+    beast::flat_buffer buffer;
+    while (!rec && !stopping_) {
+      const double wait = loop_.pause_before_next(s);
+      if (wait > 0) co_await pause(s, wait);
+      if (stopping_) break;
+      const workload::Conversation& conv = loop_.conversation(s);
+      const workload::WireRequest wire = workload::build_request(o_.dialect, conv, o_.model);
+      if (!stream) {
+        stream.emplace(ex);
+        slots_[static_cast<std::size_t>(s)].stream = &*stream;
+        stream->expires_after(kControlTimeout);
+        auto [cec, _] = co_await stream->async_connect(results, kTuple);
+        if (cec) {
+          slots_[static_cast<std::size_t>(s)].stream = nullptr;
+          stream.reset();
+          if (stopping_) break;
+          co_await fail(s, /*abandon=*/false);
+          continue;
+        }
+        buffer.clear();
+      }
+      slots_[static_cast<std::size_t>(s)].stream = &*stream;
+      http::request<http::string_body> req{http::verb::post, warden_.base_path + wire.target, 11};
+      req.set(http::field::host, warden_.host);
+      req.set(http::field::content_type, "application/json");
+      req.set(http::field::accept, "text/event-stream");
+      req.set(http::field::user_agent, "lmwarden-bench");
+      for (const auto& [k, v] : wire.headers) req.set(k, v);
+      req.body() = wire.body;
+      req.prepare_payload();
+      const auto sent = Clock::now();
+      ++result_.samples.requests_sent;
+      stream->expires_after(o_.request_timeout);
+      auto [wec, wn] = co_await http::async_write(*stream, req, kTuple);
+      StreamTap tap(o_.dialect);
+      bool ok = !wec;
+      bool keep_alive = false;
+      if (ok) {
+        http::response_parser<http::buffer_body> parser;
+        parser.body_limit(boost::none);
+        auto [hec, hn] = co_await http::async_read_header(*stream, buffer, parser, kTuple);
+        ok = !hec && parser.get().result_int() == 200;
+        char chunk[16 * 1024];
+        while (!hec && !parser.is_done()) {
+          parser.get().body().data = chunk;
+          parser.get().body().size = sizeof chunk;
+          stream->expires_after(o_.request_timeout);
+          auto [rec2, rn] = co_await http::async_read(*stream, buffer, parser, kTuple);
+          if (rec2 && rec2 != http::error::need_buffer) {
+            ok = false;
+            break;
+          }
+          const std::size_t got = sizeof chunk - parser.get().body().size;
+          if (ok && tap.feed({chunk, got}) && !stopping_) {
+            result_.samples.ttfb_s.push_back(
+                std::chrono::duration<double>(Clock::now() - sent).count() * o_.time_scale);
+          }
+        }
+        keep_alive = ok && parser.is_done() && parser.get().keep_alive();
+      }
+      slots_[static_cast<std::size_t>(s)].stream = nullptr;
+      if (!stopping_) result_.output_tokens += static_cast<double>(tap.output_tokens());
+      if (!keep_alive) stream.reset();
+      if (stopping_) break;
+      if (!ok || tap.error() || !tap.first_token_seen()) {
+        co_await fail(s, /*abandon=*/true);
+        continue;
+      }
+      result_.samples.turn_s.push_back(std::chrono::duration<double>(Clock::now() - sent).count() *
+                                       o_.time_scale);
+      result_.samples.output_tokens.push_back(static_cast<double>(tap.output_tokens()));
+      if (loop_.complete_turn(s, tap.text())) {
+        result_.samples.session_end_s.push_back(simulated_since(start_));
+      }
+    }
+    --running_slots_;
+  }
+
+  // A request failed: count it, drop the session if it was mid-way (its
+  // history would now be wrong), and back off a little before the next try.
+  awaitable<void> fail(int s, bool abandon) {
+    ++result_.samples.requests_failed;
+    if (abandon) loop_.abandon(s);
+    co_await pause(s, 0.2 * o_.time_scale);
+  }
+
+  const OnlineOptions& o_;
+  const Endpoint& warden_;
+  const std::vector<Endpoint>& backends_;
+  workload::ClosedLoop loop_;
+  std::vector<Slot> slots_;
+  std::map<std::pair<int, int>, telemetry::RankCounters> ranks_;  // (backend, rank)
+  std::map<std::pair<int, int>, std::size_t> replica_index_;
+  evaluator::StepResult result_;
+  Clock::time_point start_;
+  Clock::time_point deadline_;
+  bool stopping_ = false;
+  int running_slots_ = 0;
+  int poll_errors_ = 0;
+};
+
+awaitable<Result<OnlineRun, std::string>> run_steps(
+    const OnlineOptions& o, const std::function<void(const Progress&)>& on_progress,
+    const std::function<void(const evaluator::StepResult&)>& on_step) {
+  auto warden = endpoint_of(o.target);
+  if (!warden) co_return unexpected(warden.error());
+  std::vector<Endpoint> backends;
+  std::vector<std::string> urls = o.backend_metrics;
+  if (urls.empty()) {
+    auto r = co_await fetch(*warden, http::verb::get, "/api/models/" + o.model);
+    if (!r) co_return unexpected("cannot reach the warden: " + r.error());
+    const json j = json::parse(r->body, nullptr, false);
+    if (r->status != 200 || !j.is_object())
+      co_return unexpected(fmt::format("GET {}/api/models/{}: HTTP {} (is --model right?)",
+                                       o.target, o.model, r->status));
+    if (j.contains("backends")) {
+      for (const auto& b : j["backends"])
+        if (b.contains("url") && b["url"].is_string()) urls.push_back(b["url"].get<std::string>());
+    }
+    if (urls.empty()) co_return unexpected("the warden lists no backends; pass --backend-metrics");
+  }
+  for (const auto& u : urls) {
+    auto ep = endpoint_of(u);
+    if (!ep) co_return unexpected(ep.error());
+    backends.push_back(*ep);
+  }
+  const workload::Workload workload(o.workload);
+  OnlineRun run;
+  run.backends = urls;
+  const int total = static_cast<int>(o.steps.size() * o.arms.size());
+  int index = 0;
+  for (int sessions : o.steps) {
+    for (const auto& arm : o.arms) {
+      // Every arm of a step opens the same session indexes (the salt keeps
+      // their caches apart), and steps never reuse one.
+      StepRunner step(
+          o, workload, *warden, backends, sessions, arm,
+          static_cast<std::uint64_t>(index / static_cast<int>(o.arms.size())) * 1'000'000);
+      step.on_progress = on_progress;
+      step.progress = {.index = index,
+                       .total = total,
+                       .sessions = sessions,
+                       .arm = arm,
+                       .duration_s = o.step_seconds};
+      auto r = co_await step.run();
+      if (!r)
+        co_return unexpected(fmt::format("step {} sessions, arm {}: {}", sessions, arm, r.error()));
+      run.replicas = std::max(run.replicas, static_cast<int>(r->samples.replicas.size()));
+      if (on_step) on_step(*r);
+      run.steps.push_back(std::move(r).value());
+      ++index;
+    }
+  }
+  co_return run;
+}
+
+// co_spawn's completion wants a default-constructible result; Result is not.
+awaitable<void> run_all(const OnlineOptions& o,
+                        const std::function<void(const Progress&)>& on_progress,
+                        const std::function<void(const evaluator::StepResult&)>& on_step,
+                        std::optional<Result<OnlineRun, std::string>>& out) {
+  out.emplace(co_await run_steps(o, on_progress, on_step));
+}
+
+}  // namespace
+
+std::optional<std::string> validate_online_arm(const std::string& arm) {
+  if (arm == "off" || arm == "on") return std::nullopt;
+  if (arm.starts_with("warden:")) {
+    int n = 0;
+    const char* first = arm.data() + 7;
+    const char* last = arm.data() + arm.size();
+    const auto [end, ec] = std::from_chars(first, last, n);
+    if (ec == std::errc{} && end == last && n >= 1) return std::nullopt;
+  }
+  return "arm '" + arm + "': online arms are off, on and warden:N (N >= 1)";
+}
+
+Result<OnlineRun, std::string> run_online(
+    const OnlineOptions& options, const std::function<void(const Progress&)>& on_progress,
+    const std::function<void(const evaluator::StepResult&)>& on_step) {
+  for (const auto& arm : options.arms) {
+    if (auto e = validate_online_arm(arm)) return unexpected(*e);
+  }
+  if (auto e = options.workload.validate()) return unexpected(*e);
+  if (!(options.time_scale > 0)) return unexpected(std::string("time scale must be > 0"));
+  if (!(options.step_seconds > 0)) return unexpected(std::string("step seconds must be > 0"));
+  asio::io_context io{1};
+  std::optional<Result<OnlineRun, std::string>> out;
+  asio::co_spawn(io, run_all(options, on_progress, on_step, out), [&](std::exception_ptr e) {
+    if (!e) return;
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& ex) {
+      out.emplace(unexpected(std::string("benchmark aborted: ") + ex.what()));
+    }
+  });
+  io.run();
+  if (!out) return unexpected(std::string("benchmark ended without a result"));
+  return std::move(*out);
+}
+
+}  // namespace lmwarden::bench

@@ -1,0 +1,264 @@
+// The benchmark end to end: a real warden (`lmwarden serve`) in front of a
+// time-scaled simulator (`lmwarden sim`), both child processes, driven by the
+// online runner for a few simulated steps; and the command's offline mode.
+// Assertions are on the report's contents, never on wall-clock times.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench/online.h"
+#include "bench/report.h"
+
+namespace lmwarden::bench {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A child `lmwarden …` whose stdout announces its URL; SIGTERM, then SIGKILL,
+// on destruction.
+class Child {
+ public:
+  Child(std::vector<std::string> args, std::string_view url_prefix) {
+    int out[2];
+    if (::pipe(out) != 0) throw std::runtime_error("pipe failed");
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(out[1], STDOUT_FILENO);
+      ::close(out[0]);
+      ::close(out[1]);
+      std::vector<char*> argv;
+      static std::string binary = LMWARDEN_BINARY;
+      argv.push_back(binary.data());
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(binary.c_str(), argv.data());
+      std::_Exit(127);
+    }
+    ::close(out[1]);
+    fd_ = out[0];
+    url_ = read_url(url_prefix);
+  }
+  ~Child() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGTERM);
+    for (int i = 0; i < 500; ++i) {
+      if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
+        ::close(fd_);
+        return;
+      }
+      ::usleep(10'000);
+    }
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    ::close(fd_);
+  }
+  const std::string& url() const { return url_; }
+
+ private:
+  std::string read_url(std::string_view prefix) {
+    std::string text;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (std::chrono::steady_clock::now() < deadline) {
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 100) <= 0) continue;
+      char buf[512];
+      const ssize_t n = ::read(fd_, buf, sizeof buf);
+      if (n <= 0) break;
+      text.append(buf, static_cast<std::size_t>(n));
+      const std::size_t at = text.find(prefix);
+      if (at == std::string::npos) continue;
+      const std::size_t nl = text.find('\n', at);
+      if (nl != std::string::npos) return text.substr(at + prefix.size(), nl - at - prefix.size());
+    }
+    throw std::runtime_error("child did not print its address; output: " + text);
+  }
+
+  pid_t pid_ = -1;
+  int fd_ = -1;
+  std::string url_;
+};
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+fs::path temp_dir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / (name + "-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+constexpr double kTimeScale = 20;
+
+// Small sessions keep the simulator ahead of the clock under sanitizers.
+workload::WorkloadConfig small_workload() {
+  return {.seed = 3,
+          .system_prompt_tokens = 600,
+          .first_user_tokens = 900,
+          .followup_turns = 2,
+          .followup_tokens = 100,
+          .max_output_tokens = 24,
+          .tool_seconds = 0.5};
+}
+
+TEST(BenchOnline, WardenAndTimeScaledSimulatorProduceACompleteReport) {
+  const fs::path dir = temp_dir("lmwarden-bench");
+  Child sim(
+      {"sim", "--listen", "127.0.0.1:0", "--dp", "2", "--time-scale", std::to_string(kTimeScale)},
+      "listening on ");
+  ::setenv("LMWARDEN_BENCH_TEST_TOKEN", "bench-secret", 1);
+  const fs::path config = dir / "warden.yaml";
+  std::ofstream(config) << "listen: 127.0.0.1:0\n"
+                        << "admin_token_env: LMWARDEN_BENCH_TEST_TOKEN\n"
+                        << "scrape_interval: 100ms\n"
+                        << "models:\n  - name: qwen3\n    backends:\n      - url: " << sim.url()
+                        << "\n        data_parallel_size: 2\n";
+  Child warden({"serve", "-c", config.string(), "--log-level", "warn"}, "listening on ");
+
+  OnlineOptions o;
+  o.target = warden.url();
+  o.model = "qwen3";
+  o.workload = small_workload();
+  o.steps = {2, 3};
+  o.step_seconds = 40;  // 2 s of wall time per step and arm
+  o.arms = {"off", "on"};
+  o.time_scale = kTimeScale;
+  o.admin_token = "bench-secret";
+  int progress_calls = 0;
+  auto run = run_online(o, [&](const Progress&) { ++progress_calls; });
+  ASSERT_TRUE(run) << run.error();
+  EXPECT_GT(progress_calls, 0);
+  ASSERT_EQ(run->steps.size(), 4u);
+  EXPECT_EQ(run->replicas, 2);
+  for (const auto& s : run->steps) {
+    SCOPED_TRACE(std::to_string(s.sessions) + " " + s.arm);
+    EXPECT_GT(s.samples.requests_sent, 0u);
+    EXPECT_EQ(s.samples.requests_failed, 0u);
+    EXPECT_FALSE(s.samples.ttfb_s.empty());
+    EXPECT_TRUE(s.ttfb_p50_s && s.ttfb_p95_s);
+    EXPECT_GT(s.output_tokens, 0);
+    EXPECT_FALSE(s.samples.replicas_busy.empty());
+    ASSERT_TRUE(s.prefix_hit_pct);  // the engines' own counters moved
+    EXPECT_GT(*s.prefix_hit_pct, 0.0);
+    if (s.arm == "on") {
+      ASSERT_TRUE(s.stayed_pct);  // read from the warden's counters
+      EXPECT_GT(*s.stayed_pct, 90.0);
+    } else {
+      EXPECT_FALSE(s.stayed_pct);  // vLLM chose the rank: unknown
+    }
+  }
+
+  RunInfo info{.mode = "online",
+               .workload = o.workload,
+               .dialect = "openai",
+               .target = o.target,
+               .model = o.model,
+               .backend_metrics = run->backends,
+               .replicas = run->replicas,
+               .steps = o.steps,
+               .arms = o.arms,
+               .step_seconds = o.step_seconds,
+               .time_scale = kTimeScale};
+  ASSERT_FALSE(write_report(dir.string(), info, run->steps));
+  const std::string table = read_file(dir / "report.md");
+  EXPECT_NE(table.find("| sessions | sessions/h"), std::string::npos);
+  EXPECT_NE(table.find("\n| 2 | "), std::string::npos);
+  EXPECT_NE(table.find("\n| 3 | "), std::string::npos);
+  EXPECT_NE(table.find(" → "), std::string::npos);
+  const auto json = nlohmann::json::parse(read_file(dir / "results.json"));
+  EXPECT_EQ(json["workload"]["seed"], 3);
+  EXPECT_EQ(json["workload"]["time_scale"], kTimeScale);
+  ASSERT_EQ(json["steps"].size(), 4u);
+  for (const auto& s : json["steps"]) {
+    for (const char* key :
+         {"sessions", "arm", "duration_s", "sessions_per_hour", "output_tokens_per_min",
+          "ttfb_p50_s", "ttfb_p95_s", "replicas_busy", "prefix_hit_pct", "stayed_pct"}) {
+      EXPECT_TRUE(s.contains(key)) << key;
+    }
+    EXPECT_FALSE(s["samples"]["ttfb_s"].empty());
+  }
+  const std::string html = read_file(dir / "report.html");
+  EXPECT_NE(html.find("uPlot"), std::string::npos);  // the embedded chart library
+  EXPECT_NE(html.find("const REPORT = {"), std::string::npos);
+  EXPECT_EQ(html.find("<script src="), std::string::npos);  // self-contained
+  fs::remove_all(dir);
+}
+
+TEST(BenchOnline, AnthropicDialectThroughTheWarden) {
+  Child sim(
+      {"sim", "--listen", "127.0.0.1:0", "--dp", "2", "--time-scale", std::to_string(kTimeScale)},
+      "listening on ");
+  const fs::path dir = temp_dir("lmwarden-bench-anthropic");
+  const fs::path config = dir / "warden.yaml";
+  std::ofstream(config)
+      << "listen: 127.0.0.1:0\nmodels:\n  - name: qwen3\n    backends:\n      - url: " << sim.url()
+      << "\n        data_parallel_size: 2\n";
+  Child warden({"serve", "-c", config.string(), "--log-level", "warn"}, "listening on ");
+  OnlineOptions o;
+  o.target = warden.url();
+  o.model = "qwen3";
+  o.workload = small_workload();
+  o.dialect = workload::Dialect::kAnthropic;
+  o.steps = {2};
+  o.step_seconds = 30;
+  o.arms = {"on"};  // no admin token: the warden runs as configured
+  o.time_scale = kTimeScale;
+  auto run = run_online(o);
+  ASSERT_TRUE(run) << run.error();
+  ASSERT_EQ(run->steps.size(), 1u);
+  const auto& s = run->steps[0];
+  EXPECT_EQ(s.samples.requests_failed, 0u);
+  EXPECT_FALSE(s.samples.ttfb_s.empty());
+  EXPECT_GT(s.output_tokens, 0);
+  ASSERT_TRUE(s.stayed_pct);
+  EXPECT_GT(*s.stayed_pct, 90.0);
+  fs::remove_all(dir);
+}
+
+TEST(BenchOnline, UnreachableWardenIsAnErrorNotAHang) {
+  OnlineOptions o;
+  o.target = "http://127.0.0.1:1";
+  o.model = "qwen3";
+  o.steps = {1};
+  o.step_seconds = 1;
+  auto run = run_online(o);
+  ASSERT_FALSE(run);
+  EXPECT_NE(run.error().find("cannot reach the warden"), std::string::npos);
+  o.arms = {"sideways"};
+  EXPECT_FALSE(run_online(o));
+}
+
+TEST(BenchCommand, OfflinePrintsTheTableAndWritesTheReport) {
+  const fs::path dir = temp_dir("lmwarden-bench-offline");
+  const std::string cmd = std::string(LMWARDEN_BINARY) +
+                          " bench --offline -q --sessions 2,4 --step-seconds 30 --out " +
+                          dir.string() + " > " + (dir / "stdout.txt").string();
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  const std::string out = read_file(dir / "stdout.txt");
+  EXPECT_NE(out.find("| sessions | sessions/h"), std::string::npos);
+  EXPECT_NE(out.find("Each cell: off → on."), std::string::npos);
+  const auto json = nlohmann::json::parse(read_file(dir / "results.json"));
+  ASSERT_EQ(json["steps"].size(), 4u);
+  EXPECT_EQ(json["steps"][0]["arm"], "off");
+  EXPECT_EQ(json["steps"][1]["policy"], "warden(spill=8)");
+  EXPECT_TRUE(fs::exists(dir / "report.html"));
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace lmwarden::bench
