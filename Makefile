@@ -1,7 +1,7 @@
 # LM Warden — the two commands an operator needs:
 #   make demo   set everything up and run the warden on a simulated vLLM fleet
 #   make test   set everything up, build with sanitizers and run every test
-.PHONY: all bootstrap build build-dev test test-tsan demo clean format
+.PHONY: all bootstrap build build-dev test test-tsan fuzz fuzz-smoke demo clean format
 
 JOBS ?= 2
 export CCACHE_DIR ?= $(HOME)/.cache/ccache
@@ -21,14 +21,22 @@ build-dev: bootstrap
 	@cmake --preset dev >/dev/null
 	@cmake --build --preset dev -j $(JOBS)
 
-# Unit and integration suites under ASan + UBSan.
+# Unit and integration suites under ASan + UBSan, then the fuzz smoke run.
 test: build-dev
 	@ctest --preset dev -j $(JOBS)
+	@bash scripts/fuzz.sh 10
 
 test-tsan: bootstrap
 	@cmake --preset tsan >/dev/null
 	@cmake --build --preset tsan -j $(JOBS)
 	@ctest --preset tsan -L integration -j $(JOBS)
+
+# libFuzzer targets of fuzz/ (clang, build/fuzz): 300 s each, or 10 s each.
+fuzz: bootstrap
+	@bash scripts/fuzz.sh 300
+
+fuzz-smoke: bootstrap
+	@bash scripts/fuzz.sh 10
 
 demo: build
 	@bash scripts/demo.sh

@@ -14,6 +14,7 @@ packages=(
   libcli11-dev                # command line
   libgtest-dev libgmock-dev   # unit and integration tests
   libbenchmark-dev            # micro-benchmarks
+  clang libclang-rt-14-dev    # fuzz targets: clang and the libFuzzer runtime
   curl                        # used by the demo and by integration scripts
   chromium                    # headless browser for the dashboard's browser tests
 )
