@@ -9,6 +9,7 @@
 #include "proxy/relay.h"
 #include "proxy/request_accounting.h"
 #include "telemetry/stream_usage_injection.h"
+#include "ui/ui_assets.h"
 
 namespace lmwarden::proxy {
 
@@ -63,6 +64,21 @@ std::string query_param(std::string_view target, std::string_view name) {
     rest = rest.substr(amp + 1);
   }
   return {};
+}
+
+// A dashboard file, revalidated by ETag on every load.
+net::Response ui_response(const ui::Asset& asset, std::string_view if_none_match) {
+  const bool fresh = ui::etag_matches(if_none_match, asset.etag);
+  net::Response res{fresh ? http::status::not_modified : http::status::ok, 11};
+  res.set(http::field::etag, asset.etag);
+  res.set(http::field::cache_control, ui::kCacheControl);
+  res.set("Content-Security-Policy", ui::kContentSecurityPolicy);
+  res.set("X-Content-Type-Options", "nosniff");
+  if (!fresh) {
+    res.set(http::field::content_type, asset.content_type);
+    res.body() = std::string(asset.body);
+  }
+  return res;
 }
 
 }  // namespace
@@ -140,13 +156,16 @@ net::asio::awaitable<void> Warden::handle(net::Exchange& exchange) {
     co_await forward(exchange, dialect_of(target));
     co_return;
   }
-  if (path == "/" && (method == http::verb::get || method == http::verb::head)) {
+  if (path == "/" && method == http::verb::head) {
     // Clients (Claude Code among them) probe the root: answer at once.
-    net::Response res{http::status::ok, 11};
-    res.set(http::field::content_type, "text/plain; charset=utf-8");
-    if (method == http::verb::get) res.body() = "LM Warden is running. API: /v1, JSON: /api/models\n";
-    co_await exchange.respond(std::move(res));
+    co_await exchange.respond(net::Response{http::status::ok, 11});
     co_return;
+  }
+  if (method == http::verb::get) {
+    if (auto asset = ui::asset_for_request_path(path)) {
+      co_await exchange.respond(ui_response(*asset, request[http::field::if_none_match]));
+      co_return;
+    }
   }
   if (path == "/health" && method == http::verb::get) {
     co_await exchange.respond(json_response(http::status::ok, R"({"status":"ok"})"));

@@ -6,26 +6,17 @@ import assert from 'node:assert/strict';
 import {
   ADMIN_TOKEN, startFleet, driveTraffic, launchBrowser, withPage, eventually, getJson,
 } from './harness.mjs';
-import { startDevServer } from '../../ui/dev_server.mjs';
 
 const MODEL = 'M';
 let fleet;
 let browser;
-let ui;          // where the pages are loaded from: the warden itself
-let devServer;   // only while the warden does not serve the UI yet
+let ui;  // where the pages are loaded from: the warden itself
 
 before(async () => {
   fleet = await startFleet({ model: MODEL, dp: 4 });
-  const probe = await fetch(`${fleet.base}/ui/app.js`).catch(() => null);
-  if (probe?.ok) {
-    ui = fleet.base;
-  } else {
-    // Transitional: the warden does not route /ui/ yet; serve the same files
-    // from ui/web and pass /api through to the warden.
-    console.log('# the warden does not serve /ui/ yet: loading the pages from ui/dev_server.mjs');
-    devServer = await startDevServer({ warden: fleet.base });
-    ui = devServer.url;
-  }
+  ui = fleet.base;
+  const probe = await fetch(`${fleet.base}/ui/app.js`);
+  assert.equal(probe.status, 200, 'the warden serves the dashboard assets');
   await driveTraffic(fleet.base, MODEL, { sessions: 4, turns: 3 });
   await eventually(async () => (await getJson(`${fleet.base}/api/models/${MODEL}`)).in_flight === 0,
     { what: 'the traffic to finish' });
@@ -38,7 +29,6 @@ before(async () => {
 
 after(async () => {
   await browser?.close();
-  await devServer?.close();
   await fleet?.stop();
 });
 
