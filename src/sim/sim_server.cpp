@@ -97,7 +97,9 @@ net::Response json_response(http::status status, std::string body) {
 }
 
 // A request waiting for its tokens. The rank coroutine appends and wakes it by
-// cancelling `signal` (a timer that never expires on its own).
+// expiring `signal`; the request re-arms it (expiry at infinity) before it
+// looks at `pending`. An expired timer also completes waits that start later,
+// so a wake-up that comes before the wait is registered is not lost.
 struct Sink {
   explicit Sink(asio::any_io_executor ex) : signal(ex, Clock::time_point::max()) {}
   std::vector<engine::TokenOutput> pending;
@@ -134,6 +136,10 @@ class Core : public std::enable_shared_from_this<Core> {
 
   const SimOptions& options() const { return options_; }
 
+  // After the I/O thread has stopped: drops the objects bound to the
+  // io_context, which dies before this Core (coroutine frames own it).
+  void release_io_objects() { wake_.clear(); }
+
  private:
   engine::Seconds virtual_now() const {
     return std::chrono::duration<double>(Clock::now() - start_).count() * options_.time_scale;
@@ -151,8 +157,8 @@ class Core : public std::enable_shared_from_this<Core> {
     for (;;) {
       if (!engine.has_unfinished_requests()) {
         auto& wake = *self->wake_[static_cast<std::size_t>(rank)];
-        wake.expires_at(Clock::time_point::max());
         co_await wake.async_wait(kAsTuple);
+        wake.expires_at(Clock::time_point::max());
         continue;
       }
       // Never step into the past: if the thread fell behind, virtual time
@@ -177,7 +183,7 @@ class Core : public std::enable_shared_from_this<Core> {
       auto it = sinks_.find(out.id);
       if (it == sinks_.end()) continue;  // its client left during the step
       it->second->pending.push_back(out);
-      it->second->signal.cancel();
+      it->second->signal.expires_at(Clock::time_point::min());
     }
   }
 
@@ -317,7 +323,7 @@ class Core : public std::enable_shared_from_this<Core> {
     const std::int32_t rank = placement.rank;
     Sink sink(ex.stream().get_executor());
     sinks_.emplace(id, &sink);
-    wake_[static_cast<std::size_t>(rank)]->cancel();
+    wake_[static_cast<std::size_t>(rank)]->expires_at(Clock::time_point::min());
     // Whatever ends this coroutine — completion, a failed write, a client that
     // left — the request leaves the engine and its blocks are freed.
     struct Release {
@@ -342,6 +348,7 @@ class Core : public std::enable_shared_from_this<Core> {
     std::string chunk;
     for (;;) {
       chunk.clear();
+      sink.signal.expires_at(Clock::time_point::max());
       for (const engine::TokenOutput& out : sink.pending) {
         const std::string_view piece =
             engine::output_piece_of(out.token).value_or(std::string_view{});
@@ -372,8 +379,8 @@ class Core : public std::enable_shared_from_this<Core> {
 };
 
 struct SimServer::Impl {
-  explicit Impl(SimOptions options) : io(1) {
-    core = std::make_shared<Core>(io.at(0), std::move(options));
+  explicit Impl(SimOptions options) : io(std::make_unique<net::IoThreads>(1)) {
+    core = std::make_shared<Core>(io->at(0), std::move(options));
     net::ServerOptions server_options;
     server_options.server_name = "lmwarden-sim";
     server_options.max_body_bytes = core->options().max_body_bytes;
@@ -383,15 +390,29 @@ struct SimServer::Impl {
       return json_response(status, error_body(api, static_cast<int>(status), message));
     };
     http = std::make_unique<net::HttpServer>(
-        io, std::move(server_options),
+        *io, std::move(server_options),
         [c = core](net::Exchange& ex) { return Core::handle(c, ex); });
   }
 
-  // Destroyed in reverse: the I/O contexts (and with them every coroutine
-  // frame) go first, while the HTTP server and the core they use still exist.
+  ~Impl() {
+    stop();
+    core->release_io_objects();
+    // Members go in reverse: the signal set and the HTTP server (its acceptor)
+    // while their io_context still exists, then the io_context, whose
+    // destruction ends the suspended coroutines and with them the Core.
+  }
+
+  void stop() {
+    if (stopped) return;
+    stopped = true;
+    http->stop_accepting();
+    io->stop();
+    io->join();
+  }
+
+  std::unique_ptr<net::IoThreads> io;
   std::shared_ptr<Core> core;
   std::unique_ptr<net::HttpServer> http;
-  net::IoThreads io;
   std::unique_ptr<asio::signal_set> signals;
   std::promise<void> signalled;
   bool started = false;
@@ -422,12 +443,12 @@ void SimServer::start() {
   if (impl_->started) return;
   impl_->started = true;
   // Installed before anyone can read our address, so an early SIGTERM is ours.
-  impl_->signals = std::make_unique<asio::signal_set>(impl_->io.at(0), SIGINT, SIGTERM);
+  impl_->signals = std::make_unique<asio::signal_set>(impl_->io->at(0), SIGINT, SIGTERM);
   impl_->signals->async_wait([impl = impl_.get()](const boost::system::error_code& ec, int) {
     if (!ec) impl->signalled.set_value();
   });
   impl_->core->start();
-  impl_->io.start();
+  impl_->io->start();
 }
 
 void SimServer::wait_for_shutdown_signal() {
@@ -435,11 +456,7 @@ void SimServer::wait_for_shutdown_signal() {
 }
 
 void SimServer::stop() {
-  if (impl_->stopped) return;
-  impl_->stopped = true;
-  impl_->http->stop_accepting();
-  impl_->io.stop();
-  impl_->io.join();
+  impl_->stop();
 }
 
 }  // namespace lmwarden::sim

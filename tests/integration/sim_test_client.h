@@ -1,0 +1,268 @@
+// Test helpers for the simulator's integration tests: run `lmwarden sim` as a
+// child process, and a tiny blocking HTTP/1.1 client with timeouts (enough
+// for tests; one request per connection, chunked bodies decoded).
+#pragma once
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace lmwarden::testing {
+
+struct HttpResponse {
+  int status = 0;
+  std::map<std::string, std::string> headers;  // names lower-cased
+  std::string body;                            // de-chunked
+};
+
+struct SseEvent {
+  std::string event;  // empty when the event had no `event:` line
+  std::string data;
+};
+
+// Splits an SSE body into events, checking the framing strictly: each event
+// is lines "field: value" ended by an empty line.
+inline std::vector<SseEvent> parse_sse(std::string_view body) {
+  std::vector<SseEvent> out;
+  std::size_t pos = 0;
+  while (pos < body.size()) {
+    const std::size_t end = body.find("\n\n", pos);
+    if (end == std::string_view::npos) throw std::runtime_error("SSE event without blank line");
+    SseEvent ev;
+    std::string_view block = body.substr(pos, end - pos);
+    while (!block.empty()) {
+      const std::size_t nl = block.find('\n');
+      const std::string_view line = block.substr(0, nl);
+      if (line.starts_with("event: "))
+        ev.event = std::string(line.substr(7));
+      else if (line.starts_with("data: "))
+        ev.data = std::string(line.substr(6));
+      else
+        throw std::runtime_error("unexpected SSE line: " + std::string(line));
+      block = nl == std::string_view::npos ? std::string_view{} : block.substr(nl + 1);
+    }
+    out.push_back(std::move(ev));
+    pos = end + 2;
+  }
+  return out;
+}
+
+class Connection {
+ public:
+  explicit Connection(std::uint16_t port, int timeout_ms = 20'000) : timeout_ms_(timeout_ms) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      ::close(fd_);
+      throw std::runtime_error("connect failed");
+    }
+  }
+  ~Connection() { close(); }
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  void close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+  void send_request(std::string_view method, std::string_view target, std::string_view body = {},
+                    const std::vector<std::pair<std::string, std::string>>& headers = {}) {
+    std::string req = std::string(method) + " " + std::string(target) + " HTTP/1.1\r\n";
+    req += "Host: 127.0.0.1\r\nConnection: close\r\n";
+    for (const auto& [k, v] : headers) req += k + ": " + v + "\r\n";
+    if (!body.empty() || method == "POST") {
+      req += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+             "\r\n";
+    }
+    req += "\r\n";
+    req += body;
+    std::size_t sent = 0;
+    while (sent < req.size()) {
+      const ssize_t n = ::send(fd_, req.data() + sent, req.size() - sent, MSG_NOSIGNAL);
+      if (n <= 0) throw std::runtime_error("send failed");
+      sent += static_cast<std::size_t>(n);
+    }
+  }
+
+  // Reads until `pred(raw bytes so far)` holds or the peer closes. False on
+  // timeout.
+  template <typename Pred>
+  bool read_until(Pred pred) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms_);
+    char buf[16384];
+    while (!pred(raw_)) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) return false;
+      const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n <= 0) {
+        closed_ = true;
+        return pred(raw_);
+      }
+      raw_.append(buf, static_cast<std::size_t>(n));
+    }
+    return true;
+  }
+
+  HttpResponse read_response() {
+    if (!read_until([this](const std::string&) { return closed_; })) {
+      throw std::runtime_error("response timed out; got: " + raw_.substr(0, 300));
+    }
+    return parse(raw_);
+  }
+
+  const std::string& raw() const { return raw_; }
+
+  static HttpResponse parse(const std::string& raw) {
+    HttpResponse res;
+    const std::size_t head_end = raw.find("\r\n\r\n");
+    if (head_end == std::string::npos)
+      throw std::runtime_error("no header in: " + raw.substr(0, 200));
+    std::string_view head(raw.data(), head_end);
+    res.status = std::stoi(std::string(head.substr(9, 3)));
+    std::size_t pos = head.find("\r\n") + 2;
+    while (pos < head.size()) {
+      std::size_t e = head.find("\r\n", pos);
+      if (e == std::string_view::npos) e = head.size();
+      const std::string_view line = head.substr(pos, e - pos);
+      const std::size_t colon = line.find(':');
+      std::string name(line.substr(0, colon));
+      for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      std::string_view value = line.substr(colon + 1);
+      while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
+      res.headers[name] = std::string(value);
+      pos = e + 2;
+    }
+    std::string_view body(raw.data() + head_end + 4, raw.size() - head_end - 4);
+    if (res.headers["transfer-encoding"] == "chunked") {
+      while (!body.empty()) {
+        const std::size_t nl = body.find("\r\n");
+        const std::size_t len = std::stoul(std::string(body.substr(0, nl)), nullptr, 16);
+        if (len == 0) break;
+        res.body.append(body.substr(nl + 2, len));
+        body.remove_prefix(nl + 2 + len + 2);
+      }
+    } else {
+      res.body = std::string(body);
+    }
+    return res;
+  }
+
+ private:
+  int fd_ = -1;
+  int timeout_ms_;
+  bool closed_ = false;
+  std::string raw_;
+};
+
+inline HttpResponse http_request(
+    std::uint16_t port, std::string_view method, std::string_view target,
+    std::string_view body = {},
+    const std::vector<std::pair<std::string, std::string>>& headers = {}) {
+  Connection c(port);
+  c.send_request(method, target, body, headers);
+  return c.read_response();
+}
+
+// `lmwarden sim ...` as a child process; killed (SIGTERM, then SIGKILL) on
+// destruction.
+class SimProcess {
+ public:
+  explicit SimProcess(std::vector<std::string> args) {
+    int out[2];
+    if (::pipe(out) != 0) throw std::runtime_error("pipe failed");
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      // Dies with the test process, even when a timeout kills it.
+      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+      ::dup2(out[1], STDOUT_FILENO);
+      ::close(out[0]);
+      ::close(out[1]);
+      std::vector<char*> argv;
+      static std::string binary = LMWARDEN_BINARY;
+      argv.push_back(binary.data());
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(binary.c_str(), argv.data());
+      std::_Exit(127);
+    }
+    ::close(out[1]);
+    stdout_fd_ = out[0];
+    port_ = read_port();
+  }
+  ~SimProcess() { terminate(); }
+
+  std::uint16_t port() const { return port_; }
+
+  // Sends SIGTERM and returns the exit status (waits up to 10 s).
+  int terminate() {
+    if (pid_ <= 0) return exit_status_;
+    ::kill(pid_, SIGTERM);
+    for (int i = 0; i < 1000; ++i) {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        exit_status_ = status;
+        ::close(stdout_fd_);
+        return status;
+      }
+      ::usleep(10'000);
+    }
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, &exit_status_, 0);
+    pid_ = -1;
+    ::close(stdout_fd_);
+    return exit_status_;
+  }
+
+ private:
+  std::uint16_t read_port() {
+    std::string text;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    constexpr std::string_view kPrefix = "listening on http://127.0.0.1:";
+    while (std::chrono::steady_clock::now() < deadline) {
+      pollfd p{stdout_fd_, POLLIN, 0};
+      if (::poll(&p, 1, 100) <= 0) continue;
+      char buf[512];
+      const ssize_t n = ::read(stdout_fd_, buf, sizeof buf);
+      if (n <= 0) break;
+      text.append(buf, static_cast<std::size_t>(n));
+      const std::size_t at = text.find(kPrefix);
+      if (at != std::string::npos) {
+        const std::size_t nl = text.find('\n', at);
+        if (nl != std::string::npos) {
+          return static_cast<std::uint16_t>(std::stoi(text.substr(at + kPrefix.size())));
+        }
+      }
+    }
+    throw std::runtime_error("lmwarden sim did not print its address; output: " + text);
+  }
+
+  pid_t pid_ = -1;
+  int stdout_fd_ = -1;
+  std::uint16_t port_ = 0;
+  int exit_status_ = 0;
+};
+
+}  // namespace lmwarden::testing
