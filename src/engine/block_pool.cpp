@@ -63,18 +63,24 @@ void BlockPool::push_tail(BlockId b) noexcept {
   Block& blk = blocks_[b];
   blk.prev = tail_;
   blk.next = -1;
-  if (tail_ != -1) blocks_[tail_].next = b;
-  else head_ = b;
+  if (tail_ != -1)
+    blocks_[tail_].next = b;
+  else
+    head_ = b;
   tail_ = b;
   ++num_free_;
 }
 
 void BlockPool::unlink(BlockId b) noexcept {
   Block& blk = blocks_[b];
-  if (blk.prev != -1) blocks_[blk.prev].next = blk.next;
-  else head_ = blk.next;
-  if (blk.next != -1) blocks_[blk.next].prev = blk.prev;
-  else tail_ = blk.prev;
+  if (blk.prev != -1)
+    blocks_[blk.prev].next = blk.next;
+  else
+    head_ = blk.next;
+  if (blk.next != -1)
+    blocks_[blk.next].prev = blk.prev;
+  else
+    tail_ = blk.prev;
   blk.prev = blk.next = -1;
   --num_free_;
 }

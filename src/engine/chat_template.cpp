@@ -57,8 +57,10 @@ std::string render_chat(const ChatPrompt& prompt) {
     if (m.role == "tool") {
       const bool first = i == 0 || msgs[i - 1].role != "tool";
       const bool last = i + 1 == msgs.size() || msgs[i + 1].role != "tool";
-      if (first) open_turn(out, "user");
-      else out += '\n';
+      if (first)
+        open_turn(out, "user");
+      else
+        out += '\n';
       out += "<tool_response>\n";
       out += m.content;
       out += "\n</tool_response>";

@@ -66,9 +66,9 @@ struct AddResult {
 struct TokenOutput {
   RequestId id = 0;
   TokenId token = 0;
-  std::int32_t index = 0;              // position in the output; 0 is the first token
+  std::int32_t index = 0;  // position in the output; 0 is the first token
   std::int32_t num_prompt_tokens = 0;
-  std::int32_t num_cached_tokens = 0;  // prompt tokens served from the prefix cache
+  std::int32_t num_cached_tokens = 0;    // prompt tokens served from the prefix cache
   std::optional<FinishReason> finished;  // set on the request's last token
 };
 

@@ -29,17 +29,17 @@ class Histogram {
 };
 
 struct EngineCounters {
-  std::uint64_t prompt_tokens = 0;          // vllm:prompt_tokens_total (at first token)
-  std::uint64_t generation_tokens = 0;      // vllm:generation_tokens_total
+  std::uint64_t prompt_tokens = 0;      // vllm:prompt_tokens_total (at first token)
+  std::uint64_t generation_tokens = 0;  // vllm:generation_tokens_total
   // vllm:prefix_cache_queries_total / _hits_total, in tokens, counted when a
   // request is first admitted (re-admissions after preemption are not queries).
   std::uint64_t prefix_cache_queries = 0;
   std::uint64_t prefix_cache_hits = 0;
-  std::uint64_t num_preemptions = 0;        // vllm:num_preemptions_total
+  std::uint64_t num_preemptions = 0;                        // vllm:num_preemptions_total
   std::array<std::uint64_t, kNumFinishReasons> finished{};  // vllm:request_success_total
-  Histogram time_to_first_token;            // vllm:time_to_first_token_seconds
+  Histogram time_to_first_token;                            // vllm:time_to_first_token_seconds
   std::uint64_t num_steps = 0;
-  Seconds busy_time = 0.0;                  // sum of step durations
+  Seconds busy_time = 0.0;  // sum of step durations
 
   std::uint64_t finished_with(FinishReason r) const noexcept {
     return finished[static_cast<std::size_t>(r)];

@@ -19,7 +19,8 @@ constexpr std::int64_t kQwen3KvBytes = kv_bytes_per_token(36, 8, 128, 2);
 static_assert(kQwen3KvBytes == 144 * 1024);
 
 constexpr std::int32_t blocks_for(double kv_gib, std::int64_t bytes_per_token, int block_size) {
-  return static_cast<std::int32_t>(kv_gib * kGiB / static_cast<double>(bytes_per_token)) / block_size;
+  return static_cast<std::int32_t>(kv_gib * kGiB / static_cast<double>(bytes_per_token)) /
+         block_size;
 }
 
 // --- a4000-qwen3-4b -------------------------------------------------------
@@ -94,7 +95,9 @@ static_assert(kProfiles[1].max_model_len <= kProfiles[1].num_gpu_blocks * 16);
 
 }  // namespace
 
-std::span<const HardwareProfile> hardware_profiles() noexcept { return kProfiles; }
+std::span<const HardwareProfile> hardware_profiles() noexcept {
+  return kProfiles;
+}
 
 const HardwareProfile* find_hardware_profile(std::string_view name) noexcept {
   for (const auto& p : kProfiles) {

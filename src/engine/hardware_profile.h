@@ -14,12 +14,12 @@ namespace lmwarden::engine {
 struct HardwareProfile {
   std::string_view name;
   std::string_view description;
-  std::int32_t num_gpu_blocks = 0;          // KV cache capacity per replica, in blocks
-  std::int32_t block_size = 16;             // tokens per KV block (vLLM default)
-  std::int32_t max_num_seqs = 256;          // sequences per batch
+  std::int32_t num_gpu_blocks = 0;             // KV cache capacity per replica, in blocks
+  std::int32_t block_size = 16;                // tokens per KV block (vLLM default)
+  std::int32_t max_num_seqs = 256;             // sequences per batch
   std::int32_t max_num_batched_tokens = 2048;  // token budget per step (chunked prefill)
-  std::int32_t max_model_len = 32768;       // longest prompt + output accepted
-  std::int64_t kv_bytes_per_token = 0;      // for the record and for /metrics info
+  std::int32_t max_model_len = 32768;          // longest prompt + output accepted
+  std::int64_t kv_bytes_per_token = 0;         // for the record and for /metrics info
   StepTimeModel step_time;
 };
 

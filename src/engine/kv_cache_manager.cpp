@@ -24,7 +24,9 @@ BlockHash chain_hash(BlockHash parent, std::span<const TokenId> tokens) noexcept
   return h ^ (h >> 31);
 }
 
-constexpr std::int32_t cdiv(std::int32_t a, std::int32_t b) noexcept { return (a + b - 1) / b; }
+constexpr std::int32_t cdiv(std::int32_t a, std::int32_t b) noexcept {
+  return (a + b - 1) / b;
+}
 
 }  // namespace
 
@@ -37,8 +39,9 @@ void KvCacheManager::hash_full_blocks(RequestState& req) const {
   while (req.block_hashes.size() < full) {
     const std::size_t i = req.block_hashes.size();
     const BlockHash parent = i == 0 ? 0 : req.block_hashes[i - 1];
-    const auto tokens = std::span<const TokenId>(req.tokens).subspan(
-        i * static_cast<std::size_t>(block_size_), static_cast<std::size_t>(block_size_));
+    const auto tokens = std::span<const TokenId>(req.tokens)
+                            .subspan(i * static_cast<std::size_t>(block_size_),
+                                     static_cast<std::size_t>(block_size_));
     req.block_hashes.push_back(chain_hash(parent, tokens));
   }
 }
@@ -82,8 +85,9 @@ bool KvCacheManager::allocate_slots(RequestState& req, std::int32_t num_new_toke
   // taken by this request, so they cannot also serve as new blocks.
   std::int32_t idle_hits = 0;
   if (hit) {
-    idle_hits = static_cast<std::int32_t>(std::count_if(
-        hit->blocks.begin(), hit->blocks.end(), [&](BlockId b) { return pool_.ref_count(b) == 0; }));
+    idle_hits = static_cast<std::int32_t>(
+        std::count_if(hit->blocks.begin(), hit->blocks.end(),
+                      [&](BlockId b) { return pool_.ref_count(b) == 0; }));
   }
   if (needed > pool_.num_free() - idle_hits) return false;
 

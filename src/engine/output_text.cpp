@@ -53,9 +53,24 @@ std::string_view output_piece(std::uint64_t output_seed, std::int32_t index) noe
   if (index == 0) return kWords[word];
   // About one sentence end per 14 tokens and one comma per 20.
   switch (h % 140) {
-    case 0: case 1: case 2: case 3: case 4: case 5: case 6: case 7: case 8: case 9:
+    case 0:
+    case 1:
+    case 2:
+    case 3:
+    case 4:
+    case 5:
+    case 6:
+    case 7:
+    case 8:
+    case 9:
       return ".";
-    case 10: case 11: case 12: case 13: case 14: case 15: case 16:
+    case 10:
+    case 11:
+    case 12:
+    case 13:
+    case 14:
+    case 15:
+    case 16:
       return ",";
     default:
       return table().spaced[word];
@@ -78,7 +93,8 @@ OutputPlan plan_output(std::uint64_t output_seed, std::int32_t max_tokens,
   const std::uint64_t h = mix(output_seed ^ 0x5eed5eed5eed5eedull);
   const double u = static_cast<double>(h >> 11) * 0x1.0p-53;
   if (max_tokens > 1 && u < early_stop_probability) {
-    const auto len = 1 + static_cast<std::int32_t>(mix(h) % static_cast<std::uint64_t>(max_tokens - 1));
+    const auto len =
+        1 + static_cast<std::int32_t>(mix(h) % static_cast<std::uint64_t>(max_tokens - 1));
     return {.num_tokens = len, .finish = FinishReason::kStop};
   }
   return {.num_tokens = max_tokens, .finish = FinishReason::kLength};

@@ -64,8 +64,8 @@ class Scheduler {
 
   SchedulerConfig config_;
   KvCacheManager& kv_;
-  std::vector<RequestState*> running_;   // admission order; back() is the newest
-  std::deque<RequestState*> waiting_;    // arrival order; preempted ones go to the front
+  std::vector<RequestState*> running_;  // admission order; back() is the newest
+  std::deque<RequestState*> waiting_;   // arrival order; preempted ones go to the front
   std::uint64_t next_admission_ = 0;
 };
 

@@ -9,9 +9,9 @@ namespace lmwarden::engine {
 
 // What a step computes; enough to price it.
 struct BatchShape {
-  std::int64_t prefill_tokens = 0;          // prompt (or recomputed) tokens run this step
-  std::int64_t decode_context_tokens = 0;   // KV tokens read by the decoding sequences
-  std::int32_t num_seqs = 0;                // sequences in the batch (prefill and decode)
+  std::int64_t prefill_tokens = 0;         // prompt (or recomputed) tokens run this step
+  std::int64_t decode_context_tokens = 0;  // KV tokens read by the decoding sequences
+  std::int32_t num_seqs = 0;               // sequences in the batch (prefill and decode)
   bool empty() const noexcept { return num_seqs == 0; }
 };
 

@@ -17,8 +17,8 @@ constexpr CharClass classify(unsigned char c) noexcept {
   return CharClass::kPunct;
 }
 
-constexpr std::size_t kMaxWordChars = 4;   // letters in one piece (plus a leading space)
-constexpr std::size_t kMaxDigits = 3;      // as Qwen and GPT-4 split numbers
+constexpr std::size_t kMaxWordChars = 4;  // letters in one piece (plus a leading space)
+constexpr std::size_t kMaxDigits = 3;     // as Qwen and GPT-4 split numbers
 constexpr std::size_t kMaxPunct = 2;
 constexpr std::size_t kMaxWhitespace = 4;
 
@@ -33,9 +33,12 @@ std::size_t piece_length(std::string_view s, std::size_t i) noexcept {
   };
   const CharClass c = cls(i);
   switch (c) {
-    case CharClass::kLetter: return run(i, CharClass::kLetter, kMaxWordChars);
-    case CharClass::kDigit: return run(i, CharClass::kDigit, kMaxDigits);
-    case CharClass::kPunct: return run(i, CharClass::kPunct, kMaxPunct);
+    case CharClass::kLetter:
+      return run(i, CharClass::kLetter, kMaxWordChars);
+    case CharClass::kDigit:
+      return run(i, CharClass::kDigit, kMaxDigits);
+    case CharClass::kPunct:
+      return run(i, CharClass::kPunct, kMaxPunct);
     case CharClass::kSpace:
       // " word": a single space joins the letters after it.
       if (i + 1 < n && cls(i + 1) == CharClass::kLetter) {
@@ -48,7 +51,8 @@ std::size_t piece_length(std::string_view s, std::size_t i) noexcept {
         const CharClass ck = cls(k);
         if (ck != CharClass::kSpace && ck != CharClass::kWhitespace) break;
         // Leave the last space before a word to that word.
-        if (ck == CharClass::kSpace && k > i && k + 1 < n && cls(k + 1) == CharClass::kLetter) break;
+        if (ck == CharClass::kSpace && k > i && k + 1 < n && cls(k + 1) == CharClass::kLetter)
+          break;
         ++k;
       }
       return k - i;

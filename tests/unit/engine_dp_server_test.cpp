@@ -8,16 +8,16 @@ namespace lmwarden::engine {
 namespace {
 
 using testing::make_prompt;
-using testing::RunLog;
 using testing::run_to_idle;
+using testing::RunLog;
 using testing::small_config;
 
 TEST(DpServer, BalancesOnFourTimesWaitingPlusRunningWithTiesToTheLowestRank) {
   DpServer server(4, small_config(256));
   std::vector<std::int32_t> ranks;
   for (RequestId id = 1; id <= 5; ++id) {
-    auto p = server.add_request({.id = id, .prompt = make_prompt(50, static_cast<std::uint32_t>(id))},
-                                0.0, std::nullopt);
+    auto p = server.add_request(
+        {.id = id, .prompt = make_prompt(50, static_cast<std::uint32_t>(id))}, 0.0, std::nullopt);
     ASSERT_TRUE(p.result.ok());
     ranks.push_back(p.rank);
   }

@@ -31,7 +31,8 @@ TEST_P(RepeatedPrompt, IsServedFromCacheUpToTheLastFullBlockBeforeTheLastToken) 
   EXPECT_EQ(engine.counters().prefix_cache_hits, static_cast<unsigned>((len - 1) / 16 * 16));
 }
 
-INSTANTIATE_TEST_SUITE_P(Lengths, RepeatedPrompt, ::testing::Values(1, 15, 16, 17, 96, 97, 100, 600));
+INSTANTIATE_TEST_SUITE_P(Lengths, RepeatedPrompt,
+                         ::testing::Values(1, 15, 16, 17, 96, 97, 100, 600));
 
 TEST(PrefixCache, AGrowingConversationHitsItsEarlierTurns) {
   Engine engine(small_config(128));

@@ -33,9 +33,12 @@ TEST(Scheduler, ChunkedPrefillRespectsTheTokenBudgetAndEmitsTheFirstTokenAtTheEn
 TEST(Scheduler, NeverExceedsTheBudgetOrMaxNumSeqsAndRunsRunningRequestsFirst) {
   Engine engine(small_config(512));  // 8 seqs, 256 tokens per step
   for (RequestId id = 1; id <= 12; ++id) {
-    ASSERT_TRUE(engine.add_request(
-        {.id = id, .prompt = make_prompt(100, static_cast<std::uint32_t>(id)), .max_tokens = 10},
-        0.0).ok());
+    ASSERT_TRUE(engine
+                    .add_request({.id = id,
+                                  .prompt = make_prompt(100, static_cast<std::uint32_t>(id)),
+                                  .max_tokens = 10},
+                                 0.0)
+                    .ok());
   }
   StepResult first = engine.step(0.0);
   EXPECT_EQ(engine.num_running(), 3) << "256 tokens: two prompts and a chunk of a third";
@@ -59,7 +62,8 @@ TEST(Scheduler, DecodesOfRunningRequestsComeBeforeNewPrefills) {
   Seconds now = engine.step(0.0).end();
   // A prompt larger than the budget arrives: the decode still runs each step,
   // the prefill gets what is left (255 tokens).
-  ASSERT_TRUE(engine.add_request({.id = 2, .prompt = make_prompt(1000, 7), .max_tokens = 1}, now).ok());
+  ASSERT_TRUE(
+      engine.add_request({.id = 2, .prompt = make_prompt(1000, 7), .max_tokens = 1}, now).ok());
   StepResult r = engine.step(now);
   EXPECT_EQ(r.shape.num_seqs, 2);
   EXPECT_EQ(r.shape.prefill_tokens, 255);
@@ -71,8 +75,10 @@ TEST(Scheduler, PreemptsTheNewestRequestWhenKvRunsOutAndBothStillComplete) {
   // 10 blocks = 160 tokens; two requests growing to 124 tokens each cannot
   // both stay resident.
   Engine engine(small_config(10));
-  ASSERT_TRUE(engine.add_request({.id = 1, .prompt = make_prompt(60, 1), .max_tokens = 64}, 0.0).ok());
-  ASSERT_TRUE(engine.add_request({.id = 2, .prompt = make_prompt(60, 2), .max_tokens = 64}, 0.0).ok());
+  ASSERT_TRUE(
+      engine.add_request({.id = 1, .prompt = make_prompt(60, 1), .max_tokens = 64}, 0.0).ok());
+  ASSERT_TRUE(
+      engine.add_request({.id = 2, .prompt = make_prompt(60, 2), .max_tokens = 64}, 0.0).ok());
   auto log = run_to_idle(engine);
   EXPECT_GE(engine.counters().num_preemptions, 1u);
   bool two_preempted = false;
@@ -91,13 +97,15 @@ TEST(Scheduler, PreemptsTheNewestRequestWhenKvRunsOutAndBothStillComplete) {
 
   // Recomputation does not change what a request outputs.
   Engine alone(small_config(10));
-  ASSERT_TRUE(alone.add_request({.id = 2, .prompt = make_prompt(60, 2), .max_tokens = 64}, 0.0).ok());
+  ASSERT_TRUE(
+      alone.add_request({.id = 2, .prompt = make_prompt(60, 2), .max_tokens = 64}, 0.0).ok());
   EXPECT_EQ(run_to_idle(alone).tokens.at(2), log.tokens.at(2));
 }
 
 TEST(Scheduler, AbortFreesTheRequestsBlocks) {
   Engine engine(small_config(32));
-  ASSERT_TRUE(engine.add_request({.id = 1, .prompt = make_prompt(100), .max_tokens = 50}, 0.0).ok());
+  ASSERT_TRUE(
+      engine.add_request({.id = 1, .prompt = make_prompt(100), .max_tokens = 50}, 0.0).ok());
   engine.step(0.0);
   EXPECT_GT(engine.kv_cache_usage(), 0.0);
   EXPECT_TRUE(engine.abort_request(1));
@@ -142,13 +150,13 @@ TEST(Engine, RejectsEmptyAndOverlongPromptsAndClampsMaxTokens) {
   EXPECT_EQ(engine.add_request({.id = 1, .prompt = {}}, 0.0).status, AddStatus::kEmptyPrompt);
   EXPECT_EQ(engine.add_request({.id = 2, .prompt = make_prompt(1024)}, 0.0).status,
             AddStatus::kPromptTooLong);
-  const AddResult r = engine.add_request({.id = 3, .prompt = make_prompt(1000), .max_tokens = 500}, 0.0);
+  const AddResult r =
+      engine.add_request({.id = 3, .prompt = make_prompt(1000), .max_tokens = 500}, 0.0);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r.max_tokens, 24);
   EXPECT_EQ(engine.add_request({.id = 3, .prompt = make_prompt(10)}, 0.0).status,
             AddStatus::kDuplicateId);
 }
-
 
 }  // namespace
 }  // namespace lmwarden::engine

@@ -18,7 +18,9 @@ inline EngineConfig small_config(std::int32_t blocks = 64) {
       .max_num_seqs = 8,
       .max_num_batched_tokens = 256,
       .max_model_len = 4096,
-      .step_time = {.fixed = 0.01, .per_prefill_token = 1e-4, .per_context_token = 1e-6,
+      .step_time = {.fixed = 0.01,
+                    .per_prefill_token = 1e-4,
+                    .per_context_token = 1e-6,
                     .per_sequence = 1e-3},
   };
 }

@@ -19,7 +19,8 @@ TEST(Tokenizer, IsDeterministicAndAboutFourCharactersPerTokenOnEnglish) {
   const auto a = tokenize(kEnglish);
   EXPECT_EQ(a, tokenize(kEnglish));
   EXPECT_EQ(a.size(), count_tokens(kEnglish));
-  const double chars_per_token = static_cast<double>(kEnglish.size()) / static_cast<double>(a.size());
+  const double chars_per_token =
+      static_cast<double>(kEnglish.size()) / static_cast<double>(a.size());
   EXPECT_GT(chars_per_token, 3.3);
   EXPECT_LT(chars_per_token, 4.8);
   for (TokenId t : a) EXPECT_LT(t, kVocabSize);
@@ -37,22 +38,23 @@ TEST(Tokenizer, ASharedTextPrefixGivesASharedTokenPrefix) {
 }
 
 TEST(Tokenizer, SplitsWordsNumbersPunctuationAndWhitespace) {
-  EXPECT_EQ(count_tokens("hello"), 2u);            // "hell" "o"
-  EXPECT_EQ(count_tokens(" the"), 1u);             // leading space joins
-  EXPECT_EQ(count_tokens("12345"), 2u);            // "123" "45"
-  EXPECT_EQ(count_tokens("{\"a\": 1}"), 6u);       // {" a ": " 1 }  → 6 pieces
-  EXPECT_EQ(count_tokens("\n\n  x"), 2u);          // "\n\n " then " x"
+  EXPECT_EQ(count_tokens("hello"), 2u);       // "hell" "o"
+  EXPECT_EQ(count_tokens(" the"), 1u);        // leading space joins
+  EXPECT_EQ(count_tokens("12345"), 2u);       // "123" "45"
+  EXPECT_EQ(count_tokens("{\"a\": 1}"), 6u);  // {" a ": " 1 }  → 6 pieces
+  EXPECT_EQ(count_tokens("\n\n  x"), 2u);     // "\n\n " then " x"
   EXPECT_EQ(count_tokens(""), 0u);
   EXPECT_EQ(piece_token_id(" the"), tokenize(" the").front());
 }
 
 TEST(ChatTemplate, RendersSystemToolsTurnsToolResultsAndTheGenerationPrompt) {
   ChatPrompt p;
-  p.messages = {{.role = "system", .content = "Be brief."},
-                {.role = "user", .content = "List files."},
-                {.role = "assistant", .content = "", .tool_calls = {R"({"name":"ls","arguments":{}})"}},
-                {.role = "tool", .content = "a.txt"},
-                {.role = "tool", .content = "b.txt"}};
+  p.messages = {
+      {.role = "system", .content = "Be brief."},
+      {.role = "user", .content = "List files."},
+      {.role = "assistant", .content = "", .tool_calls = {R"({"name":"ls","arguments":{}})"}},
+      {.role = "tool", .content = "a.txt"},
+      {.role = "tool", .content = "b.txt"}};
   p.tools = {R"({"name":"ls"})"};
   const std::string out = render_chat(p);
   EXPECT_TRUE(out.starts_with("<|im_start|>system\nBe brief.\n\n# Tools\n")) << out;
