@@ -9,10 +9,11 @@
 #   LMWARDEN_DEMO_SESSIONS    concurrent conversations (default 8)
 #   LMWARDEN_DEMO_TIME_SCALE  simulated engine speed-up (default 10)
 #   LMWARDEN_DEMO_SECONDS     stop by itself after this many seconds (default: run until Ctrl-C)
+#   LMWARDEN_BIN              the binary (default build/lmwarden, built by make build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bin=build/lmwarden
+bin=${LMWARDEN_BIN:-build/lmwarden}
 port=${LMWARDEN_DEMO_PORT:-8080}
 sessions=${LMWARDEN_DEMO_SESSIONS:-8}
 scale=${LMWARDEN_DEMO_TIME_SCALE:-10}

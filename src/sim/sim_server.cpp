@@ -394,20 +394,23 @@ struct SimServer::Impl {
         [c = core](net::Exchange& ex) { return Core::handle(c, ex); });
   }
 
-  ~Impl() {
-    stop();
-    core->release_io_objects();
-    // Members go in reverse: the signal set and the HTTP server (its acceptor)
-    // while their io_context still exists, then the io_context, whose
-    // destruction ends the suspended coroutines and with them the Core.
-  }
+  ~Impl() { stop(); }
 
+  // Teardown order matters: the threads stop; the listening socket and the
+  // signal set go while their io_context exists; the io_context goes next,
+  // destroying the unfinished coroutines (which hold the last references to
+  // the engines and still count themselves out of `http`); `http` goes last.
   void stop() {
     if (stopped) return;
     stopped = true;
     http->stop_accepting();
     io->stop();
     io->join();
+    signals.reset();
+    http->close_acceptor();
+    core->release_io_objects();
+    core.reset();
+    io.reset();
   }
 
   std::unique_ptr<net::IoThreads> io;

@@ -41,9 +41,8 @@ models:
       - url: http://127.0.0.1:8000
 )";
 
-std::filesystem::path repo_root() {
-  return std::filesystem::path(__FILE__).parent_path().parent_path().parent_path();
-}
+// From the build (not __FILE__, which ccache may make relative).
+std::filesystem::path repo_root() { return LMWARDEN_SOURCE_DIR; }
 
 // ------------------------------------------------------------ valid files
 
