@@ -41,7 +41,7 @@ bool ambiguous_framing(const http::request_parser<http::string_body>& parser) {
 // ---------------------------------------------------------------- Exchange
 
 asio::awaitable<beast::error_code> Exchange::respond(Response response) {
-  response.keep_alive(keep_alive_ && request_.keep_alive());
+  response.keep_alive(keep_alive_);
   keep_alive_ = response.keep_alive();
   response.prepare_payload();
   state_ = State::kDone;
@@ -53,7 +53,7 @@ asio::awaitable<beast::error_code> Exchange::respond(Response response) {
 }
 
 asio::awaitable<beast::error_code> Exchange::begin_stream(ResponseHeader header, bool chunked) {
-  header.keep_alive(keep_alive_ && request_.keep_alive());
+  header.keep_alive(keep_alive_);
   keep_alive_ = header.keep_alive();
   chunked_ = chunked;
   if (chunked) {

@@ -58,7 +58,8 @@ class Exchange {
  public:
   Exchange(beast::tcp_stream& stream, beast::flat_buffer& buffer, Request& request,
            const tcp::endpoint& remote)
-      : stream_(stream), buffer_(buffer), request_(request), remote_(remote) {}
+      : stream_(stream), buffer_(buffer), request_(request), remote_(remote),
+        keep_alive_(request.keep_alive()) {}
 
   Request& request() noexcept { return request_; }
   const tcp::endpoint& remote() const noexcept { return remote_; }
@@ -92,7 +93,7 @@ class Exchange {
   const tcp::endpoint& remote_;
   State state_ = State::kNone;
   bool chunked_ = false;
-  bool keep_alive_ = true;
+  bool keep_alive_;  // the client's wish, read before a handler rewrites the request
 };
 
 using Handler = std::function<asio::awaitable<void>(Exchange&)>;
