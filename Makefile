@@ -15,7 +15,7 @@ bootstrap:
 build: bootstrap
 	@cmake --preset release >/dev/null
 	@cmake --build --preset release -j $(JOBS)
-	@ln -sf release/lmwarden build/lmwarden
+	@ln -sf release/src/lmwarden build/lmwarden
 
 build-dev: bootstrap
 	@cmake --preset dev >/dev/null
