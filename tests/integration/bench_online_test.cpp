@@ -19,74 +19,21 @@
 
 #include "bench/online.h"
 #include "bench/report.h"
+#include "sim_test_client.h"
 
 namespace lmwarden::bench {
 namespace {
 
 namespace fs = std::filesystem;
 
-// A child `lmwarden …` whose stdout announces its URL; SIGTERM, then SIGKILL,
-// on destruction.
+// A child `lmwarden sim|serve …` on 127.0.0.1 port 0, and its URL.
 class Child {
  public:
-  Child(std::vector<std::string> args, std::string_view url_prefix) {
-    int out[2];
-    if (::pipe(out) != 0) throw std::runtime_error("pipe failed");
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(out[1], STDOUT_FILENO);
-      ::close(out[0]);
-      ::close(out[1]);
-      std::vector<char*> argv;
-      static std::string binary = LMWARDEN_BINARY;
-      argv.push_back(binary.data());
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(binary.c_str(), argv.data());
-      std::_Exit(127);
-    }
-    ::close(out[1]);
-    fd_ = out[0];
-    url_ = read_url(url_prefix);
-  }
-  ~Child() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGTERM);
-    for (int i = 0; i < 500; ++i) {
-      if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
-        ::close(fd_);
-        return;
-      }
-      ::usleep(10'000);
-    }
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-    ::close(fd_);
-  }
-  const std::string& url() const { return url_; }
+  explicit Child(std::vector<std::string> args) : process_(std::move(args)) {}
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(process_.port()); }
 
  private:
-  std::string read_url(std::string_view prefix) {
-    std::string text;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (std::chrono::steady_clock::now() < deadline) {
-      pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, 100) <= 0) continue;
-      char buf[512];
-      const ssize_t n = ::read(fd_, buf, sizeof buf);
-      if (n <= 0) break;
-      text.append(buf, static_cast<std::size_t>(n));
-      const std::size_t at = text.find(prefix);
-      if (at == std::string::npos) continue;
-      const std::size_t nl = text.find('\n', at);
-      if (nl != std::string::npos) return text.substr(at + prefix.size(), nl - at - prefix.size());
-    }
-    throw std::runtime_error("child did not print its address; output: " + text);
-  }
-
-  pid_t pid_ = -1;
-  int fd_ = -1;
-  std::string url_;
+  testing::SimProcess process_;  // SIGTERM, then SIGKILL, on destruction
 };
 
 std::string read_file(const fs::path& p) {
@@ -119,8 +66,7 @@ workload::WorkloadConfig small_workload() {
 TEST(BenchOnline, WardenAndTimeScaledSimulatorProduceACompleteReport) {
   const fs::path dir = temp_dir("lmwarden-bench");
   Child sim(
-      {"sim", "--listen", "127.0.0.1:0", "--dp", "2", "--time-scale", std::to_string(kTimeScale)},
-      "listening on ");
+      {"sim", "--listen", "127.0.0.1:0", "--dp", "2", "--time-scale", std::to_string(kTimeScale)});
   ::setenv("LMWARDEN_BENCH_TEST_TOKEN", "bench-secret", 1);
   const fs::path config = dir / "warden.yaml";
   std::ofstream(config) << "listen: 127.0.0.1:0\n"
@@ -128,7 +74,7 @@ TEST(BenchOnline, WardenAndTimeScaledSimulatorProduceACompleteReport) {
                         << "scrape_interval: 100ms\n"
                         << "models:\n  - name: qwen3\n    backends:\n      - url: " << sim.url()
                         << "\n        data_parallel_size: 2\n";
-  Child warden({"serve", "-c", config.string(), "--log-level", "warn"}, "listening on ");
+  Child warden({"serve", "-c", config.string(), "--log-level", "warn"});
 
   OnlineOptions o;
   o.target = warden.url();
@@ -201,14 +147,13 @@ TEST(BenchOnline, WardenAndTimeScaledSimulatorProduceACompleteReport) {
 
 TEST(BenchOnline, AnthropicDialectThroughTheWarden) {
   Child sim(
-      {"sim", "--listen", "127.0.0.1:0", "--dp", "2", "--time-scale", std::to_string(kTimeScale)},
-      "listening on ");
+      {"sim", "--listen", "127.0.0.1:0", "--dp", "2", "--time-scale", std::to_string(kTimeScale)});
   const fs::path dir = temp_dir("lmwarden-bench-anthropic");
   const fs::path config = dir / "warden.yaml";
   std::ofstream(config)
       << "listen: 127.0.0.1:0\nmodels:\n  - name: qwen3\n    backends:\n      - url: " << sim.url()
       << "\n        data_parallel_size: 2\n";
-  Child warden({"serve", "-c", config.string(), "--log-level", "warn"}, "listening on ");
+  Child warden({"serve", "-c", config.string(), "--log-level", "warn"});
   OnlineOptions o;
   o.target = warden.url();
   o.model = "qwen3";
