@@ -137,15 +137,15 @@ net::asio::awaitable<AttemptResult> forward_once(AttemptContext& ctx,
       auto [rec, rn] = co_await http::async_read_some(upstream, buffer, parser, kAsTuple);
       if (rec == http::error::need_buffer) rec = {};
       const std::size_t got = chunk.size() - reply.body().size;
-      if (got > 0) {
-        const std::string_view bytes{chunk.data(), got};
-        if (ctx.observer) {
-          for (std::string_view piece : ctx.observer->on_body(bytes))
-            if (auto ec = co_await ctx.exchange.write_body(piece))
-              co_return AttemptResult{Outcome::kClientGone, {}, "client went away: " + ec.message(), ""};
-        } else if (auto ec = co_await ctx.exchange.write_body(bytes)) {
+      if (got > 0 && ctx.observer) {
+        const auto pieces = ctx.observer->on_body({chunk.data(), got});
+        if (parser.is_done()) ctx.observer->on_upstream_done();
+        for (std::string_view piece : pieces)
+          if (auto ec = co_await ctx.exchange.write_body(piece))
+            co_return AttemptResult{Outcome::kClientGone, {}, "client went away: " + ec.message(), ""};
+      } else if (got > 0) {
+        if (auto ec = co_await ctx.exchange.write_body({chunk.data(), got}))
           co_return AttemptResult{Outcome::kClientGone, {}, "client went away: " + ec.message(), ""};
-        }
       }
       if (rec) {
         if (rec == net::asio::error::operation_aborted)
@@ -164,6 +164,7 @@ net::asio::awaitable<AttemptResult> forward_once(AttemptContext& ctx,
       }
     }
     upstream.expires_never();
+    if (ctx.observer) ctx.observer->on_upstream_done();  // a reply without a body
     if (ctx.observer)
       for (std::string_view piece : ctx.observer->on_end())
         if (auto ec = co_await ctx.exchange.write_body(piece))

@@ -30,6 +30,10 @@ class RelayObserver {
   virtual void on_response_header(unsigned status, std::string_view content_type, bool chunked) = 0;
   virtual std::span<const std::string_view> on_body(std::string_view bytes) = 0;
   virtual std::span<const std::string_view> on_end() = 0;  // anything held back, at the end
+  // The upstream reply has been read to its end; called once, before its last
+  // bytes go to the client, so whoever sees the end of the reply also sees the
+  // request's counts settled.
+  virtual void on_upstream_done() {}
 };
 
 struct AttemptResult {

@@ -29,12 +29,14 @@ std::span<const std::string_view> RequestAccounting::on_end() {
   return {};
 }
 
-void RequestAccounting::settle(int replica) {
-  if (settled_ || !tap_ || !ok_status_) return;
-  settled_ = true;
+void RequestAccounting::on_upstream_done() {
+  if (upstream_done_) return;
+  upstream_done_ = true;
+  if (done_) done_();
+  if (!tap_ || !ok_status_) return;
   tap_->finish();
   const telemetry::RequestUsage usage = tap_->usage();
-  ReplicaTelemetry& r = model_.replica(replica);
+  ReplicaTelemetry& r = model_.replica(replica_);
   if (!usage.cache_measured) {
     r.unmeasured_requests.fetch_add(1, std::memory_order_relaxed);
     return;

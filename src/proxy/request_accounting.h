@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string_view>
 
@@ -17,27 +18,31 @@ namespace lmwarden::proxy {
 
 class RequestAccounting final : public RelayObserver {
  public:
-  RequestAccounting(ModelTelemetry& model, bool strip_injected_usage)
-      : model_(model), strip_(strip_injected_usage) {}
+  // `replica`: where the request went (-1: unassigned); `done` runs once the
+  // upstream reply has ended (the warden ends the in-flight count there).
+  RequestAccounting(ModelTelemetry& model, bool strip_injected_usage, int replica,
+                    std::function<void()> done)
+      : model_(model), strip_(strip_injected_usage), replica_(replica), done_(std::move(done)) {}
 
-  void on_request_sent() noexcept { sent_ = std::chrono::steady_clock::now(); }
+  void on_request_sent() noexcept override { sent_ = std::chrono::steady_clock::now(); }
   void on_response_header(unsigned status, std::string_view content_type, bool chunked) override;
   std::span<const std::string_view> on_body(std::string_view bytes) override;
   std::span<const std::string_view> on_end() override;
-
-  // Books the request on the replica that served it (-1: unassigned).
-  void settle(int replica);
+  // Books the usage on the replica (a successful reply only) and runs `done`.
+  void on_upstream_done() override;
 
  private:
   ModelTelemetry& model_;
   bool strip_;
+  int replica_;
+  std::function<void()> done_;
   bool ok_status_ = false;
   std::chrono::steady_clock::time_point sent_ = std::chrono::steady_clock::now();
   std::optional<telemetry::WallTime> first_byte_;
   std::optional<telemetry::UsageTap> tap_;
   std::optional<telemetry::InjectedUsageStripper> stripper_;
   std::string_view single_[1];
-  bool settled_ = false;
+  bool upstream_done_ = false;
 };
 
 }  // namespace lmwarden::proxy

@@ -359,12 +359,12 @@ net::asio::awaitable<void> Warden::run_attempts(Forward& f) {
     spdlog::debug("req={} model={} replica={} route={} conv={}", f.id, f.model.config.name,
                   decision.replica, core::to_string(decision.kind), conv);
 
-    RequestAccounting accounting{f.model.telemetry, f.injected_usage};
+    RequestAccounting accounting{f.model.telemetry, f.injected_usage, decision.replica,
+                                 [&in_flight] { in_flight.finish(); }};
     AttemptContext ctx{f.exchange, pool_for_this_thread(f.exchange), config_.timeouts, f.dialect,
                        f.original_target, f.client_address, &accounting, &f.live_upstream};
     last = co_await forward_once(ctx, backend, decision.rank, attempt < config_.retries);
     if (f.client_gone) last.outcome = Outcome::kClientGone;
-    if (last.outcome == Outcome::kRelayed) accounting.settle(decision.replica);
     if (!last.error_kind.empty()) f.model.telemetry.replica(decision.replica).count_error(last.error_kind);
     switch (last.outcome) {
       case Outcome::kRelayed:

@@ -141,12 +141,18 @@ class FakeVllm {
     net::ResponseHeader header{http::status::ok, 11};
     header.set(http::field::content_type, "text/event-stream");
     if (co_await ex.begin_stream(std::move(header), true)) co_return;
-    if (co_await ex.write_body("data: {\"choices\":[{\"delta\":{\"content\":\"first\"}}]}\n\n")) co_return;
-    if (hold) {
-      {
+    if (hold) {  // counted before the first event leaves, so a client that saw it sees the hold
+      std::lock_guard lock{mutex_};
+      ++held_[s.rank];
+    }
+    if (co_await ex.write_body("data: {\"choices\":[{\"delta\":{\"content\":\"first\"}}]}\n\n")) {
+      if (hold) {
         std::lock_guard lock{mutex_};
-        ++held_[s.rank];
+        --held_[s.rank];
       }
+      co_return;
+    }
+    if (hold) {
       auto wait_release = [this]() -> net::asio::awaitable<void> {
         auto ex = co_await net::asio::this_coro::executor;
         net::asio::steady_timer t{ex};
