@@ -1,7 +1,7 @@
 # LM Warden — the two commands an operator needs:
 #   make demo   set everything up and run the warden on a simulated vLLM fleet
 #   make test   set everything up, build with sanitizers and run every test
-.PHONY: all bootstrap build build-dev test test-tsan fuzz fuzz-smoke demo clean format
+.PHONY: all bootstrap build build-dev test test-tsan fuzz fuzz-smoke demo clean format bench-micro bench-proxy
 
 JOBS ?= 2
 export CCACHE_DIR ?= $(HOME)/.cache/ccache
@@ -40,6 +40,21 @@ fuzz-smoke: bootstrap
 
 demo: build
 	@bash scripts/demo.sh
+
+# Benchmarks (docs/performance.md), on the release build. Micro: identity,
+# routing, parsers, memory per conversation (Google Benchmark), JSON in
+# build/bench/micro.json. Proxy: the same load direct, through nginx and
+# through lmwarden, table and build/bench/proxy.json; about 4 minutes.
+bench-micro: bootstrap
+	@cmake --preset release >/dev/null
+	@cmake --build --preset release -j $(JOBS) --target micro_benchmarks
+	@mkdir -p build/bench
+	@build/release/bench/micro_benchmarks --benchmark_min_time=0.2 \
+	  --benchmark_out=build/bench/micro.json --benchmark_out_format=json
+
+bench-proxy: build
+	@cmake --build --preset release -j $(JOBS) --target bench_responder
+	@bash bench/proxy/run.sh
 
 format:
 	@git ls-files '*.h' '*.cpp' | xargs clang-format -i

@@ -1,0 +1,127 @@
+// Telemetry parsers on the data path and beside it.
+//
+// prometheus/*: one scrape of a 4-engine vLLM server (shared fixture
+//   vllm/metrics-dp4.txt): the pull parser alone, and the per-rank snapshot
+//   the scraper builds from it.
+// usage_tap/*: the tap every relayed reply goes through, one upstream chunk
+//   per SSE event as vLLM flushes them: per chunk time for content deltas, and
+//   for a whole reply of 256 events ending in the usage chunk and [DONE].
+#include <benchmark/benchmark.h>
+
+#include <string>
+#include <vector>
+
+#include "fixtures.h"
+#include "telemetry/prometheus.h"
+#include "telemetry/usage_tap.h"
+#include "telemetry/vllm_snapshot.h"
+
+namespace lmwarden::bench {
+namespace {
+
+void prometheus_reader(benchmark::State& state) {
+  const std::string text = read_file(fixture_path("vllm/metrics-dp4.txt"));
+  for (auto _ : state) {
+    telemetry::ExpositionReader reader(text);
+    std::size_t n = 0;
+    while (reader.next()) ++n;
+    benchmark::DoNotOptimize(n);
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * text.size()));
+}
+BENCHMARK(prometheus_reader)->Name("prometheus/reader/metrics-dp4")->Unit(benchmark::kMicrosecond);
+
+void prometheus_snapshot(benchmark::State& state) {
+  const std::string text = read_file(fixture_path("vllm/metrics-dp4.txt"));
+  for (auto _ : state) {
+    auto snapshot = telemetry::extract_vllm_snapshot(text);
+    benchmark::DoNotOptimize(snapshot.ranks.size());
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * text.size()));
+}
+BENCHMARK(prometheus_snapshot)->Name("prometheus/vllm_snapshot/metrics-dp4")->Unit(benchmark::kMicrosecond);
+
+std::string openai_delta(int i) {
+  return "data: {\"id\":\"chatcmpl-bench\",\"object\":\"chat.completion.chunk\",\"created\":1767000000,"
+         "\"model\":\"qwen3-4b\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\" token" +
+         std::to_string(i) + "\"},\"logprobs\":null,\"finish_reason\":null}]}\n\n";
+}
+const std::string kOpenAiUsage =
+    "data: {\"id\":\"chatcmpl-bench\",\"object\":\"chat.completion.chunk\",\"created\":1767000000,"
+    "\"model\":\"qwen3-4b\",\"choices\":[],\"usage\":{\"prompt_tokens\":30000,\"total_tokens\":30256,"
+    "\"completion_tokens\":256,\"prompt_tokens_details\":{\"cached_tokens\":29696}}}\n\n";
+
+std::string anthropic_delta(int i) {
+  return "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,"
+         "\"delta\":{\"type\":\"text_delta\",\"text\":\" token" + std::to_string(i) + "\"}}\n\n";
+}
+
+void usage_tap_openai_chunk(benchmark::State& state) {
+  std::vector<std::string> chunks;
+  for (int i = 0; i < 256; ++i) chunks.push_back(openai_delta(i));
+  telemetry::UsageTap tap(telemetry::BodyFormat::kEventStream);
+  std::size_t i = 0, bytes = 0;
+  for (auto _ : state) {
+    const std::string& c = chunks[i++ & 255];
+    tap.feed(c);
+    bytes += c.size();
+  }
+  benchmark::DoNotOptimize(tap.events());
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
+  state.SetBytesProcessed(static_cast<std::int64_t>(bytes));
+}
+BENCHMARK(usage_tap_openai_chunk)->Name("usage_tap/openai/per_chunk");
+
+void usage_tap_anthropic_chunk(benchmark::State& state) {
+  std::vector<std::string> chunks;
+  for (int i = 0; i < 256; ++i) chunks.push_back(anthropic_delta(i));
+  telemetry::UsageTap tap(telemetry::BodyFormat::kEventStream);
+  std::size_t i = 0, bytes = 0;
+  for (auto _ : state) {
+    const std::string& c = chunks[i++ & 255];
+    tap.feed(c);
+    bytes += c.size();
+  }
+  benchmark::DoNotOptimize(tap.events());
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
+  state.SetBytesProcessed(static_cast<std::int64_t>(bytes));
+}
+BENCHMARK(usage_tap_anthropic_chunk)->Name("usage_tap/anthropic/per_chunk");
+
+// A whole streamed reply, as the relay sees it: 256 deltas, usage, [DONE].
+void usage_tap_openai_reply(benchmark::State& state) {
+  std::vector<std::string> chunks;
+  for (int i = 0; i < 256; ++i) chunks.push_back(openai_delta(i));
+  chunks.push_back(kOpenAiUsage);
+  chunks.push_back("data: [DONE]\n\n");
+  std::size_t bytes = 0;
+  for (const auto& c : chunks) bytes += c.size();
+  for (auto _ : state) {
+    telemetry::UsageTap tap(telemetry::BodyFormat::kEventStream);
+    for (const auto& c : chunks) tap.feed(c);
+    tap.finish();
+    benchmark::DoNotOptimize(tap.usage().cached_tokens);
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * chunks.size()));
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * bytes));
+}
+BENCHMARK(usage_tap_openai_reply)->Name("usage_tap/openai/reply_256_events")->Unit(benchmark::kMicrosecond);
+
+// A split line: every event arrives in two pieces (the carry-over path).
+void usage_tap_split_chunk(benchmark::State& state) {
+  std::vector<std::string> pieces;
+  for (int i = 0; i < 128; ++i) {
+    const std::string e = openai_delta(i);
+    pieces.push_back(e.substr(0, e.size() / 2));
+    pieces.push_back(e.substr(e.size() / 2));
+  }
+  telemetry::UsageTap tap(telemetry::BodyFormat::kEventStream);
+  std::size_t i = 0;
+  for (auto _ : state) tap.feed(pieces[i++ & 255]);
+  benchmark::DoNotOptimize(tap.events());
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
+}
+BENCHMARK(usage_tap_split_chunk)->Name("usage_tap/openai/per_half_event");
+
+}  // namespace
+}  // namespace lmwarden::bench
