@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Turns the proxy benchmark's wrk results into the table and the JSON file.
+
+Per case and target, the best of the rounds: the highest requests/s of the
+throughput runs, the lowest p50 and p99 of the latency runs (1 connection).
+Added latency = proxy's latency - direct latency. Ratios are lmwarden/nginx:
+above 1 is better for requests/s and events/s, below 1 is better for latency.
+"""
+import argparse
+import glob
+import json
+import os
+import platform
+
+p = argparse.ArgumentParser()
+p.add_argument("results")
+p.add_argument("out")
+for flag in ("connections", "seconds", "latency-seconds", "rounds", "events", "pinned"):
+    p.add_argument("--" + flag, type=int)
+p.add_argument("--nginx-version")
+p.add_argument("--lmwarden-commit")
+a = p.parse_args()
+
+CASES = ["small", "claude100k", "sse256"]
+TARGETS = ["direct", "nginx", "lmwarden"]
+runs = {}
+for path in glob.glob(os.path.join(a.results, "*.json")):
+    r, case, target, mode, _ = os.path.basename(path).split(".")
+    with open(path) as f:
+        runs.setdefault((case, target, mode), []).append(json.load(f))
+
+
+def errors(rs):
+    return sum(sum(r["errors"].values()) for r in rs)
+
+
+def rps(r):
+    return r["requests"] / (r["duration_us"] / 1e6)
+
+
+summary = {"cases": {}, "setup": {
+    "cpus": os.cpu_count(), "kernel": platform.release(), "nginx": a.nginx_version,
+    "lmwarden_commit": a.lmwarden_commit, "connections": a.connections, "seconds": a.seconds,
+    "latency_seconds": a.latency_seconds, "rounds": a.rounds, "sse_events_per_reply": a.events,
+    "pinned": bool(a.pinned), "load_generator": "wrk -t1", "proxy_threads": 1}}
+for case in CASES:
+    c = {}
+    for target in TARGETS:
+        load = runs[(case, target, "load")]
+        lat = runs[(case, target, "latency")]
+        best = max(load, key=rps)
+        c[target] = {
+            "requests_per_s": round(rps(best), 1),
+            "bytes_per_reply": round(best["bytes"] / max(best["requests"], 1)),
+            "latency_us_loaded": best["latency_us"],
+            "latency_us_p50": min(r["latency_us"]["p50"] for r in lat),
+            "latency_us_p99": min(r["latency_us"]["p99"] for r in lat),
+            "errors": errors(load) + errors(lat),
+        }
+        if case == "sse256":
+            c[target]["sse_events_per_s"] = round(c[target]["requests_per_s"] * a.events)
+    for target in ("nginx", "lmwarden"):
+        for q in ("p50", "p99"):
+            c[target][f"added_us_{q}"] = c[target][f"latency_us_{q}"] - c["direct"][f"latency_us_{q}"]
+    n, w = c["nginx"], c["lmwarden"]
+
+    def ratio(x, y):
+        return round(x / y, 2) if y > 0 else None
+
+    c["ratio_lmwarden_over_nginx"] = {
+        "requests_per_s": ratio(w["requests_per_s"], n["requests_per_s"]),
+        "added_p50": ratio(w["added_us_p50"], n["added_us_p50"]),
+        "added_p99": ratio(w["added_us_p99"], n["added_us_p99"]),
+    }
+    if case == "sse256":
+        c["ratio_lmwarden_over_nginx"]["sse_events_per_s"] = ratio(w["sse_events_per_s"], n["sse_events_per_s"])
+    summary["cases"][case] = c
+
+with open(a.out, "w") as f:
+    json.dump(summary, f, indent=2)
+
+print(f"\nrequests/s: wrk -t1 -c{a.connections}, best of {a.rounds} × {a.seconds}s; "
+      f"latency: 1 connection, best of {a.rounds} × {a.latency_seconds}s; "
+      f"proxies on 1 thread{' pinned to CPU 1' if a.pinned else ''}\n")
+print("| case | target | requests/s | p50 µs | p99 µs | added p50 µs | added p99 µs | SSE events/s |")
+print("|---|---|---:|---:|---:|---:|---:|---:|")
+for case in CASES:
+    for target in TARGETS:
+        t = summary["cases"][case][target]
+        added50 = t.get("added_us_p50", "")
+        added99 = t.get("added_us_p99", "")
+        ev = f"{t['sse_events_per_s']:,}" if "sse_events_per_s" in t else ""
+        print(f"| {case} | {target} | {t['requests_per_s']:,.0f} | {t['latency_us_p50']} | "
+              f"{t['latency_us_p99']} | {added50} | {added99} | {ev} |")
+print("\n| case | lmwarden/nginx requests/s | lmwarden/nginx added p50 | lmwarden/nginx added p99 | lmwarden/nginx SSE events/s |")
+print("|---|---:|---:|---:|---:|")
+for case in CASES:
+    r = summary["cases"][case]["ratio_lmwarden_over_nginx"]
+    print(f"| {case} | {r['requests_per_s']} | {r['added_p50']} | {r['added_p99']} | {r.get('sse_events_per_s', '')} |")
+bad = {(case, t): summary["cases"][case][t]["errors"] for case in CASES for t in TARGETS
+       if summary["cases"][case][t]["errors"]}
+if bad:
+    print(f"\nWARNING: errors (non-2xx, timeouts, socket errors) in {bad}")
+print(f"\nsaved {a.out}")

@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# Proxy-overhead benchmark (make bench-proxy; docs/performance.md).
+#
+# One zero-latency upstream (bench_responder), and the same load sent to it
+# directly, through nginx and through `lmwarden serve`, in one run:
+#   small       POST /v1/chat/completions, ~100-byte body, JSON reply
+#   claude100k  POST /v1/messages?beta=true, the Claude Code 2.1.332 turn
+#               capture (shared/fixtures) with its headers, grown to 100 KB,
+#               stream false, JSON reply
+#   sse256      POST /v1/chat/completions, stream true with include_usage:
+#               256 SSE content events, the usage event and [DONE]
+# Each case runs twice per target: a throughput run (wrk, 1 thread,
+# BENCH_CONNECTIONS connections) and a latency run (1 connection, so the
+# latency added by the proxy is not hidden by queueing). Rounds are
+# interleaved and the best of BENCH_ROUNDS is kept per figure, which rejects
+# interference from other work on the machine without favouring any target.
+#
+# CPUs: with 2 or more cores, wrk and the upstream share CPU 0 and the proxy
+# under test (nginx: 1 worker; lmwarden: threads: 1) has CPU 1 to itself.
+#
+# Talks only to 127.0.0.1, stops by itself, kills what it started on exit.
+# Installs nginx, wrk and python3 from Debian when they are missing.
+set -euo pipefail
+
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+here="$root/bench/proxy"
+out_dir="${BENCH_OUT:-$root/build/bench}"
+seconds="${BENCH_SECONDS:-6}"
+latency_seconds="${BENCH_LATENCY_SECONDS:-4}"
+rounds="${BENCH_ROUNDS:-2}"
+connections="${BENCH_CONNECTIONS:-16}"
+events=256
+lmwarden="${LMWARDEN_BINARY:-$root/build/release/src/lmwarden}"
+responder="${BENCH_RESPONDER:-$root/build/release/bench/bench_responder}"
+fixtures="${LMWARDEN_FIXTURES:-$root/../shared/fixtures}"
+
+# --- tools -------------------------------------------------------------------
+missing=()
+command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx-light)
+command -v wrk >/dev/null 2>&1 || missing+=(wrk)
+command -v python3 >/dev/null 2>&1 || missing+=(python3)
+command -v taskset >/dev/null 2>&1 || missing+=(util-linux)
+if ((${#missing[@]})); then
+  echo "bench-proxy: installing ${missing[*]}"
+  sudo_cmd=()
+  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -qq
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+nginx_bin="$(command -v nginx || echo /usr/sbin/nginx)"
+for bin in "$lmwarden" "$responder"; do
+  [ -x "$bin" ] || { echo "bench-proxy: $bin not built (make bench-proxy builds it)" >&2; exit 1; }
+done
+[ -f "$fixtures/clients/claude-code-2.1.332_messages_turn2.json" ] ||
+  { echo "bench-proxy: fixtures not found under $fixtures" >&2; exit 1; }
+
+# --- processes ---------------------------------------------------------------
+work="$(mktemp -d "${TMPDIR:-/tmp}/lmwarden-bench-proxy.XXXXXX")"
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+pin_load=() pin_proxy=()
+if [ "$(nproc)" -ge 2 ] && [ "${BENCH_PIN:-1}" = 1 ]; then
+  pin_load=(taskset -c 0)
+  pin_proxy=(taskset -c 1)
+fi
+
+# Waits for "listening on http://HOST:PORT" in a log and prints the port.
+port_from_log() {
+  local log="$1" name="$2"
+  for _ in $(seq 100); do
+    local port
+    port="$(grep -oE 'listening on http://127\.0\.0\.1:[0-9]+' "$log" 2>/dev/null | grep -oE '[0-9]+$' | head -1 || true)"
+    [ -n "$port" ] && { echo "$port"; return; }
+    sleep 0.1
+  done
+  echo "bench-proxy: $name did not start:" >&2
+  cat "$log" >&2
+  exit 1
+}
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+wait_http() {
+  for _ in $(seq 100); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return
+    sleep 0.1
+  done
+  echo "bench-proxy: nothing listens on port $1" >&2
+  exit 1
+}
+
+"${pin_load[@]}" "$responder" --port 0 --events "$events" --max-seconds 1800 >"$work/responder.log" 2>&1 &
+pids+=($!)
+upstream_port="$(port_from_log "$work/responder.log" bench_responder)"
+
+nginx_port="$(free_port)"
+sed -e "s|@DIR@|$work|g" -e "s|@PORT@|$nginx_port|g" -e "s|@UPSTREAM_PORT@|$upstream_port|g" \
+  "$here/nginx.conf.template" >"$work/nginx.conf"
+"${pin_proxy[@]}" "$nginx_bin" -p "$work" -c "$work/nginx.conf" -e "$work/nginx-error.log" \
+  >"$work/nginx.log" 2>&1 &
+pids+=($!)
+wait_http "$nginx_port"
+
+cat >"$work/lmwarden.yaml" <<YAML
+listen: 127.0.0.1:0
+threads: 1
+models:
+  - name: bench
+    backends:
+      - url: http://127.0.0.1:$upstream_port
+YAML
+"${pin_proxy[@]}" "$lmwarden" serve --config "$work/lmwarden.yaml" --log-level warn \
+  >"$work/lmwarden.log" 2>&1 &
+pids+=($!)
+lmwarden_port="$(port_from_log "$work/lmwarden.log" "lmwarden serve")"
+
+# --- requests ----------------------------------------------------------------
+python3 "$here/prepare_cases.py" "$fixtures" "$work"
+
+declare -A url=([direct]="http://127.0.0.1:$upstream_port" [nginx]="http://127.0.0.1:$nginx_port"
+                [lmwarden]="http://127.0.0.1:$lmwarden_port")
+declare -A path=([small]="/v1/chat/completions" [claude100k]="/v1/messages?beta=true"
+                 [sse256]="/v1/chat/completions")
+cases=(small claude100k sse256)
+targets=(direct nginx lmwarden)
+
+run_wrk() {  # target case connections seconds result-file
+  "${pin_load[@]}" wrk -t1 -c"$3" -d"$4s" --timeout 10s -s "$here/wrk.lua" "${url[$1]}" -- \
+    POST "${path[$2]}" "$work/$2.headers" "$work/$2.body" >"$work/wrk.out" 2>&1 || true
+  if ! grep '^JSON ' "$work/wrk.out" | cut -c6- >"$5" || [ ! -s "$5" ]; then
+    echo "bench-proxy: wrk failed for $1 $2:" >&2
+    cat "$work/wrk.out" >&2
+    exit 1
+  fi
+}
+
+echo "bench-proxy: upstream :$upstream_port, nginx :$nginx_port, lmwarden :$lmwarden_port;" \
+  "$rounds round(s) of ${seconds}s (c=$connections) + ${latency_seconds}s (c=1) per case and target"
+mkdir -p "$work/results"
+for c in "${cases[@]}"; do  # warm-up: pools filled, pages touched
+  for t in "${targets[@]}"; do run_wrk "$t" "$c" 4 1 "$work/warmup.json"; done
+done
+for r in $(seq "$rounds"); do
+  for c in "${cases[@]}"; do
+    for t in "${targets[@]}"; do
+      run_wrk "$t" "$c" "$connections" "$seconds" "$work/results/$r.$c.$t.load.json"
+      run_wrk "$t" "$c" 1 "$latency_seconds" "$work/results/$r.$c.$t.latency.json"
+      printf '.'
+    done
+  done
+done
+echo
+
+mkdir -p "$out_dir"
+python3 "$here/report.py" "$work/results" "$out_dir/proxy.json" \
+  --connections "$connections" --seconds "$seconds" --latency-seconds "$latency_seconds" \
+  --rounds "$rounds" --events "$events" --pinned "${#pin_proxy[@]}" \
+  --nginx-version "$("$nginx_bin" -v 2>&1 | sed 's/.*nginx\///')" \
+  --lmwarden-commit "$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
