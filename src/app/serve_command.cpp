@@ -1,12 +1,14 @@
 // `lmwarden serve`: load the configuration, start the warden, run until a
 // signal. SIGINT/SIGTERM stop accepting, let requests in flight finish within
-// the grace period, then exit 0.
+// the grace period, then exit 0. SIGHUP reloads the configuration file.
 #include <boost/asio/signal_set.hpp>
 #include <cstdio>
+#include <functional>
 #include <spdlog/spdlog.h>
 #include <thread>
 
 #include "app/commands.h"
+#include "common/result.h"
 #include "config/config_loader.h"
 #include "proxy/runtime.h"
 
@@ -19,22 +21,43 @@ struct ServeOptions {
   std::string log_level = "info";
 };
 
-int serve(const ServeOptions& opts) {
+// The configuration file with --listen applied, or why it cannot be used.
+Result<config::Config, std::string> load(const ServeOptions& opts) {
   auto loaded = config::load_config_file(opts.config_path);
-  if (!loaded) {
-    std::fprintf(stderr, "lmwarden: invalid configuration\n%s\n", loaded.error().message().c_str());
-    return 2;
-  }
+  if (!loaded) return unexpected("invalid configuration\n" + loaded.error().message());
   config::Config cfg = std::move(loaded).value();
   if (!opts.listen.empty()) {
     auto address = config::parse_listen_address(opts.listen);
-    if (!address) {
-      std::fprintf(stderr, "lmwarden: --listen %s: %s\n", opts.listen.c_str(), address.error().c_str());
-      return 2;
-    }
+    if (!address) return unexpected("--listen " + opts.listen + ": " + address.error());
     cfg.listen_host = address->host;
     cfg.listen_port = address->port;
   }
+  return cfg;
+}
+
+// SIGHUP: a configuration that does not load is refused, and the one in force
+// keeps serving; requests in flight finish under the configuration they began
+// with.
+void reload(proxy::WardenRuntime& runtime, const ServeOptions& opts) {
+  auto cfg = load(opts);
+  if (!cfg) {
+    spdlog::error("reload of {} refused; still serving the previous configuration: {}", opts.config_path,
+                  cfg.error());
+    return;
+  }
+  std::string summary;
+  for (const auto& m : cfg->models) summary += (summary.empty() ? "" : ", ") + m.name;
+  for (const auto& line : runtime.reload(std::move(cfg).value())) spdlog::warn("reload: {}", line);
+  spdlog::info("reloaded {}: models {}", opts.config_path, summary);
+}
+
+int serve(const ServeOptions& opts) {
+  auto loaded = load(opts);
+  if (!loaded) {
+    std::fprintf(stderr, "lmwarden: %s\n", loaded.error().c_str());
+    return 2;
+  }
+  config::Config cfg = std::move(loaded).value();
   spdlog::set_level(spdlog::level::from_str(opts.log_level));
 
   proxy::WardenRuntime runtime{cfg};
@@ -54,12 +77,21 @@ int serve(const ServeOptions& opts) {
                  m.replica_count(), m.backends.size(), m.affinity ? "on" : "off",
                  m.spill_threshold ? std::to_string(*m.spill_threshold) : "auto");
 
+  // SIGHUP reloads the configuration file; SIGINT/SIGTERM stop accepting.
   net::asio::io_context signals_ctx{1};
-  net::asio::signal_set signals{signals_ctx, SIGINT, SIGTERM};
-  signals.async_wait([&](const boost::system::error_code&, int sig) {
-    spdlog::info("signal {}: no longer accepting; waiting for requests in flight", sig);
-    runtime.stop_accepting();
-  });
+  net::asio::signal_set signals{signals_ctx, SIGINT, SIGTERM, SIGHUP};
+  std::function<void(const boost::system::error_code&, int)> on_signal =
+      [&](const boost::system::error_code& ec, int sig) {
+        if (ec) return;
+        if (sig != SIGHUP) {
+          spdlog::info("signal {}: no longer accepting; waiting for requests in flight", sig);
+          runtime.stop_accepting();
+          return;
+        }
+        reload(runtime, opts);
+        signals.async_wait(on_signal);
+      };
+  signals.async_wait(on_signal);
   signals_ctx.run();
 
   // Grace period: requests in flight finish; then everything is torn down.

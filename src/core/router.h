@@ -104,6 +104,15 @@ class Router {
   void set_affinity(bool on) noexcept { affinity_ = on; }
   void set_spill_threshold(std::optional<int> threshold) noexcept { spill_threshold_ = threshold; }
   void expire(TimePoint now) { sessions_.expire(now); }
+  // Takes a reloaded model's policy (affinity, spill threshold, weights, idle
+  // TTL) while keeping its conversations, counts and health. The caller has
+  // checked that the replica layout is unchanged.
+  void reconfigure(const config::ModelConfig& model) noexcept {
+    weights_ = model.weights;
+    affinity_ = model.affinity;
+    spill_threshold_ = model.spill_threshold;
+    sessions_.set_ttl(model.session_ttl);
+  }
 
   bool affinity() const noexcept { return affinity_; }
   int spill_threshold() const noexcept { return spill_threshold_.value_or(config::kAutoSpillThreshold); }
@@ -115,6 +124,7 @@ class Router {
     return {b.first_replica, b.ranks};
   }
   int in_flight(int replica) const noexcept { return replicas_[static_cast<std::size_t>(replica)].in_flight; }
+  bool healthy(int replica) const noexcept { return replicas_[static_cast<std::size_t>(replica)].healthy; }
   std::size_t conversations() const noexcept { return sessions_.size(); }
   RouterView view() const;
 

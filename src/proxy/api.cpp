@@ -37,11 +37,11 @@ net::Response json_response(http::status status, std::string body) {
   return res;
 }
 
-std::string models_list_json(const Warden& warden) {
+std::string models_list_json(const ModelSet& models, std::chrono::system_clock::time_point started) {
   json data = json::array();
   const auto created = std::chrono::duration_cast<std::chrono::seconds>(
-                           warden.started().time_since_epoch()).count();
-  for (const auto& m : warden.models()) {
+                           started.time_since_epoch()).count();
+  for (const auto& m : models.models) {
     data.push_back({{"id", m->config.name}, {"object", "model"}, {"created", created}, {"owned_by", "lmwarden"}});
     for (const auto& alias : m->config.aliases)
       data.push_back({{"id", alias}, {"object", "model"}, {"created", created}, {"owned_by", "lmwarden"},
@@ -50,9 +50,9 @@ std::string models_list_json(const Warden& warden) {
   return json{{"object", "list"}, {"data", data}}.dump();
 }
 
-std::string api_models_json(const Warden& warden) {
+std::string api_models_json(const ModelSet& models_in_force) {
   json models = json::array();
-  for (const auto& m : warden.models()) {
+  for (const auto& m : models_in_force.models) {
     core::RouterView v;
     {
       std::lock_guard lock{m->mutex};

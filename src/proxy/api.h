@@ -10,15 +10,15 @@
 
 namespace lmwarden::proxy {
 
-class Warden;
+struct ModelSet;
 struct ModelState;
 
 net::Response json_response(net::http::status status, std::string body);
 
 // GET /v1/models: the configured models (and aliases) in OpenAI's list shape.
-std::string models_list_json(const Warden& warden);
+std::string models_list_json(const ModelSet& models, std::chrono::system_clock::time_point created);
 // GET /api/models
-std::string api_models_json(const Warden& warden);
+std::string api_models_json(const ModelSet& models);
 // GET /api/models/{name}: the routing card.
 std::string model_card_json(const ModelState& model, std::chrono::system_clock::time_point since);
 // PATCH /api/models/{name} with {"affinity": bool, "spill_threshold": int|"auto"},

@@ -22,7 +22,7 @@ std::string replica_label(int index) { return index < 0 ? "unassigned" : std::to
 
 }  // namespace
 
-std::string warden_metrics_text(const Warden& warden) {
+std::string warden_metrics_text(const ModelSet& models) {
   telemetry::PrometheusWriter w;
   auto family = [&](std::string_view name) {
     const auto& s = spec(name);
@@ -34,7 +34,7 @@ std::string warden_metrics_text(const Warden& warden) {
     core::RouterView view;
   };
   std::vector<Snapshot> snaps;
-  for (const auto& m : warden.models()) {
+  for (const auto& m : models.models) {
     std::lock_guard lock{m->mutex};
     snaps.push_back({m.get(), m->router.view()});
   }
@@ -134,7 +134,7 @@ std::string warden_metrics_text(const Warden& warden) {
   return w.take();
 }
 
-std::string stats_json(const Warden& warden, std::string_view model, std::chrono::seconds window) {
+std::string stats_json(const ModelSet& models, std::string_view model, std::chrono::seconds window) {
   using nlohmann::json;
   window = std::clamp(window, std::chrono::seconds(60), std::chrono::seconds(telemetry::TokenSeries::kMaxWindow));
   // About 3600 points at most: 1 s for an hour, 10 s for six.
@@ -142,7 +142,7 @@ std::string stats_json(const Warden& warden, std::string_view model, std::chrono
   const auto now = telemetry::WallClock::now();
   telemetry::TokenWindow total;
   json names = json::array();
-  for (const auto& m : warden.models()) {
+  for (const auto& m : models.models) {
     names.push_back(m->config.name);
     if (!model.empty() && m->config.name != model) continue;
     total.add(m->telemetry.window(now, window, step));

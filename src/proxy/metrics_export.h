@@ -8,13 +8,13 @@
 
 namespace lmwarden::proxy {
 
-class Warden;
+struct ModelSet;
 
-std::string warden_metrics_text(const Warden& warden);
+std::string warden_metrics_text(const ModelSet& models);
 
 // `model` empty: all models summed. `window` is clamped to what the series
 // keep (six hours); the step is 1 s up to an hour and coarser beyond, so a
 // reply never has more than about 3600 points.
-std::string stats_json(const Warden& warden, std::string_view model, std::chrono::seconds window);
+std::string stats_json(const ModelSet& models, std::string_view model, std::chrono::seconds window);
 
 }  // namespace lmwarden::proxy

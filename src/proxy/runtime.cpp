@@ -1,5 +1,7 @@
 #include "proxy/runtime.h"
 
+#include <boost/asio/post.hpp>
+
 namespace lmwarden::proxy {
 
 WardenRuntime::WardenRuntime(config::Config config)
@@ -8,26 +10,24 @@ WardenRuntime::WardenRuntime(config::Config config)
   warden_ = std::make_unique<Warden>(std::move(config), *io_);
   server_ = std::make_unique<net::HttpServer>(
       *io_, warden_->server_options(), [w = warden_.get()](net::Exchange& ex) { return w->handle(ex); });
-  scraper_ = std::make_unique<Scraper>(*warden_, warden_->config().scrape_interval,
-                                       warden_->config().unhealthy_after);
+  const auto set = warden_->models();
+  scraper_ = std::make_unique<Scraper>(*warden_, set->config.scrape_interval, set->config.unhealthy_after);
 }
 
 net::tcp::endpoint WardenRuntime::start(bool scrape) {
-  const auto& cfg = warden_->config();
-  const auto endpoint = server_->listen(cfg.listen_host, cfg.listen_port);
+  const auto set = warden_->models();
+  const auto endpoint = server_->listen(set->config.listen_host, set->config.listen_port);
+  scraping_ = scrape;
   if (scrape) scraper_->start(control_->at(0));
   control_->start();
   io_->start();
   return endpoint;
 }
 
-int WardenRuntime::in_flight() const {
-  int n = 0;
-  for (const auto& m : warden_->models()) {
-    std::lock_guard lock{m->mutex};
-    n += m->router.view().in_flight;
-  }
-  return n;
+std::vector<std::string> WardenRuntime::reload(config::Config config) {
+  auto kept = warden_->reload(std::move(config));
+  if (scraping_) net::asio::post(control_->at(0), [this] { scraper_->start(control_->at(0)); });
+  return kept;
 }
 
 void WardenRuntime::shutdown() {

@@ -27,7 +27,11 @@ class WardenRuntime {
   // the scraper.
   net::tcp::endpoint start(bool scrape = true);
   void stop_accepting() { server_->stop_accepting(); }
-  int in_flight() const;
+  // Requests being served (in any configuration, current or retired).
+  int in_flight() const { return warden_->requests_in_progress(); }
+  // Publishes a new configuration (see Warden::reload) and restarts the
+  // scraper's loops for it. Returns the settings that need a restart.
+  std::vector<std::string> reload(config::Config config);
   void shutdown();
 
   Warden& warden() noexcept { return *warden_; }
@@ -38,6 +42,7 @@ class WardenRuntime {
   std::unique_ptr<Warden> warden_;
   std::unique_ptr<net::HttpServer> server_;
   std::unique_ptr<Scraper> scraper_;
+  bool scraping_ = false;
   bool stopped_ = false;
 };
 

@@ -21,28 +21,35 @@ std::string describe(const net::GetResult& r) {
 }  // namespace
 
 void Scraper::start(net::asio::io_context& io) {
-  for (const auto& model : warden_.models())
+  const auto set = warden_.models();
+  for (const auto& model : set->models)
     for (int b = 0; b < static_cast<int>(model->config.backends.size()); ++b)
-      net::asio::co_spawn(io, watch(*model, b), net::asio::detached);
+      net::asio::co_spawn(io, watch(model, b, set->generation), net::asio::detached);
 }
 
-net::asio::awaitable<void> Scraper::watch(ModelState& model, int backend_index) {
+net::asio::awaitable<void> Scraper::watch(std::shared_ptr<ModelState> model_ptr, int backend_index,
+                                          std::uint64_t generation) {
+  ModelState& model = *model_ptr;
   const auto& backend = model.config.backends[static_cast<std::size_t>(backend_index)];
-  const auto [first, ranks] = [&] {
+  const auto [first, ranks, was_healthy] = [&] {
     std::lock_guard lock{model.mutex};
-    return model.router.backend_replicas(backend_index);
+    const auto [f, n] = model.router.backend_replicas(backend_index);
+    return std::tuple{f, n, model.router.healthy(f)};
   }();
   // A probe may take as long as a round, but never so little that a loaded
   // server is declared dead for answering in 600 ms.
   const auto timeout = std::max(interval_, std::chrono::milliseconds(2000));
   net::asio::steady_timer timer{co_await net::asio::this_coro::executor};
-  int failures = 0;
-  bool healthy = true;
+  // A reload hands a server over with the health it had.
+  bool healthy = was_healthy;
+  int failures = healthy ? 0 : unhealthy_after_;
 
-  for (;;) {
+  while (warden_.models()->generation == generation) {
     const auto round_start = std::chrono::steady_clock::now();
     const auto health = co_await net::http_get(backend.host, backend.port, backend.base_path + "/health", timeout);
     const auto metrics = co_await net::http_get(backend.host, backend.port, backend.base_path + "/metrics", timeout);
+
+    if (warden_.models()->generation != generation) co_return;  // a reload took over
 
     std::string problem;
     if (health.error || health.status != 200) problem = "/health: " + describe(health);

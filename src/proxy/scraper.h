@@ -8,6 +8,10 @@
 // conversations re-home. One good round brings it back. Each change is logged
 // once. Every probe has its own timeout and runs on the scraper's own thread,
 // so a hanging /metrics delays nothing but its own server's next round.
+//
+// After a configuration reload, `start` is called again: loops of the retired
+// configuration end at their next round, and the new configuration's begin
+// (a model that kept its layout keeps its health and counter baselines).
 #pragma once
 
 #include <chrono>
@@ -24,11 +28,12 @@ class Scraper {
   Scraper(Warden& warden, std::chrono::milliseconds interval, int unhealthy_after)
       : warden_(warden), interval_(interval), unhealthy_after_(unhealthy_after) {}
 
-  // Starts one loop per (model, backend server) on `io`.
+  // Starts one loop per (model, backend server) of the configuration in
+  // force on `io`. Call from `io`'s thread, or before it runs.
   void start(net::asio::io_context& io);
 
  private:
-  net::asio::awaitable<void> watch(ModelState& model, int backend);
+  net::asio::awaitable<void> watch(std::shared_ptr<ModelState> model, int backend, std::uint64_t generation);
 
   Warden& warden_;
   std::chrono::milliseconds interval_;

@@ -87,8 +87,26 @@ ModelState::ModelState(const config::ModelConfig& model)
     : config(model),
       identity{.sources = model.session_sources, .honor_client_rank = model.honor_client_rank},
       api_keys(resolve_api_keys(model)),
-      router(model),
-      telemetry(model.replica_count()) {}
+      routing(std::make_shared<RoutingState>(model)),
+      telemetry_owner(std::make_shared<ModelTelemetry>(model.replica_count())),
+      mutex(routing->mutex),
+      router(routing->router),
+      telemetry(*telemetry_owner) {}
+
+ModelState::ModelState(const config::ModelConfig& model, const ModelState& previous)
+    : config(model),
+      identity{.sources = model.session_sources, .honor_client_rank = model.honor_client_rank},
+      api_keys(resolve_api_keys(model)),
+      routing(previous.routing),
+      telemetry_owner(previous.telemetry_owner),
+      mutex(routing->mutex),
+      router(routing->router),
+      telemetry(*telemetry_owner) {}
+
+ModelState* ModelSet::find(std::string_view name) const noexcept {
+  auto it = by_name.find(std::string(name));
+  return it == by_name.end() ? nullptr : it->second;
+}
 
 void InFlight::finish() noexcept {
   if (finished_) return;
@@ -99,23 +117,14 @@ void InFlight::finish() noexcept {
 
 // ---------------------------------------------------------------- Warden
 
-Warden::Warden(config::Config config, net::IoThreads& io)
-    : config_(std::move(config)), started_(std::chrono::system_clock::now()) {
-  for (const auto& m : config_.models) {
-    models_.push_back(std::make_unique<ModelState>(m));
-    by_name_[m.name] = models_.back().get();
-    for (const auto& alias : m.aliases) by_name_[alias] = models_.back().get();
-  }
-  for (std::size_t i = 0; i < io.size(); ++i)
-    pools_[&io.at(i)] = std::make_unique<UpstreamPool>(io.at(i));
-}
+namespace {
 
-net::ServerOptions Warden::server_options() const {
+net::ServerOptions make_server_options(const config::Config& config) {
   net::ServerOptions o;
-  o.max_header_bytes = config_.limits.max_header_bytes;
-  o.max_body_bytes = config_.limits.max_body_bytes;
-  o.max_connections = config_.limits.max_connections;
-  o.read_timeout = config_.timeouts.client_read;
+  o.max_header_bytes = config.limits.max_header_bytes;
+  o.max_body_bytes = config.limits.max_body_bytes;
+  o.max_connections = config.limits.max_connections;
+  o.read_timeout = config.timeouts.client_read;
   o.server_name = "lmwarden";
   o.error_response = [](std::string_view target, http::status status, std::string_view message) {
     return error_response(dialect_of(target), status, message);
@@ -123,22 +132,112 @@ net::ServerOptions Warden::server_options() const {
   return o;
 }
 
-ModelState* Warden::find_model(std::string_view name) noexcept {
-  auto it = by_name_.find(std::string(name));
-  return it == by_name_.end() ? nullptr : it->second;
+// Same servers with the same ranks, in the same order: replica indices, and so
+// conversations' homes and counters, mean the same thing in both.
+bool same_layout(const config::ModelConfig& a, const config::ModelConfig& b) {
+  if (a.backends.size() != b.backends.size()) return false;
+  for (std::size_t i = 0; i < a.backends.size(); ++i)
+    if (a.backends[i].url != b.backends[i].url ||
+        a.backends[i].data_parallel_size != b.backends[i].data_parallel_size)
+      return false;
+  return true;
+}
+
+std::shared_ptr<ModelSet> make_model_set(config::Config config, const ModelSet* previous) {
+  auto set = std::make_shared<ModelSet>();
+  set->config = std::move(config);
+  set->generation = previous ? previous->generation + 1 : 0;
+  for (const auto& m : set->config.models) {
+    const ModelState* before = nullptr;
+    if (previous)
+      for (const auto& p : previous->models)
+        if (p->config.name == m.name && same_layout(p->config, m)) before = p.get();
+    if (before) {
+      {
+        std::lock_guard lock{before->mutex};
+        before->router.reconfigure(m);
+      }
+      set->models.push_back(std::make_shared<ModelState>(m, *before));
+    } else {
+      set->models.push_back(std::make_shared<ModelState>(m));
+    }
+    ModelState* state = set->models.back().get();
+    set->by_name[m.name] = state;
+    for (const auto& alias : m.aliases) set->by_name[alias] = state;
+  }
+  return set;
+}
+
+std::optional<std::string> admin_token(const config::Config& config) {
+  if (!config.admin_token_env.empty()) {
+    if (const char* v = std::getenv(config.admin_token_env.c_str()); v && *v) return std::string(v);
+  }
+  return config.admin_token;
+}
+
+// Counts a request from its body being read to its last reply byte.
+class InProgress {
+ public:
+  explicit InProgress(std::atomic<int>& n) : n_(n) { n_.fetch_add(1, std::memory_order_relaxed); }
+  ~InProgress() { n_.fetch_sub(1, std::memory_order_relaxed); }
+  InProgress(const InProgress&) = delete;
+  InProgress& operator=(const InProgress&) = delete;
+
+ private:
+  std::atomic<int>& n_;
+};
+
+}  // namespace
+
+Warden::Warden(config::Config config, net::IoThreads& io)
+    : server_options_(make_server_options(config)),
+      models_(make_model_set(std::move(config), nullptr)),
+      started_(std::chrono::system_clock::now()) {
+  for (std::size_t i = 0; i < io.size(); ++i)
+    pools_[&io.at(i)] = std::make_unique<UpstreamPool>(io.at(i));
+}
+
+net::ServerOptions Warden::server_options() const { return server_options_; }
+
+std::shared_ptr<const ModelSet> Warden::models() const {
+  std::lock_guard lock{models_mutex_};
+  return models_;
+}
+
+std::vector<std::string> Warden::reload(config::Config next) {
+  const auto current = models();
+  const config::Config& now = current->config;
+  std::vector<std::string> kept;
+  auto keep = [&](bool changed, std::string what) {
+    if (changed) kept.push_back(std::move(what) + " changed; it takes effect at the next restart");
+  };
+  keep(next.listen_host != now.listen_host || next.listen_port != now.listen_port, "listen");
+  keep(next.threads != now.threads, "threads");
+  keep(next.limits.max_header_bytes != now.limits.max_header_bytes ||
+           next.limits.max_body_bytes != now.limits.max_body_bytes ||
+           next.limits.max_connections != now.limits.max_connections,
+       "limits");
+  keep(next.timeouts.client_read != now.timeouts.client_read, "timeouts.client_read");
+  keep(next.scrape_interval != now.scrape_interval || next.unhealthy_after != now.unhealthy_after,
+       "scrape settings");
+  next.listen_host = now.listen_host;
+  next.listen_port = now.listen_port;
+  next.threads = now.threads;
+  next.limits = now.limits;
+  next.timeouts.client_read = now.timeouts.client_read;
+  next.scrape_interval = now.scrape_interval;
+  next.unhealthy_after = now.unhealthy_after;
+
+  auto set = make_model_set(std::move(next), current.get());
+  std::lock_guard lock{models_mutex_};
+  models_ = std::move(set);
+  return kept;
 }
 
 UpstreamPool& Warden::pool_for_this_thread(net::Exchange& exchange) {
   auto& ctx = static_cast<net::asio::io_context&>(
       net::asio::query(exchange.stream().get_executor(), net::asio::execution::context));
   return *pools_.at(&ctx);
-}
-
-std::optional<std::string> Warden::admin_token() const {
-  if (!config_.admin_token_env.empty()) {
-    if (const char* v = std::getenv(config_.admin_token_env.c_str()); v && *v) return std::string(v);
-  }
-  return config_.admin_token;
 }
 
 net::asio::awaitable<void> Warden::handle(net::Exchange& exchange) {
@@ -174,12 +273,12 @@ net::asio::awaitable<void> Warden::handle(net::Exchange& exchange) {
   if (path == "/metrics" && method == http::verb::get) {
     net::Response res{http::status::ok, 11};
     res.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
-    res.body() = warden_metrics_text(*this);
+    res.body() = warden_metrics_text(*models());
     co_await exchange.respond(std::move(res));
     co_return;
   }
   if (path == "/v1/models" && method == http::verb::get) {
-    co_await exchange.respond(json_response(http::status::ok, models_list_json(*this)));
+    co_await exchange.respond(json_response(http::status::ok, models_list_json(*models(), started_)));
     co_return;
   }
   if (path.starts_with("/api/")) {
@@ -192,14 +291,15 @@ net::asio::awaitable<void> Warden::handle(net::Exchange& exchange) {
 
 net::asio::awaitable<void> Warden::handle_api(net::Exchange& exchange, std::string_view path) {
   auto& request = exchange.request();
+  const auto set = models();
   if (path == "/api/models" && request.method() == http::verb::get) {
-    co_await exchange.respond(json_response(http::status::ok, api_models_json(*this)));
+    co_await exchange.respond(json_response(http::status::ok, api_models_json(*set)));
     co_return;
   }
   if (path == "/api/stats" && request.method() == http::verb::get) {
     const std::string target(request.target());
     const std::string model = query_param(target, "model");
-    if (!model.empty() && !find_model(model)) {
+    if (!model.empty() && !set->find(model)) {
       co_await exchange.respond(error_response(Dialect::kOpenAi, http::status::not_found, "unknown model " + model));
       co_return;
     }
@@ -214,12 +314,12 @@ net::asio::awaitable<void> Warden::handle_api(net::Exchange& exchange, std::stri
         co_return;
       }
     }
-    co_await exchange.respond(json_response(http::status::ok, stats_json(*this, model, std::chrono::seconds(seconds))));
+    co_await exchange.respond(json_response(http::status::ok, stats_json(*set, model, std::chrono::seconds(seconds))));
     co_return;
   }
   constexpr std::string_view kModelPrefix = "/api/models/";
   if (path.starts_with(kModelPrefix)) {
-    ModelState* model = find_model(path.substr(kModelPrefix.size()));
+    ModelState* model = set->find(path.substr(kModelPrefix.size()));
     if (!model) {
       co_await exchange.respond(error_response(Dialect::kOpenAi, http::status::not_found,
                                                "unknown model " + std::string(path.substr(kModelPrefix.size()))));
@@ -230,7 +330,7 @@ net::asio::awaitable<void> Warden::handle_api(net::Exchange& exchange, std::stri
       co_return;
     }
     if (request.method() == http::verb::patch) {
-      co_await exchange.respond(patch_model(*model, request, admin_token(), started_));
+      co_await exchange.respond(patch_model(*model, request, admin_token(set->config), started_));
       co_return;
     }
   }
@@ -240,6 +340,7 @@ net::asio::awaitable<void> Warden::handle_api(net::Exchange& exchange, std::stri
 
 // Everything one forwarded request carries through its attempts.
 struct Warden::Forward {
+  std::shared_ptr<const ModelSet> set;  // the configuration this request started with
   net::Exchange& exchange;
   Dialect dialect;
   ModelState& model;
@@ -266,11 +367,13 @@ net::asio::awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dial
                                              "invalid request body: " + extracted.error_detail));
     co_return;
   }
+  InProgress in_progress{in_progress_};
+  auto set = models();
   ModelState* model = nullptr;
   if (extracted.facts.model.empty()) {
-    if (models_.size() == 1) model = models_.front().get();
+    if (set->models.size() == 1) model = set->models.front().get();
   } else {
-    model = find_model(extracted.facts.model);
+    model = set->find(extracted.facts.model);
   }
   if (!model) {
     const auto message = extracted.facts.model.empty()
@@ -303,7 +406,7 @@ net::asio::awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dial
     }
   }
 
-  Forward f{exchange, dialect, *model, std::move(extracted.facts), injected_usage,
+  Forward f{std::move(set), exchange, dialect, *model, std::move(extracted.facts), injected_usage,
             next_request_id_.fetch_add(1, std::memory_order_relaxed), std::string(request.target()),
             exchange.remote().address().to_string()};
 
@@ -333,7 +436,8 @@ net::asio::awaitable<void> Warden::run_attempts(Forward& f) {
   std::vector<int> tried;
   AttemptResult last;
 
-  for (int attempt = 0; attempt <= config_.retries; ++attempt) {
+  const config::Config& config = f.set->config;
+  for (int attempt = 0; attempt <= config.retries; ++attempt) {
     core::RouteDecision decision;
     {
       std::lock_guard lock{f.model.mutex};
@@ -361,9 +465,9 @@ net::asio::awaitable<void> Warden::run_attempts(Forward& f) {
 
     RequestAccounting accounting{f.model.telemetry, f.injected_usage, decision.replica,
                                  [&in_flight] { in_flight.finish(); }};
-    AttemptContext ctx{f.exchange, pool_for_this_thread(f.exchange), config_.timeouts, f.dialect,
+    AttemptContext ctx{f.exchange, pool_for_this_thread(f.exchange), config.timeouts, f.dialect,
                        f.original_target, f.client_address, &accounting, &f.live_upstream};
-    last = co_await forward_once(ctx, backend, decision.rank, attempt < config_.retries);
+    last = co_await forward_once(ctx, backend, decision.rank, attempt < config.retries);
     if (f.client_gone) last.outcome = Outcome::kClientGone;
     if (!last.error_kind.empty()) f.model.telemetry.replica(decision.replica).count_error(last.error_kind);
     switch (last.outcome) {

@@ -25,16 +25,40 @@
 
 namespace lmwarden::proxy {
 
-// One configured model and its routing state.
+// The part of a model's state that outlives a configuration reload when the
+// replica layout stays the same: the router (conversations, in-flight counts,
+// health) with the lock that guards it, and the telemetry.
+struct RoutingState {
+  explicit RoutingState(const config::ModelConfig& model) : router(model) {}
+  std::mutex mutex;
+  core::Router router;  // guarded by mutex
+};
+
+// One configured model: its settings as loaded, and its routing state.
 struct ModelState {
   explicit ModelState(const config::ModelConfig& model);
+  // A reloaded model that keeps the routing state and telemetry of `previous`.
+  ModelState(const config::ModelConfig& model, const ModelState& previous);
 
   const config::ModelConfig config;
   const core::IdentityOptions identity;
   const std::vector<std::string> api_keys;  // resolved from api_keys_env; empty = open
-  mutable std::mutex mutex;
-  core::Router router;  // guarded by mutex
-  ModelTelemetry telemetry;
+  const std::shared_ptr<RoutingState> routing;
+  const std::shared_ptr<ModelTelemetry> telemetry_owner;
+  std::mutex& mutex;
+  core::Router& router;  // guarded by mutex
+  ModelTelemetry& telemetry;
+};
+
+// The configuration in force and its models. Immutable once published: a
+// reload publishes a new one, and each request keeps the one it started with.
+struct ModelSet {
+  config::Config config;
+  std::vector<std::shared_ptr<ModelState>> models;
+  std::unordered_map<std::string, ModelState*> by_name;  // names and aliases
+  std::uint64_t generation = 0;
+
+  ModelState* find(std::string_view name_or_alias) const noexcept;
 };
 
 // Decision plus the guarantee that its in-flight count ends exactly once.
@@ -60,11 +84,20 @@ class Warden {
   net::ServerOptions server_options() const;
   net::asio::awaitable<void> handle(net::Exchange& exchange);
 
-  ModelState* find_model(std::string_view name_or_alias) noexcept;
+  // The configuration and models in force now.
+  std::shared_ptr<const ModelSet> models() const;
+  // Publishes a new configuration. A model keeps its conversations, counts and
+  // telemetry when its replica layout (backend URLs and ranks, in order) is
+  // unchanged; otherwise it starts afresh. Settings only a restart can change
+  // (listen address, threads, client limits) keep their running values; the
+  // returned lines say which were asked to change.
+  std::vector<std::string> reload(config::Config next);
+  // Requests between reading their body and their last reply byte, in all
+  // configurations, including ones a reload has retired.
+  int requests_in_progress() const noexcept { return in_progress_.load(std::memory_order_relaxed); }
+
   // Drops pooled upstream connections; only with the I/O threads stopped.
   void close_upstreams() noexcept { pools_.clear(); }
-  const std::vector<std::unique_ptr<ModelState>>& models() const noexcept { return models_; }
-  const config::Config& config() const noexcept { return config_; }
   std::chrono::system_clock::time_point started() const noexcept { return started_; }
 
  private:
@@ -73,14 +106,14 @@ class Warden {
   net::asio::awaitable<void> run_attempts(Forward& f);
   net::asio::awaitable<void> handle_api(net::Exchange& exchange, std::string_view path);
   UpstreamPool& pool_for_this_thread(net::Exchange& exchange);
-  std::optional<std::string> admin_token() const;
 
-  config::Config config_;
-  std::vector<std::unique_ptr<ModelState>> models_;
-  std::unordered_map<std::string, ModelState*> by_name_;
+  const net::ServerOptions server_options_;  // fixed at start
+  mutable std::mutex models_mutex_;
+  std::shared_ptr<const ModelSet> models_;  // guarded by models_mutex_
   std::unordered_map<const net::asio::io_context*, std::unique_ptr<UpstreamPool>> pools_;
   std::chrono::system_clock::time_point started_;
   std::atomic<std::uint64_t> next_request_id_{1};
+  std::atomic<int> in_progress_{0};
 };
 
 }  // namespace lmwarden::proxy
