@@ -1,6 +1,7 @@
 // `lmwarden serve`: load the configuration, start the warden, run until a
 // signal. SIGINT/SIGTERM stop accepting, let requests in flight finish within
-// the grace period, then exit 0. SIGHUP reloads the configuration file.
+// the grace period (a second signal ends it at once), then exit 0. SIGHUP
+// reloads the configuration file.
 #include <boost/asio/signal_set.hpp>
 #include <cstdio>
 #include <functional>
@@ -61,6 +62,28 @@ int serve(const ServeOptions& opts) {
   spdlog::set_level(spdlog::level::from_str(opts.log_level));
 
   proxy::WardenRuntime runtime{cfg};
+  // SIGHUP reloads the configuration file; SIGINT/SIGTERM stop accepting.
+  // Handled from before the port opens, so an early signal never kills it.
+  net::asio::io_context signals_ctx{1};
+  net::asio::signal_set signals{signals_ctx, SIGINT, SIGTERM, SIGHUP};
+  bool stopping = false;  // a first SIGINT/SIGTERM: the grace period runs
+  bool give_up = false;   // a second one: end the grace period now
+  std::function<void(const boost::system::error_code&, int)> on_signal =
+      [&](const boost::system::error_code& ec, int sig) {
+        if (ec) return;
+        if (sig == SIGHUP) {
+          reload(runtime, opts);
+        } else if (stopping) {
+          spdlog::warn("signal {} again: not waiting for requests in flight", sig);
+          give_up = true;
+        } else {
+          spdlog::info("signal {}: no longer accepting; waiting for requests in flight", sig);
+          stopping = true;
+          runtime.stop_accepting();
+          signals_ctx.stop();
+        }
+        signals.async_wait(on_signal);
+      };
   net::tcp::endpoint bound;
   try {
     bound = runtime.start();
@@ -77,27 +100,17 @@ int serve(const ServeOptions& opts) {
                  m.replica_count(), m.backends.size(), m.affinity ? "on" : "off",
                  m.spill_threshold ? std::to_string(*m.spill_threshold) : "auto");
 
-  // SIGHUP reloads the configuration file; SIGINT/SIGTERM stop accepting.
-  net::asio::io_context signals_ctx{1};
-  net::asio::signal_set signals{signals_ctx, SIGINT, SIGTERM, SIGHUP};
-  std::function<void(const boost::system::error_code&, int)> on_signal =
-      [&](const boost::system::error_code& ec, int sig) {
-        if (ec) return;
-        if (sig != SIGHUP) {
-          spdlog::info("signal {}: no longer accepting; waiting for requests in flight", sig);
-          runtime.stop_accepting();
-          return;
-        }
-        reload(runtime, opts);
-        signals.async_wait(on_signal);
-      };
   signals.async_wait(on_signal);
   signals_ctx.run();
 
-  // Grace period: requests in flight finish; then everything is torn down.
+  // Grace period: requests in flight finish (a second signal cuts it short;
+  // SIGHUP still reloads); then everything is torn down.
   const auto deadline = std::chrono::steady_clock::now() + cfg.timeouts.shutdown_grace;
-  while (runtime.in_flight() > 0 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  signals_ctx.restart();
+  while (runtime.in_flight() > 0 && !give_up && std::chrono::steady_clock::now() < deadline) {
+    signals_ctx.run_for(std::chrono::milliseconds(50));
+    if (signals_ctx.stopped()) signals_ctx.restart();
+  }
   if (const int left = runtime.in_flight(); left > 0)
     spdlog::warn("grace period over with {} request(s) in flight; closing them", left);
   runtime.shutdown();

@@ -153,10 +153,6 @@ std::shared_ptr<ModelSet> make_model_set(config::Config config, const ModelSet* 
       for (const auto& p : previous->models)
         if (p->config.name == m.name && same_layout(p->config, m)) before = p.get();
     if (before) {
-      {
-        std::lock_guard lock{before->mutex};
-        before->router.reconfigure(m);
-      }
       set->models.push_back(std::make_shared<ModelState>(m, *before));
     } else {
       set->models.push_back(std::make_shared<ModelState>(m));
@@ -228,9 +224,17 @@ std::vector<std::string> Warden::reload(config::Config next) {
   next.scrape_interval = now.scrape_interval;
   next.unhealthy_after = now.unhealthy_after;
 
-  auto set = make_model_set(std::move(next), current.get());
-  std::lock_guard lock{models_mutex_};
-  models_ = std::move(set);
+  std::shared_ptr<const ModelSet> set = make_model_set(std::move(next), current.get());
+  {
+    std::lock_guard lock{models_mutex_};
+    models_ = set;
+  }
+  // Then the new policy for routers carried over, so whoever sees it sees the
+  // new configuration too.
+  for (const auto& m : set->models) {
+    std::lock_guard lock{m->mutex};
+    m->router.reconfigure(m->config);
+  }
   return kept;
 }
 
@@ -494,8 +498,10 @@ net::asio::awaitable<void> Warden::run_attempts(Forward& f) {
         break;
     }
   }
-  co_await f.exchange.respond(error_response(f.dialect, http::status::bad_gateway,
-                                             last.message.empty() ? "upstream unreachable" : last.message));
+  // Built before the co_await: GCC 12 destroys a conditional's temporary
+  // twice inside a co_await expression.
+  if (last.message.empty()) last.message = "upstream unreachable";
+  co_await f.exchange.respond(error_response(f.dialect, http::status::bad_gateway, last.message));
 }
 
 }  // namespace lmwarden::proxy

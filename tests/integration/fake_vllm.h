@@ -65,6 +65,7 @@ class FakeVllm {
   }
   void set_healthy(bool healthy) { healthy_ = healthy; }
   void hang_metrics(bool hang) { hang_metrics_ = hang; }
+  void garbage_metrics(bool garbage) { garbage_metrics_ = garbage; }
   int metrics_hanging() const { return metrics_hanging_.load(); }
   void set_engine(int rank, int running, int waiting, double kv, double queries, double hits) {
     std::lock_guard lock{mutex_};
@@ -86,6 +87,12 @@ class FakeVllm {
         ++metrics_hanging_;
         co_await ex.client_closed();
         --metrics_hanging_;
+        co_return;
+      }
+      if (garbage_metrics_) {
+        net::Response res{http::status::ok, 11};
+        res.body() = "<html>502 from some other proxy</html>\n\x01\x02 not { prometheus\n";
+        co_await ex.respond(std::move(res));
         co_return;
       }
       std::string text = "# TYPE vllm:num_requests_running gauge\n";
@@ -189,6 +196,7 @@ class FakeVllm {
   std::atomic<int> aborted_{0};
   std::atomic<bool> healthy_{true};
   std::atomic<bool> hang_metrics_{false};
+  std::atomic<bool> garbage_metrics_{false};
   std::atomic<int> metrics_hanging_{0};
   struct Engine {
     int running, waiting;

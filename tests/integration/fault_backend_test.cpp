@@ -1,0 +1,267 @@
+// Backends that fail in every way a real one can, and what the client sees:
+// a server killed mid-stream, one that never answers, one that goes silent
+// mid-reply, one that answers garbage or hangs up, a /metrics that lies, a
+// server that restarts, and every replica down at once. After each, the
+// warden's in-flight count is back to exactly 0 and it keeps serving.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+
+#include "fake_vllm.h"
+#include "running_warden.h"
+#include "sim_test_client.h"
+
+namespace lmwarden::testing {
+namespace {
+
+using nlohmann::json;
+
+// A warden configuration for fault tests: short timeouts and scrapes.
+config::Config fault_config(const std::vector<std::pair<std::uint16_t, int>>& backends,
+                            const std::string& timeouts = "  first_byte: 20s\n  idle: 20s\n") {
+  std::string yaml = "listen: 127.0.0.1:0\nscrape_interval: 100ms\nunhealthy_after: 2\ntimeouts:\n  connect: 2s\n" +
+                     timeouts + "models:\n  - name: m\n    backends:\n";
+  for (auto [port, ranks] : backends)
+    yaml += "      - url: http://127.0.0.1:" + std::to_string(port) +
+            "\n        data_parallel_size: " + std::to_string(ranks) + "\n";
+  auto cfg = config::load_config_string(yaml, "fault.yaml");
+  if (!cfg) throw std::runtime_error(cfg.error().message());
+  return std::move(cfg).value();
+}
+
+std::string chat_body(bool stream, int max_tokens = 16) {
+  return json{{"model", "m"},
+              {"stream", stream},
+              {"max_tokens", max_tokens},
+              {"messages", {{{"role", "user"}, {"content", "Tell me a long story about routers."}}}}}
+      .dump();
+}
+
+std::string messages_body(int max_tokens) {
+  return json{{"model", "m"},
+              {"stream", true},
+              {"max_tokens", max_tokens},
+              {"messages", {{{"role", "user"}, {"content", "Tell me a long story about caches."}}}}}
+      .dump();
+}
+
+HttpReply chat(std::uint16_t port, const std::string& session) {
+  return http_request(port, http::verb::post, "/v1/chat/completions", chat_body(false), {{"session-id", session}});
+}
+
+// A TCP server on 127.0.0.1 that misbehaves in one fixed way.
+class BadServer {
+ public:
+  enum class Behaviour {
+    kNeverAccept,   // listens, so connects succeed, but never reads or answers
+    kGarbage,       // reads the request, answers bytes that are not HTTP, closes
+    kCloseAtOnce,   // accepts and closes without a byte
+  };
+
+  explicit BadServer(Behaviour behaviour) : behaviour_(behaviour) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd_, 64) != 0)
+      throw std::runtime_error("bind failed");
+    socklen_t len = sizeof addr;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    if (behaviour_ != Behaviour::kNeverAccept) thread_ = std::thread([this] { run(); });
+  }
+  ~BadServer() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+    ::close(fd_);
+  }
+  std::uint16_t port() const { return port_; }
+  int accepted() const { return accepted_.load(); }
+
+ private:
+  void run() {
+    while (!stop_) {
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 20) <= 0) continue;
+      const int c = ::accept(fd_, nullptr, nullptr);
+      if (c < 0) continue;
+      ++accepted_;
+      if (behaviour_ == Behaviour::kGarbage) {
+        char buf[4096];
+        pollfd q{c, POLLIN, 0};
+        if (::poll(&q, 1, 2000) > 0) (void)::recv(c, buf, sizeof buf, 0);
+        constexpr std::string_view kGarbage = "SPDY/9 what is this\r\n\x01\x02\x03\r\n\r\n";
+        (void)::send(c, kGarbage.data(), kGarbage.size(), MSG_NOSIGNAL);
+      }
+      ::close(c);
+    }
+  }
+
+  Behaviour behaviour_;
+  int fd_ = -1;
+  std::uint16_t port_ = 0;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> accepted_{0};
+};
+
+int card_in_flight(RunningWarden& warden) { return warden.card()["in_flight"].get<int>(); }
+
+// lmwarden_upstream_errors_total of one replica and kind, from /metrics.
+bool metrics_count_error(RunningWarden& warden, int replica, const std::string& kind) {
+  const auto text = http_request(warden.port(), http::verb::get, "/metrics").body;
+  return text.find("lmwarden_upstream_errors_total{model=\"m\",replica=\"" + std::to_string(replica) +
+                   "\",kind=\"" + kind + "\"} 1") != std::string::npos;
+}
+
+TEST(FaultBackend, KilledMidStreamEndsTheStreamWithAnErrorEventInTheClientsDialect) {
+  struct Case {
+    const char* target;
+    std::string body;
+    const char* error_marker;  // how an error event starts in this dialect
+  };
+  for (const Case& c : {Case{"/v1/chat/completions", chat_body(true, 4000), "data: {\"error\""},
+                        Case{"/v1/messages", messages_body(4000), "event: error\ndata: {"}}) {
+    SCOPED_TRACE(c.target);
+    SimProcess sim{{"sim", "--listen", "127.0.0.1:0", "--dp", "1"}};
+    RunningWarden warden{fault_config({{sim.port(), 1}})};
+    HttpConnection client{warden.port()};
+    client.send(http::verb::post, c.target, c.body, {{"session-id", "doomed"}});
+    const auto header = client.read_header();
+    ASSERT_EQ(header.status, 200u);
+    std::string seen = client.read_until("\n\n");
+    ASSERT_FALSE(seen.empty());
+    ::kill(sim.pid(), SIGKILL);
+    // The stream ends (the parser sees the final chunk) instead of hanging.
+    while (auto piece = client.read_some()) seen += *piece;
+    EXPECT_NE(seen.find(c.error_marker), std::string::npos) << seen.substr(seen.size() > 600 ? seen.size() - 600 : 0);
+    EXPECT_NE(seen.find("failed mid-reply"), std::string::npos);
+    EXPECT_TRUE(eventually([&] { return card_in_flight(warden) == 0; }));
+  }
+}
+
+TEST(FaultBackend, ServerThatNeverAnswersGets504AfterTheFirstByteTimeout) {
+  BadServer silent{BadServer::Behaviour::kNeverAccept};
+  RunningWarden warden{fault_config({{silent.port(), 1}}, "  first_byte: 300ms\n  idle: 20s\n")};
+  const auto start = std::chrono::steady_clock::now();
+  const auto r = chat(warden.port(), "patient");
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(r.status, 504u) << r.body;
+  EXPECT_NE(json::parse(r.body)["error"]["message"].get<std::string>().find("first-byte timeout"), std::string::npos);
+  EXPECT_GE(waited, std::chrono::milliseconds(300));
+  EXPECT_LT(waited, std::chrono::seconds(10));
+  EXPECT_EQ(card_in_flight(warden), 0);
+  EXPECT_TRUE(metrics_count_error(warden, 0, "first_byte_timeout"));
+}
+
+TEST(FaultBackend, ServerThatGoesSilentMidReplyHitsTheIdleTimeout) {
+  FakeVllm fake{1};
+  RunningWarden warden{fault_config({{fake.port(), 1}}, "  first_byte: 20s\n  idle: 300ms\n")};
+  HttpConnection client{warden.port()};
+  client.send(http::verb::post, "/v1/chat/completions", chat_body(true), {{"x-fake-hold", "1"}});
+  ASSERT_EQ(client.read_header().status, 200u);
+  std::string seen;
+  while (auto piece = client.read_some()) seen += *piece;
+  EXPECT_NE(seen.find("first"), std::string::npos);
+  EXPECT_NE(seen.find("went silent mid-reply"), std::string::npos) << seen;
+  EXPECT_TRUE(eventually([&] { return fake.aborted() == 1; })) << "the silent upstream request was not closed";
+  EXPECT_EQ(card_in_flight(warden), 0);
+  EXPECT_TRUE(metrics_count_error(warden, 0, "idle_timeout"));
+  fake.release();
+  EXPECT_EQ(chat(warden.port(), "after").status, 200u);
+}
+
+TEST(FaultBackend, GarbageOrAHangUpBeforeAnyByteIsRetriedOnTheOtherReplica) {
+  for (auto behaviour : {BadServer::Behaviour::kGarbage, BadServer::Behaviour::kCloseAtOnce}) {
+    SCOPED_TRACE(behaviour == BadServer::Behaviour::kGarbage ? "garbage" : "close at once");
+    BadServer bad{behaviour};
+    FakeVllm good{1};
+    RunningWarden warden{fault_config({{bad.port(), 1}, {good.port(), 1}})};
+    for (int i = 0; i < 4; ++i) {
+      const auto r = chat(warden.port(), "conv-" + std::to_string(i));
+      ASSERT_EQ(r.status, 200u) << r.body;
+    }
+    EXPECT_EQ(good.seen().size(), 4u);
+    EXPECT_GE(bad.accepted(), 1) << "the bad server should have been tried";
+    EXPECT_EQ(card_in_flight(warden), 0);
+  }
+}
+
+TEST(FaultBackend, EveryReplicaAnsweringGarbageIs502) {
+  BadServer a{BadServer::Behaviour::kGarbage};
+  BadServer b{BadServer::Behaviour::kCloseAtOnce};
+  RunningWarden warden{fault_config({{a.port(), 1}, {b.port(), 1}})};
+  const auto r = chat(warden.port(), "unlucky");
+  EXPECT_EQ(r.status, 502u) << r.body;
+  EXPECT_TRUE(json::parse(r.body)["error"].contains("message"));
+  EXPECT_EQ(a.accepted() + b.accepted() >= 2, true);
+  EXPECT_EQ(card_in_flight(warden), 0);
+}
+
+TEST(FaultBackend, GarbageMetricsTakeTheServerOutUntilTheyAreRightAgain) {
+  FakeVllm fake{2};
+  fake.set_engine(0, 0, 0, 0.1, 10, 5);
+  fake.set_engine(1, 0, 0, 0.1, 10, 5);
+  RunningWarden warden{fault_config({{fake.port(), 2}}), /*scrape=*/true};
+  ASSERT_TRUE(eventually([&] { return !warden.card()["replicas"][0]["kv_used"].is_null(); }));
+  ASSERT_EQ(chat(warden.port(), "before").status, 200u);
+  fake.garbage_metrics(true);
+  EXPECT_TRUE(eventually([&] { return warden.card()["replicas"][0]["healthy"] == false; }));
+  const auto down = chat(warden.port(), "during");
+  EXPECT_EQ(down.status, 503u) << down.body;
+  fake.garbage_metrics(false);
+  EXPECT_TRUE(eventually([&] { return warden.card()["replicas"][0]["healthy"] == true; }));
+  EXPECT_EQ(chat(warden.port(), "after").status, 200u);
+  EXPECT_EQ(card_in_flight(warden), 0);
+}
+
+TEST(FaultBackend, AllReplicasDownIs503ThenARestartedServerIsRebaselined) {
+  auto sim = std::make_unique<SimProcess>(std::vector<std::string>{"sim", "--listen", "127.0.0.1:0", "--dp", "2"});
+  const std::uint16_t port = sim->port();
+  RunningWarden warden{fault_config({{port, 2}}), /*scrape=*/true};
+  // Two turns of one conversation: the second reads its prefix from the cache.
+  ASSERT_EQ(chat(warden.port(), "survivor").status, 200u);
+  ASSERT_EQ(chat(warden.port(), "survivor").status, 200u);
+  auto hit_rates_known = [&] {
+    const json card = warden.card();
+    for (const auto& r : card["replicas"])
+      if (!r["prefix_hit_rate"].is_null()) return true;
+    return false;
+  };
+  ASSERT_TRUE(eventually(hit_rates_known));
+
+  ::kill(sim->pid(), SIGKILL);
+  sim.reset();
+  EXPECT_TRUE(eventually([&] { return chat(warden.port(), "meanwhile").status == 503u; }))
+      << "with the only server down, requests should get 503 at once";
+  EXPECT_EQ(card_in_flight(warden), 0);
+
+  // The server comes back on the same port with its counters at zero.
+  sim = std::make_unique<SimProcess>(
+      std::vector<std::string>{"sim", "--listen", "127.0.0.1:" + std::to_string(port), "--dp", "2"});
+  EXPECT_TRUE(eventually([&] { return chat(warden.port(), "survivor").status == 200u; }))
+      << "the warden should take the server back without a restart";
+  ASSERT_EQ(chat(warden.port(), "survivor").status, 200u);
+  // Scrapes after the restart: hit rates stay rates (no negative deltas from
+  // the counters going back to zero).
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  const json card = warden.card();
+  for (const auto& r : card["replicas"]) {
+    if (r["prefix_hit_rate"].is_null()) continue;
+    EXPECT_GE(r["prefix_hit_rate"].get<double>(), 0.0);
+    EXPECT_LE(r["prefix_hit_rate"].get<double>(), 1.0);
+  }
+  EXPECT_TRUE(hit_rates_known());
+  EXPECT_EQ(card["in_flight"], 0);
+}
+
+}  // namespace
+}  // namespace lmwarden::testing

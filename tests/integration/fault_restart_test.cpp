@@ -1,0 +1,187 @@
+// `lmwarden serve` as an operator runs it, restarted and reconfigured under
+// load: SIGTERM stops accepting and lets streams finish within the grace
+// period, then exits 0; SIGHUP reloads the file without dropping a
+// connection, and a broken file is refused while the old configuration serves.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "fake_vllm.h"
+#include "http_test_client.h"
+#include "sim_test_client.h"
+
+namespace lmwarden::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+class ServeProcess {
+ public:
+  explicit ServeProcess(const std::string& yaml)
+      : dir_(fs::temp_directory_path() /
+             ("lmwarden-restart-" + std::to_string(::getpid()) + "-" +
+              ::testing::UnitTest::GetInstance()->current_test_info()->name())) {
+    fs::create_directories(dir_);
+    write_config(yaml);
+    process_.emplace(std::vector<std::string>{"serve", "--config", config_path(), "--log-level", "debug"},
+                     ProcessOptions{.output_file = (dir_ / "serve.log").string()});
+  }
+  ~ServeProcess() {
+    process_.reset();
+    std::error_code ignored;
+    fs::remove_all(dir_, ignored);
+  }
+
+  std::string config_path() const { return (dir_ / "lmwarden.yaml").string(); }
+  void write_config(const std::string& yaml) {
+    // Written aside and renamed, as an operator's editor or deploy tool would.
+    const auto tmp = dir_ / "lmwarden.yaml.tmp";
+    std::ofstream(tmp) << yaml;
+    fs::rename(tmp, config_path());
+  }
+  std::uint16_t port() const { return process_->port(); }
+  pid_t pid() const { return process_->pid(); }
+  SimProcess& process() { return *process_; }
+  std::string log() const { return process_->output(); }
+  json card(const std::string& model = "m") {
+    return json::parse(http_request(port(), http::verb::get, "/api/models/" + model).body);
+  }
+
+ private:
+  fs::path dir_;
+  std::optional<SimProcess> process_;
+};
+
+std::string serve_yaml(std::uint16_t backend, int ranks, const std::string& model_extra = "",
+                       const std::string& top = "", const std::string& grace = "10s") {
+  return "listen: 127.0.0.1:0\ntimeouts:\n  shutdown_grace: " + grace + "\n" + top +
+         "models:\n  - name: m\n" + model_extra + "    backends:\n      - url: http://127.0.0.1:" +
+         std::to_string(backend) + "\n        data_parallel_size: " + std::to_string(ranks) + "\n";
+}
+
+std::string chat_body(bool stream) {
+  return json{{"model", "m"}, {"stream", stream}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}}.dump();
+}
+
+bool can_connect(std::uint16_t port) {
+  try {
+    HttpConnection c{port};
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+// Exit status of the child once it has exited, within `deadline`.
+std::optional<int> exit_status(SimProcess& p, std::chrono::milliseconds deadline) {
+  if (!eventually([&] { return !p.running(); }, deadline)) return std::nullopt;
+  return p.terminate();  // already reaped: returns the recorded status
+}
+
+TEST(ServeRestart, SigtermStopsAcceptingLetsTheStreamFinishAndExitsZero) {
+  FakeVllm fake{1};
+  ServeProcess serve{serve_yaml(fake.port(), 1)};
+  HttpConnection stream{serve.port()};
+  stream.send(http::verb::post, "/v1/chat/completions", chat_body(true), {{"x-fake-hold", "1"}});
+  ASSERT_EQ(stream.read_header().status, 200u);
+  EXPECT_NE(stream.read_until("\n\n").find("first"), std::string::npos);
+
+  ::kill(serve.pid(), SIGTERM);
+  EXPECT_TRUE(eventually([&] { return !can_connect(serve.port()); })) << "still accepting after SIGTERM";
+  EXPECT_TRUE(serve.process().running()) << "exited with a stream in flight";
+
+  fake.release();
+  const std::string rest = stream.read_until("[DONE]");
+  EXPECT_NE(rest.find("[DONE]"), std::string::npos) << "the stream in flight was cut";
+  const auto status = exit_status(serve.process(), std::chrono::seconds(10));
+  ASSERT_TRUE(status.has_value()) << "did not exit after its last stream";
+  EXPECT_TRUE(WIFEXITED(*status));
+  EXPECT_EQ(WEXITSTATUS(*status), 0);
+  EXPECT_NE(serve.log().find("no longer accepting"), std::string::npos);
+}
+
+TEST(ServeRestart, SigtermClosesStreamsStillOpenWhenTheGracePeriodEnds) {
+  FakeVllm fake{1};
+  ServeProcess serve{serve_yaml(fake.port(), 1, "", "", "300ms")};
+  HttpConnection stream{serve.port()};
+  stream.send(http::verb::post, "/v1/chat/completions", chat_body(true), {{"x-fake-hold", "1"}});
+  ASSERT_EQ(stream.read_header().status, 200u);
+  stream.read_until("\n\n");
+  ::kill(serve.pid(), SIGTERM);
+  const auto status = exit_status(serve.process(), std::chrono::seconds(10));
+  ASSERT_TRUE(status.has_value()) << "a stream that never ends must not keep the warden up";
+  EXPECT_TRUE(WIFEXITED(*status));
+  EXPECT_EQ(WEXITSTATUS(*status), 0);
+  EXPECT_NE(serve.log().find("grace period over with 1 request(s) in flight"), std::string::npos) << serve.log();
+  // The client sees its connection end rather than wait forever.
+  EXPECT_THROW(
+      {
+        while (stream.read_some()) {
+        }
+      },
+      std::exception);
+  EXPECT_TRUE(eventually([&] { return fake.aborted() == 1; })) << "the upstream request was left open";
+}
+
+TEST(ServeRestart, SighupReloadsWithoutDroppingConnectionsAndRefusesABrokenFile) {
+  FakeVllm fake{2};
+  ServeProcess serve{serve_yaml(fake.port(), 2, "    spill_threshold: 8\n")};
+  HttpConnection kept{serve.port()};  // one keep-alive connection across reloads
+  auto turn = [&](const std::string& session) {
+    kept.send(http::verb::post, "/v1/chat/completions", chat_body(false), {{"session-id", session}});
+    return kept.read();
+  };
+  ASSERT_EQ(turn("alpha").status, 200u);
+  ASSERT_EQ(turn("alpha").status, 200u);
+  const int home = fake.seen().back().rank;
+  HttpConnection stream{serve.port()};
+  stream.send(http::verb::post, "/v1/chat/completions", chat_body(true), {{"x-fake-hold", "1"}});
+  ASSERT_EQ(stream.read_header().status, 200u);
+  stream.read_until("\n\n");
+
+  // A new threshold and a second model; the replica layout of `m` stays.
+  serve.write_config(serve_yaml(fake.port(), 2, "    spill_threshold: 3\n", "") +
+                     "  - name: m2\n    aliases: [m2-alias]\n    backends:\n      - url: http://127.0.0.1:" +
+                     std::to_string(fake.port()) + "\n        data_parallel_size: 2\n");
+  ::kill(serve.pid(), SIGHUP);
+  ASSERT_TRUE(eventually([&] { return serve.card()["spill_threshold"] == 3; })) << serve.log();
+  const json card = serve.card();
+  EXPECT_EQ(card["conversations"], 1) << "a model whose replicas did not change keeps its conversations";
+  EXPECT_EQ(card["replicas"][home]["sticky"], 1) << "and its counters";
+  EXPECT_EQ(card["in_flight"], 1) << "and the count of the stream still in flight";
+  EXPECT_EQ(serve.card("m2")["name"], "m2") << serve.card("m2").dump() << serve.log();
+
+  ASSERT_EQ(turn("alpha").status, 200u) << "the keep-alive connection survives the reload";
+  EXPECT_EQ(fake.seen().back().rank, home) << "the conversation keeps its home";
+  fake.release();
+  EXPECT_NE(stream.read_until("[DONE]").find("[DONE]"), std::string::npos);
+  EXPECT_TRUE(eventually([&] { return serve.card()["in_flight"] == 0; }));
+
+  // A broken file is refused; the configuration in force keeps serving.
+  serve.write_config("models:\n  - name: m\n    spill_treshold: 2\n");
+  ::kill(serve.pid(), SIGHUP);
+  EXPECT_TRUE(eventually([&] { return serve.log().find("reload of") != std::string::npos; }));
+  const std::string log = serve.log();
+  EXPECT_NE(log.find("refused; still serving the previous configuration"), std::string::npos) << log;
+  EXPECT_NE(log.find("spill_treshold"), std::string::npos) << "the log line should name the bad key";
+  EXPECT_EQ(serve.card()["spill_threshold"], 3);
+  EXPECT_EQ(turn("alpha").status, 200u);
+  EXPECT_TRUE(serve.process().running());
+
+  // A new layout (one rank fewer) starts the model afresh, still without a restart.
+  serve.write_config(serve_yaml(fake.port(), 1));
+  ::kill(serve.pid(), SIGHUP);
+  ASSERT_TRUE(eventually([&] { return serve.card()["replicas"].size() == 1; })) << serve.log();
+  EXPECT_EQ(turn("alpha").status, 200u);
+  EXPECT_EQ(serve.card()["in_flight"], 0);
+  EXPECT_EQ(http_request(serve.port(), http::verb::get, "/api/models/m2").status, 404u);
+}
+
+}  // namespace
+}  // namespace lmwarden::testing
