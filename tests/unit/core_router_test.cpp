@@ -93,6 +93,27 @@ TEST(Router, SpillsExactlyAtTheThresholdAndNeverBelow) {
   EXPECT_EQ(router.view().replicas[1].counters.count(RouteKind::kSpilled), 1u);
 }
 
+TEST(Router, ReconfigureChangesPolicyAndKeepsConversationsAndCounts) {
+  Router router = make_router(dp_model(2, /*spill=*/8));
+  auto first = router.route(session("a"), t0);
+  auto second = router.route(session("a"), t0);
+  ASSERT_EQ(second.kind, RouteKind::kSticky);
+
+  auto reloaded = dp_model(2, /*spill=*/2);
+  reloaded.session_ttl = minutes(1);
+  router.reconfigure(reloaded);
+  EXPECT_EQ(router.spill_threshold(), 2);
+  EXPECT_EQ(router.conversations(), 1u);
+  EXPECT_EQ(router.in_flight(0), 2) << "requests in flight still count after a reload";
+  auto third = router.route(session("a"), t0);  // 2 >= the new threshold
+  EXPECT_EQ(third.kind, RouteKind::kSpilled);
+  for (auto d : {first, second, third}) router.finish(d);
+  EXPECT_EQ(router.view().in_flight, 0);
+  EXPECT_EQ(router.view().replicas[0].counters.count(RouteKind::kSticky), 1u);
+  // The new idle TTL applies to the conversations already known.
+  EXPECT_EQ(router.route(session("a"), t0 + minutes(2)).kind, RouteKind::kNew);
+}
+
 TEST(Router, SpillStaysHomeWhenNoReplicaIsLessLoaded) {
   Router router = make_router(dp_model(2, /*spill=*/1));
   auto a = router.route(session("a"), t0);  // replica 0
