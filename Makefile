@@ -1,7 +1,7 @@
 # LM Warden — the two commands an operator needs:
 #   make demo   set everything up and run the warden on a simulated vLLM fleet
 #   make test   set everything up, build with sanitizers and run every test
-.PHONY: all bootstrap build build-dev test test-tsan fuzz fuzz-smoke demo clean format bench-micro bench-proxy
+.PHONY: all bootstrap build build-dev test test-tsan fuzz fuzz-smoke demo soak clean format bench-micro bench-proxy
 
 JOBS ?= 2
 export CCACHE_DIR ?= $(HOME)/.cache/ccache
@@ -40,6 +40,11 @@ fuzz-smoke: bootstrap
 
 demo: build
 	@bash scripts/demo.sh
+
+# Many streaming conversations through the warden for SOAK_SECONDS (default
+# 600): fails on any error or a request left in flight; reports the warden's RSS.
+soak: build
+	@bash scripts/soak.sh
 
 # Benchmarks (docs/performance.md), on the release build. Micro: identity,
 # routing, parsers, memory per conversation (Google Benchmark), JSON in
