@@ -5,6 +5,7 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
@@ -21,6 +22,10 @@ namespace lmwarden::net {
 namespace {
 
 constexpr auto kAsTuple = asio::as_tuple(asio::use_awaitable);
+using namespace asio::experimental::awaitable_operators;
+
+// Upper bound on the lingering close after a refusal, whatever the read timeout.
+constexpr std::chrono::milliseconds kMaxLinger{5'000};
 
 Response plain_error(std::string_view, http::status status, std::string_view message) {
   Response res{status, 11};
@@ -235,12 +240,14 @@ asio::awaitable<void> HttpServer::serve_connection(tcp::socket socket) {
     // Lingering close: the client may still be sending the body we refused.
     // Closing now would reset the connection and lose our reply, so stop
     // sending, drain what arrives for a bounded time and volume, then close.
+    // The time bound is total, so a client dribbling bytes cannot hold it.
     beast::error_code ignored;
     stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
     std::array<char, 16 * 1024> sink;
     std::size_t drained = 0;
-    while (drained < 64 * 1024 * 1024) {
-      stream.expires_after(std::chrono::seconds(2));
+    const auto linger_until = std::chrono::steady_clock::now() + std::min(options_.read_timeout, kMaxLinger);
+    while (drained < 64 * 1024 * 1024 && std::chrono::steady_clock::now() < linger_until) {
+      stream.expires_at(linger_until);
       auto [rec, rn] = co_await stream.async_read_some(asio::buffer(sink), kAsTuple);
       if (rec) break;
       drained += rn;
@@ -252,8 +259,23 @@ asio::awaitable<void> HttpServer::serve_connection(tcp::socket socket) {
     parser.header_limit(static_cast<std::uint32_t>(options_.max_header_bytes));
     parser.body_limit(options_.max_body_bytes);
 
-    stream.expires_after(first ? options_.read_timeout : options_.keep_alive_timeout);
-    auto [hec, hn] = co_await http::async_read_header(stream, buffer, parser, kAsTuple);
+    // Deadlines are timers raced against the reads, not the stream's own
+    // timeout: that one closes the socket, and the 408 could not be sent.
+    asio::steady_timer deadline{stream.get_executor()};
+    if (!first && buffer.size() == 0) {
+      // Idle between requests for up to keep_alive_timeout; from the next
+      // request's first byte on, read_timeout holds as for the first request,
+      // so a kept-alive connection is no slower road for a dribbling client.
+      deadline.expires_after(options_.keep_alive_timeout);
+      auto idle = co_await (stream.socket().async_wait(tcp::socket::wait_read, kAsTuple) ||
+                            deadline.async_wait(kAsTuple));
+      if (idle.index() == 1 || std::get<0>(std::get<0>(idle))) break;
+    }
+    deadline.expires_after(options_.read_timeout);  // the whole request: header and body
+    auto header = co_await (http::async_read_header(stream, buffer, parser, kAsTuple) ||
+                            deadline.async_wait(kAsTuple));
+    const beast::error_code hec = header.index() == 1 ? beast::error_code{beast::error::timeout}
+                                                      : std::get<0>(std::get<0>(header));
     if (hec) {
       if (hec == http::error::header_limit) {
         co_await send_error("", http::status::request_header_fields_too_large,
@@ -279,11 +301,14 @@ asio::awaitable<void> HttpServer::serve_connection(tcp::socket socket) {
     if (auto len = parser.content_length()) parser.get().body().reserve(*len + kBodyPadding);
     if (parser.get()[http::field::expect] == "100-continue" && !parser.is_done()) {
       static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+      stream.expires_after(options_.read_timeout);
       co_await asio::async_write(stream, asio::buffer(kContinue), kAsTuple);
+      stream.expires_never();
     }
     if (!parser.is_done()) {
-      stream.expires_after(options_.read_timeout);
-      auto [bec, bn] = co_await http::async_read(stream, buffer, parser, kAsTuple);
+      auto body = co_await (http::async_read(stream, buffer, parser, kAsTuple) || deadline.async_wait(kAsTuple));
+      const beast::error_code bec = body.index() == 1 ? beast::error_code{beast::error::timeout}
+                                                      : std::get<0>(std::get<0>(body));
       if (bec) {
         if (bec == http::error::body_limit) {
           co_await send_error(target, http::status::payload_too_large, "request body too large");
