@@ -7,7 +7,9 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <fcntl.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,11 +17,13 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace lmwarden::testing {
@@ -185,20 +189,48 @@ inline HttpResponse http_request(
   return c.read_response();
 }
 
-// `lmwarden sim ...` as a child process; killed (SIGTERM, then SIGKILL) on
+// How a child is started. The defaults suit `lmwarden sim`: stdout to a pipe
+// (read for the address), stderr shared with the test.
+struct ProcessOptions {
+  // When set, the child's stdout and stderr both go to this file (a pipe could
+  // fill up and block a chatty child); output() reads it back.
+  std::string output_file;
+  // RLIMIT_NOFILE of the child (soft and hard), set just before exec.
+  std::optional<rlim_t> max_open_files;
+  // Environment variables set in the child only.
+  std::vector<std::pair<std::string, std::string>> env;
+};
+
+// `lmwarden ARGS...` (sim, serve) as a child process, which prints
+// "listening on http://127.0.0.1:PORT"; killed (SIGTERM, then SIGKILL) on
 // destruction.
 class SimProcess {
  public:
-  explicit SimProcess(std::vector<std::string> args) {
-    int out[2];
-    if (::pipe(out) != 0) throw std::runtime_error("pipe failed");
+  explicit SimProcess(std::vector<std::string> args, ProcessOptions options = {})
+      : output_file_(std::move(options.output_file)) {
+    int out[2] = {-1, -1};
+    if (output_file_.empty() && ::pipe(out) != 0) throw std::runtime_error("pipe failed");
     pid_ = ::fork();
+    if (pid_ < 0) throw std::runtime_error("fork failed");
     if (pid_ == 0) {
       // Dies with the test process, even when a timeout kills it.
       ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-      ::dup2(out[1], STDOUT_FILENO);
-      ::close(out[0]);
-      ::close(out[1]);
+      if (output_file_.empty()) {
+        ::dup2(out[1], STDOUT_FILENO);
+        ::close(out[0]);
+        ::close(out[1]);
+      } else {
+        const int fd = ::open(output_file_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
+        if (fd < 0) std::_Exit(126);
+        ::dup2(fd, STDOUT_FILENO);
+        ::dup2(fd, STDERR_FILENO);
+        ::close(fd);
+      }
+      for (const auto& [name, value] : options.env) ::setenv(name.c_str(), value.c_str(), 1);
+      if (options.max_open_files) {
+        const rlimit limit{*options.max_open_files, *options.max_open_files};
+        if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) std::_Exit(125);
+      }
       std::vector<char*> argv;
       static std::string binary = LMWARDEN_BINARY;
       argv.push_back(binary.data());
@@ -207,13 +239,33 @@ class SimProcess {
       ::execv(binary.c_str(), argv.data());
       std::_Exit(127);
     }
-    ::close(out[1]);
-    stdout_fd_ = out[0];
+    if (output_file_.empty()) {
+      ::close(out[1]);
+      stdout_fd_ = out[0];
+    }
     port_ = read_port();
   }
   ~SimProcess() { terminate(); }
 
   std::uint16_t port() const { return port_; }
+  pid_t pid() const { return pid_; }
+
+  // True while the child has not exited (reaps it when it has).
+  bool running() {
+    if (pid_ <= 0) return false;
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) != pid_) return true;
+    pid_ = -1;
+    exit_status_ = status;
+    close_stdout();
+    return false;
+  }
+
+  // Everything the child wrote so far (only with ProcessOptions::output_file).
+  std::string output() const {
+    std::ifstream in(output_file_, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
 
   // Sends SIGTERM and returns the exit status (waits up to 10 s).
   int terminate() {
@@ -224,7 +276,7 @@ class SimProcess {
       if (::waitpid(pid_, &status, WNOHANG) == pid_) {
         pid_ = -1;
         exit_status_ = status;
-        ::close(stdout_fd_);
+        close_stdout();
         return status;
       }
       ::usleep(10'000);
@@ -232,22 +284,38 @@ class SimProcess {
     ::kill(pid_, SIGKILL);
     ::waitpid(pid_, &exit_status_, 0);
     pid_ = -1;
-    ::close(stdout_fd_);
+    close_stdout();
     return exit_status_;
   }
 
  private:
+  void close_stdout() {
+    if (stdout_fd_ >= 0) ::close(stdout_fd_);
+    stdout_fd_ = -1;
+  }
+
+  // More of the child's output, waiting up to 100 ms; false once it can say no more.
+  bool read_more(std::string& text) {
+    if (!output_file_.empty()) {
+      ::usleep(20'000);
+      text = output();
+      return running();
+    }
+    pollfd p{stdout_fd_, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) return true;
+    char buf[512];
+    const ssize_t n = ::read(stdout_fd_, buf, sizeof buf);
+    if (n <= 0) return false;
+    text.append(buf, static_cast<std::size_t>(n));
+    return true;
+  }
+
   std::uint16_t read_port() {
     std::string text;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     constexpr std::string_view kPrefix = "listening on http://127.0.0.1:";
     while (std::chrono::steady_clock::now() < deadline) {
-      pollfd p{stdout_fd_, POLLIN, 0};
-      if (::poll(&p, 1, 100) <= 0) continue;
-      char buf[512];
-      const ssize_t n = ::read(stdout_fd_, buf, sizeof buf);
-      if (n <= 0) break;
-      text.append(buf, static_cast<std::size_t>(n));
+      const bool more = read_more(text);
       const std::size_t at = text.find(kPrefix);
       if (at != std::string::npos) {
         const std::size_t nl = text.find('\n', at);
@@ -255,10 +323,12 @@ class SimProcess {
           return static_cast<std::uint16_t>(std::stoi(text.substr(at + kPrefix.size())));
         }
       }
+      if (!more) break;
     }
-    throw std::runtime_error("lmwarden sim did not print its address; output: " + text);
+    throw std::runtime_error("lmwarden did not print its address; output: " + text);
   }
 
+  std::string output_file_;
   pid_t pid_ = -1;
   int stdout_fd_ = -1;
   std::uint16_t port_ = 0;

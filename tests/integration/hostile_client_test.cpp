@@ -1,0 +1,510 @@
+// Hostile clients against an in-process warden over real sockets: slow and
+// oversized requests, ambiguous framing (request smuggling), header injection,
+// broken chunked bodies, pipelining, floods of idle connections and path
+// traversal on the dashboard. Each test checks what the client receives, what
+// reached the backend (byte for byte, through RawBackend), and that the warden
+// answers the next honest request with nothing left in flight.
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hostile_client.h"
+#include "running_warden.h"
+
+namespace lmwarden::testing {
+namespace {
+
+struct Limits {
+  std::string client_read = "500ms";
+  int max_connections = 4096;
+};
+
+config::Config hostile_config(std::uint16_t backend_port, const Limits& limits = {}) {
+  const std::string yaml =
+      "listen: 127.0.0.1:0\n"
+      "threads: 2\n"
+      "retries: 0\n"
+      "limits:\n"
+      "  max_header_bytes: 8KiB\n"
+      "  max_body_bytes: 64KiB\n"
+      "  max_connections: " + std::to_string(limits.max_connections) + "\n"
+      "timeouts:\n"
+      "  connect: 2s\n"
+      "  first_byte: 10s\n"
+      "  idle: 10s\n"
+      "  client_read: " + limits.client_read + "\n"
+      "models:\n"
+      "  - name: m\n"
+      "    backends:\n"
+      "      - url: http://127.0.0.1:" + std::to_string(backend_port) + "\n"
+      "        data_parallel_size: 2\n";
+  auto cfg = config::load_config_string(yaml, "hostile.yaml");
+  if (!cfg) throw std::runtime_error(cfg.error().message());
+  return std::move(cfg).value();
+}
+
+// A CR not followed by LF, or an LF not preceded by CR.
+bool has_bare_cr_or_lf(std::string_view head) {
+  for (std::size_t i = 0; i < head.size(); ++i) {
+    if (head[i] == '\r' && (i + 1 >= head.size() || head[i + 1] != '\n')) return true;
+    if (head[i] == '\n' && (i == 0 || head[i - 1] != '\r')) return true;
+  }
+  return false;
+}
+
+bool is_client_error(int status) { return status == 400 || status == 404; }
+
+class HostileClient : public ::testing::Test {
+ protected:
+  void start(const Limits& limits = {}) {
+    warden_ = std::make_unique<RunningWarden>(hostile_config(backend_.port(), limits));
+  }
+  void SetUp() override { start(); }
+  std::uint16_t port() const { return warden_->port(); }
+
+  // The warden still answers an honest request, and nothing is left in flight.
+  void expect_still_serving(const std::string& tag = "after") {
+    RawClient c{port()};
+    ASSERT_TRUE(c.send(chat_request(tag)));
+    auto r = c.read_response(5s);
+    ASSERT_TRUE(r) << "no reply to an honest request; got: " << c.unread().substr(0, 200);
+    EXPECT_EQ(r->status, 200) << r->body;
+    EXPECT_EQ(r->body, "{\"tag\":\"" + tag + "\"}");
+    EXPECT_TRUE(eventually([&] { return warden_->card()["in_flight"] == 0; }))
+        << warden_->card().dump();
+  }
+
+  // Sends `bytes`, expects one reply with `status` and then the connection closed.
+  void expect_refused(std::string_view bytes, int status, std::chrono::milliseconds within = 3s) {
+    RawClient c{port()};
+    c.send(bytes);  // the warden may close while we are still sending
+    auto r = c.read_response(within);
+    ASSERT_TRUE(r) << "no reply; got: " << c.unread().substr(0, 200);
+    EXPECT_EQ(r->status, status) << r->body;
+    EXPECT_TRUE(c.wait_closed(3s)) << "connection left open after a refusal";
+    EXPECT_TRUE(c.unread().empty()) << "a second reply followed the refusal: " << c.unread();
+  }
+
+  // No request, or only the honest ones tagged `after*`, reached the backend.
+  void expect_backend_saw_nothing_else() {
+    for (const auto& req : backend_.requests()) {
+      EXPECT_NE(raw_header(req, "x-tag").value_or("").rfind("after", 0), std::string::npos)
+          << "unexpected request reached the backend:\n" << req;
+    }
+    EXPECT_EQ(backend_.badly_framed(), 0);
+  }
+
+  RawBackend backend_;
+  std::unique_ptr<RunningWarden> warden_;
+};
+
+// ------------------------------------------------------------ slow clients
+
+TEST_F(HostileClient, SlowHeadersAre408AfterTheReadTimeout) {
+  RawClient c{port()};
+  ASSERT_TRUE(c.send("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"));
+  const auto started = std::chrono::steady_clock::now();
+  std::optional<HttpResponse> r;
+  // One header byte every 100 ms: never a whole header, always some progress.
+  for (int i = 0; i < 50 && !r; ++i) {
+    if (!c.send("X")) break;
+    r = c.read_response(100ms);
+  }
+  if (!r) r = c.read_response(1s);
+  const auto took = std::chrono::steady_clock::now() - started;
+  ASSERT_TRUE(r) << "no 408; got: " << c.unread().substr(0, 200);
+  EXPECT_EQ(r->status, 408);
+  EXPECT_TRUE(c.wait_closed(3s));
+  EXPECT_LT(took, 3s) << "a dribbling client was held past the 500 ms read timeout";
+  expect_still_serving();
+  EXPECT_EQ(backend_.requests().size(), 1u);
+}
+
+TEST_F(HostileClient, DribblingAfterTheRefusalDoesNotHoldTheConnection) {
+  RawClient c{port()};
+  ASSERT_TRUE(c.send("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "));
+  const auto started = std::chrono::steady_clock::now();
+  // Keep sending a byte every 50 ms, through the 408 and the lingering close.
+  while (!c.closed() && std::chrono::steady_clock::now() - started < 8s) {
+    c.send("x");
+    c.wait_closed(50ms);
+  }
+  EXPECT_TRUE(c.closed());
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 3s);
+  auto r = c.read_response(0ms);
+  ASSERT_TRUE(r) << c.unread().substr(0, 200);
+  EXPECT_EQ(r->status, 408);
+  expect_still_serving();
+}
+
+TEST_F(HostileClient, SlowHeadersOnAKeptAliveConnectionAre408Too) {
+  RawClient c{port()};
+  ASSERT_TRUE(c.send(chat_request("after-first")));
+  auto first = c.read_response(5s);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->status, 200);
+  // Idle a while (within keep-alive), then dribble the next request.
+  std::this_thread::sleep_for(700ms);
+  EXPECT_FALSE(c.wait_closed(0ms)) << "an idle kept-alive connection was closed at the read timeout";
+  ASSERT_TRUE(c.send("POST /v1/chat/completions HTTP/1.1\r\n"));
+  const auto started = std::chrono::steady_clock::now();
+  std::optional<HttpResponse> r;
+  for (int i = 0; i < 50 && !r; ++i) {
+    if (!c.send("X")) break;
+    r = c.read_response(100ms);
+  }
+  if (!r) r = c.read_response(1s);
+  ASSERT_TRUE(r) << "no 408; got: " << c.unread().substr(0, 200);
+  EXPECT_EQ(r->status, 408);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 3s);
+  expect_still_serving();
+}
+
+TEST_F(HostileClient, SilentConnectionIsClosedAfterTheReadTimeout) {
+  RawClient c{port()};
+  const auto started = std::chrono::steady_clock::now();
+  EXPECT_TRUE(c.wait_closed(5s));
+  const auto took = std::chrono::steady_clock::now() - started;
+  EXPECT_GE(took, 400ms);
+  EXPECT_LT(took, 3s);
+  EXPECT_TRUE(c.unread().empty()) << "nothing was asked, nothing should be answered";
+  expect_still_serving();
+}
+
+TEST_F(HostileClient, SlowBodyIs408AndNeverForwarded) {
+  RawClient c{port()};
+  const std::string head =
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nx-tag: slow\r\nContent-Length: 200\r\n\r\n";
+  ASSERT_TRUE(c.send(head + std::string(kChat.substr(0, 20))));
+  auto r = c.read_response(3s);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 408);
+  EXPECT_TRUE(c.wait_closed(3s));
+  expect_still_serving();
+  expect_backend_saw_nothing_else();
+}
+
+// ------------------------------------------------------------ oversized requests
+
+TEST_F(HostileClient, OversizedHeaderIs431) {
+  expect_refused(chat_request("big", "X-Big: " + std::string(16 * 1024, 'a') + "\r\n"), 431);
+  std::string many;
+  for (int i = 0; i < 400; ++i) many += "X-Many-" + std::to_string(i) + ": 0123456789abcdef\r\n";
+  expect_refused(chat_request("many", many), 431);
+  expect_still_serving();
+  expect_backend_saw_nothing_else();
+}
+
+TEST_F(HostileClient, OversizedBodyIs413BeforeItIsSent) {
+  // Declared too large: refused on the header alone; the body never needs sending.
+  expect_refused(
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nx-tag: big\r\nContent-Length: 10485760\r\n\r\n",
+      413);
+  // Chunked, growing past the limit.
+  std::string chunked =
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nx-tag: bigchunks\r\nTransfer-Encoding: chunked\r\n\r\n";
+  for (int i = 0; i < 20; ++i) chunked += "1000\r\n" + std::string(0x1000, 'a') + "\r\n";
+  chunked += "0\r\n\r\n";
+  expect_refused(chunked, 413);
+  // A huge chunk size.
+  expect_refused(
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nx-tag: hugechunk\r\nTransfer-Encoding: chunked\r\n\r\n"
+      "7fffffff\r\nabc",
+      413);
+  expect_still_serving();
+  expect_backend_saw_nothing_else();
+}
+
+// ------------------------------------------------------------ request smuggling
+
+TEST_F(HostileClient, ContentLengthWithTransferEncodingIs400AndSmugglesNothing) {
+  const std::string smuggled =
+      "GET /smuggled HTTP/1.1\r\nHost: 127.0.0.1\r\nx-tag: smuggled\r\n\r\n";
+  // CL.TE: a front end reading Content-Length would pass the smuggled request on as body.
+  const std::string chunk_end = "0\r\n\r\n";
+  expect_refused("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nx-tag: clte\r\n"
+                 "Content-Length: " + std::to_string(chunk_end.size() + smuggled.size()) +
+                     "\r\nTransfer-Encoding: chunked\r\n\r\n" + chunk_end + smuggled,
+                 400);
+  // TE.CL, header order reversed.
+  const std::string body = std::string(kChat);
+  char size[16];
+  std::snprintf(size, sizeof size, "%zx", body.size());
+  expect_refused("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nx-tag: tecl\r\n"
+                 "Transfer-Encoding: chunked\r\nContent-Length: 4\r\n\r\n" + std::string(size) + "\r\n" +
+                     body + "\r\n0\r\n\r\n" + smuggled,
+                 400);
+  // Obfuscated Transfer-Encoding next to a Content-Length.
+  expect_refused("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nx-tag: teobf\r\n"
+                 "Content-Length: 5\r\nTransfer-Encoding: xchunked\r\n\r\n0\r\n\r\n" + smuggled,
+                 400);
+  // Two Transfer-Encoding fields whose last coding is not chunked.
+  expect_refused("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nx-tag: tete\r\n"
+                 "Transfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n\r\n0\r\n\r\n" + smuggled,
+                 400);
+  expect_still_serving();
+  expect_backend_saw_nothing_else();
+}
+
+TEST_F(HostileClient, ConflictingContentLengthsAre400) {
+  const std::string smuggled = "GET /smuggled HTTP/1.1\r\nHost: 127.0.0.1\r\nx-tag: smuggled\r\n\r\n";
+  const std::string body = std::string(kChat) + smuggled;
+  expect_refused("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nx-tag: clcl\r\n"
+                 "Content-Length: " + std::to_string(kChat.size()) + "\r\nContent-Length: " +
+                     std::to_string(body.size()) + "\r\n\r\n" + body,
+                 400);
+  expect_refused("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nx-tag: cllist\r\n"
+                 "Content-Length: " + std::to_string(kChat.size()) + ", " + std::to_string(body.size()) +
+                     "\r\n\r\n" + body,
+                 400);
+  expect_refused("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nx-tag: clneg\r\n"
+                 "Content-Length: -1\r\n\r\n" + body,
+                 400);
+  expect_still_serving();
+  expect_backend_saw_nothing_else();
+}
+
+// ------------------------------------------------------------ header injection
+
+// A control character in a header value must either be refused or reach the
+// backend inside that one header, never as a header line of its own.
+TEST_F(HostileClient, ControlCharactersInHeaderValuesNeverBecomeHeaders) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"bare-cr", std::string("X-Note: a\rInjected: cr\r\n")},
+      {"bare-lf", std::string("X-Note: a\nInjected: lf\r\n")},
+      {"nul", std::string("X-Note: a\0Injected: nul\r\n", 25)},
+      {"session-cr", std::string("session-id: s\rX-data-parallel-rank: 1\r\n")},
+  };
+  int refused = 0;
+  for (const auto& [name, header] : cases) {
+    SCOPED_TRACE(name);
+    RawClient c{port()};
+    c.send(chat_request("inj-" + name, header));
+    auto r = c.read_response(3s);
+    ASSERT_TRUE(r) << "no reply; got: " << c.unread().substr(0, 200);
+    if (r->status == 400) {
+      ++refused;
+      EXPECT_TRUE(c.wait_closed(3s));
+    } else {
+      EXPECT_EQ(r->status, 200) << r->body;
+    }
+  }
+  for (const auto& req : backend_.requests()) {
+    const std::string low = lower_ascii(req);
+    EXPECT_EQ(low.find("\r\ninjected:"), std::string::npos) << "a header was injected upstream:\n" << req;
+    EXPECT_EQ(low.find('\0'), std::string::npos) << "NUL forwarded upstream:\n" << req;
+    EXPECT_FALSE(has_bare_cr_or_lf(req.substr(0, req.find("\r\n\r\n"))))
+        << "a bare CR or LF forwarded upstream:\n" << req;
+  }
+  // The CRLF in the target stays percent-encoded: no header line from it either.
+  RawClient t{port()};
+  ASSERT_TRUE(t.send("POST /v1/chat/completions?x=%0d%0aInjected:%20target HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                     "x-tag: inj-target\r\nContent-Length: " + std::to_string(kChat.size()) + "\r\n\r\n" +
+                     std::string(kChat)));
+  auto r = t.read_response(3s);
+  ASSERT_TRUE(r);
+  for (const auto& req : backend_.requests())
+    EXPECT_EQ(lower_ascii(req).find("\r\ninjected:"), std::string::npos) << req;
+  std::printf("[ info ] %d of %zu control-character cases refused with 400\n", refused, cases.size());
+  expect_still_serving();
+}
+
+// ------------------------------------------------------------ chunked bodies
+
+TEST_F(HostileClient, InvalidChunkedBodiesAre400) {
+  const std::string head =
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nx-tag: badchunk\r\nTransfer-Encoding: chunked\r\n\r\n";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"not hex", "zz\r\nabc\r\n0\r\n\r\n"},
+      {"chunk longer than its size", "2\r\nabc\r\n0\r\n\r\n"},
+      {"no CRLF after data", "3\r\nabcXY0\r\n\r\n"},
+      {"negative size", "-3\r\nabc\r\n0\r\n\r\n"},
+      {"size with spaces", "3 3\r\nabc\r\n0\r\n\r\n"},
+  };
+  for (const auto& [name, body] : cases) {
+    SCOPED_TRACE(name);
+    RawClient c{port()};
+    c.send(head + body);
+    auto r = c.read_response(3s);
+    ASSERT_TRUE(r) << "no reply; got: " << c.unread().substr(0, 200);
+    EXPECT_EQ(r->status, 400) << r->body;
+    EXPECT_TRUE(c.wait_closed(3s));
+  }
+  // Bare LF line ends: never a complete chunk, so it is refused or times out.
+  {
+    RawClient c{port()};
+    c.send(head + "3\nabc\n0\n\n");
+    auto r = c.read_response(3s);
+    ASSERT_TRUE(r) << "no reply; got: " << c.unread().substr(0, 200);
+    EXPECT_TRUE(r->status == 400 || r->status == 408) << r->status;
+    EXPECT_TRUE(c.wait_closed(3s));
+  }
+  expect_still_serving();
+  expect_backend_saw_nothing_else();
+}
+
+TEST_F(HostileClient, ValidChunkedBodyIsForwardedWithContentLengthOnly) {
+  const std::string body(kChat);
+  const std::string a = body.substr(0, 10), b = body.substr(10);
+  char sa[16], sb[16];
+  std::snprintf(sa, sizeof sa, "%zx", a.size());
+  std::snprintf(sb, sizeof sb, "%zx;ext=1", b.size());
+  RawClient c{port()};
+  ASSERT_TRUE(c.send("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nx-tag: after-chunked\r\n"
+                     "Transfer-Encoding: chunked\r\n\r\n" + std::string(sa) + "\r\n" + a + "\r\n" +
+                     std::string(sb) + "\r\n" + b + "\r\n0\r\n\r\n"));
+  auto r = c.read_response(5s);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  auto seen = backend_.requests();
+  ASSERT_EQ(seen.size(), 1u);
+  const std::string head = seen[0].substr(0, seen[0].find("\r\n\r\n"));
+  EXPECT_EQ(raw_header(head, "transfer-encoding"), std::nullopt) << head;
+  EXPECT_EQ(raw_header(head, "content-length"), std::to_string(body.size())) << head;
+  EXPECT_EQ(seen[0].substr(seen[0].find("\r\n\r\n") + 4), body);
+  expect_still_serving();
+}
+
+// ------------------------------------------------------------ pipelining
+
+TEST_F(HostileClient, PipelinedRequestsAreAnsweredInOrder) {
+  RawClient c{port()};
+  ASSERT_TRUE(c.send(chat_request("after-p1") + "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" +
+                     chat_request("after-p2") + "GET /nope HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" +
+                     chat_request("after-p3", "Connection: close\r\n")));
+  std::vector<HttpResponse> replies;
+  for (int i = 0; i < 5; ++i) {
+    auto r = c.read_response(5s);
+    ASSERT_TRUE(r) << "reply " << i << " missing; got: " << c.unread().substr(0, 200);
+    replies.push_back(*r);
+  }
+  EXPECT_EQ(replies[0].status, 200);
+  EXPECT_EQ(replies[0].body, R"({"tag":"after-p1"})");
+  EXPECT_EQ(replies[1].status, 200);
+  EXPECT_NE(replies[1].body.find("ok"), std::string::npos) << replies[1].body;
+  EXPECT_EQ(replies[2].status, 200);
+  EXPECT_EQ(replies[2].body, R"({"tag":"after-p2"})");
+  EXPECT_EQ(replies[3].status, 404);
+  EXPECT_EQ(replies[4].status, 200);
+  EXPECT_EQ(replies[4].body, R"({"tag":"after-p3"})");
+  EXPECT_TRUE(c.wait_closed(3s)) << "Connection: close on the last request was not honoured";
+  EXPECT_TRUE(c.unread().empty());
+  EXPECT_EQ(backend_.requests().size(), 3u);
+  expect_still_serving();
+}
+
+// A pipelined request after a refused one is never processed.
+TEST_F(HostileClient, NothingAfterARefusalIsServed) {
+  RawClient c{port()};
+  c.send("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab" +
+         chat_request("smuggled"));
+  auto r = c.read_response(3s);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_TRUE(c.wait_closed(3s));
+  EXPECT_TRUE(c.unread().empty()) << c.unread();
+  expect_still_serving();
+  expect_backend_saw_nothing_else();
+}
+
+// ------------------------------------------------------------ idle floods
+
+TEST_F(HostileClient, ThousandsOfIdleConnectionsHitTheLimitAndNothingBreaks) {
+  // The read timeout is long here so that the idle connections stay.
+  warden_.reset();
+  start({.client_read = "30s", .max_connections = 100});
+  rlimit nofile{};
+  ::getrlimit(RLIMIT_NOFILE, &nofile);
+  if (nofile.rlim_cur < 2500 && nofile.rlim_max >= 2500) {
+    nofile.rlim_cur = std::min<rlim_t>(nofile.rlim_max, 4096);
+    ::setrlimit(RLIMIT_NOFILE, &nofile);
+  }
+  if (nofile.rlim_cur < 2500) GTEST_SKIP() << "needs 2500 descriptors, has " << nofile.rlim_cur;
+
+  constexpr int kIdle = 2000;
+  std::vector<std::unique_ptr<RawClient>> idle;
+  idle.reserve(kIdle);
+  for (int i = 0; i < kIdle; ++i) idle.push_back(std::make_unique<RawClient>(port()));
+
+  // The warden keeps 100 and closes the rest as it accepts them.
+  auto count_open = [&] {
+    int open = 0;
+    for (auto& c : idle)
+      if (!c->closed() && !c->wait_closed(0ms)) ++open;
+    return open;
+  };
+  int open = 0;
+  EXPECT_TRUE(eventually([&] { return (open = count_open()) <= 100; }, 15s)) << open << " still open";
+  std::this_thread::sleep_for(200ms);
+  open = count_open();
+  EXPECT_EQ(open, 100) << "the limit should be used up, and not exceeded";
+
+  // While full, a new connection is closed without a reply.
+  {
+    RawClient extra{port()};
+    extra.send("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+    EXPECT_TRUE(extra.wait_closed(5s));
+    EXPECT_EQ(extra.unread(), "");
+  }
+
+  // Once the idle ones go, new connections are served again.
+  idle.clear();
+  EXPECT_TRUE(eventually(
+      [&] {
+        RawClient c{port()};
+        if (!c.send("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")) return false;
+        auto r = c.read_response(1s);
+        return r && r->status == 200;
+      },
+      10s));
+  expect_still_serving();
+}
+
+// ------------------------------------------------------------ path traversal
+
+TEST_F(HostileClient, DashboardPathsNeverReachTheFilesystem) {
+  const std::vector<std::string> targets = {
+      "/../../../../etc/passwd",
+      "/ui/../../../../etc/passwd",
+      "/ui/%2e%2e/%2e%2e/%2e%2e/etc/passwd",
+      "/ui/..%2f..%2f..%2fetc%2fpasswd",
+      "/ui/%2e%2e%2f%2e%2e%2fetc%2fpasswd",
+      "/assets/../../etc/passwd",
+      "/ui//etc/passwd",
+      "/ui/../src/proxy/warden.cpp",
+      "/ui/..\\..\\..\\etc\\passwd",
+      "/ui/index.html%00.png",
+      "/ui/./index.html",
+      "//etc/passwd",
+      "/etc/passwd",
+      "http://127.0.0.1/../../etc/passwd",
+      "/ui/%252e%252e/etc/passwd",
+      "/ui/....//....//etc/passwd",
+  };
+  for (const auto& target : targets) {
+    SCOPED_TRACE(target);
+    RawClient c{port()};
+    ASSERT_TRUE(c.send("GET " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"));
+    auto r = c.read_response(3s);
+    ASSERT_TRUE(r) << c.unread().substr(0, 200);
+    EXPECT_TRUE(is_client_error(r->status)) << r->status << " " << r->body.substr(0, 200);
+    EXPECT_EQ(r->body.find("root:"), std::string::npos);
+    EXPECT_EQ(r->body.find("#include"), std::string::npos);
+  }
+  // Paths under a page route are the page itself (history routing), not a file.
+  RawClient c{port()};
+  ASSERT_TRUE(c.send("GET /models/../../etc/passwd HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"));
+  auto r = c.read_response(3s);
+  ASSERT_TRUE(r);
+  if (r->status == 200) {
+    EXPECT_NE(r->body.find("<!doctype html"), std::string::npos) << r->body.substr(0, 200);
+  }
+  EXPECT_EQ(r->body.find("root:"), std::string::npos);
+  expect_still_serving();
+}
+
+}  // namespace
+}  // namespace lmwarden::testing
