@@ -9,11 +9,15 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
+#include <boost/beast/core/buffers_range.hpp>
 #include <boost/beast/http/chunk_encode.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
+#include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cstdio>
+#include <span>
 #include <charconv>
 #include <spdlog/spdlog.h>
 #include <system_error>
@@ -26,6 +30,9 @@ using namespace asio::experimental::awaitable_operators;
 
 // Upper bound on the lingering close after a refusal, whatever the read timeout.
 constexpr std::chrono::milliseconds kMaxLinger{5'000};
+
+// Largest single read of a request body (see serve_connection).
+constexpr std::size_t kBodyReadBytes = 64 * 1024;
 
 Response plain_error(std::string_view, http::status status, std::string_view message) {
   Response res{status, 11};
@@ -57,7 +64,8 @@ asio::awaitable<beast::error_code> Exchange::respond(Response response) {
   co_return ec;
 }
 
-asio::awaitable<beast::error_code> Exchange::begin_stream(ResponseHeader header, bool chunked) {
+asio::awaitable<beast::error_code> Exchange::begin_stream(ResponseHeader header, bool chunked,
+                                                         std::string_view first_body) {
   header.keep_alive(keep_alive_);
   keep_alive_ = header.keep_alive();
   chunked_ = chunked;
@@ -67,7 +75,45 @@ asio::awaitable<beast::error_code> Exchange::begin_stream(ResponseHeader header,
   state_ = State::kStreaming;
   http::response_serializer<http::empty_body> serializer{header};
   stream_.expires_after(std::chrono::seconds(60));
-  auto [ec, n] = co_await http::async_write_header(stream_, serializer, kAsTuple);
+  beast::error_code ec;
+  if (first_body.empty()) {
+    auto [e, n] = co_await http::async_write_header(stream_, serializer, kAsTuple);
+    ec = e;
+  } else {
+    // Header buffers from the serializer, then the piece (chunk-framed when
+    // chunked), gathered into one write.
+    std::array<asio::const_buffer, 8> pieces;
+    std::size_t count = 0;
+    bool fits = true;
+    serializer.split(true);
+    serializer.next(ec, [&](beast::error_code&, const auto& buffers) {
+      for (asio::const_buffer b : beast::buffers_range_ref(buffers)) {
+        if (count + 3 < pieces.size()) pieces[count++] = b; else fits = false;
+      }
+    });
+    if (!ec && fits) {
+      char size_line[20];
+      if (chunked) {
+        const int len = std::snprintf(size_line, sizeof size_line, "%zx\r\n", first_body.size());
+        pieces[count++] = asio::const_buffer(size_line, static_cast<std::size_t>(len));
+      }
+      pieces[count++] = asio::const_buffer(first_body.data(), first_body.size());
+      if (chunked) pieces[count++] = asio::const_buffer("\r\n", 2);
+      auto [e, n] = co_await asio::async_write(
+          stream_, std::span<const asio::const_buffer>(pieces.data(), count), kAsTuple);
+      ec = e;
+    } else {
+      // Not expected for an empty_body header; fall back to two writes.
+      ec = {};
+      http::response_serializer<http::empty_body> again{header};
+      auto [e, n] = co_await http::async_write_header(stream_, again, kAsTuple);
+      ec = e;
+      if (!ec) {
+        stream_.expires_never();
+        co_return co_await write_body(first_body);
+      }
+    }
+  }
   stream_.expires_never();
   if (ec) keep_alive_ = false;
   co_return ec;
@@ -298,7 +344,15 @@ asio::awaitable<void> HttpServer::serve_connection(tcp::socket socket) {
                           "request has both Content-Length and Transfer-Encoding");
       break;
     }
-    if (auto len = parser.content_length()) parser.get().body().reserve(*len + kBodyPadding);
+    if (auto len = parser.content_length()) {
+      parser.get().body().reserve(*len + kBodyPadding);
+      // Beast sizes each read by the buffer's free capacity (512 bytes at
+      // least), which after a header is about that: a 100 KB prompt would
+      // take some 200 reads, each re-arming the timeout. Room for 64 KB
+      // makes it two or three.
+      const std::size_t room = std::min<std::size_t>(*len, kBodyReadBytes);
+      if (buffer.capacity() - buffer.size() < room) buffer.reserve(buffer.size() + room);
+    }
     if (parser.get()[http::field::expect] == "100-continue" && !parser.is_done()) {
       static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
       stream.expires_after(options_.read_timeout);

@@ -70,7 +70,10 @@ class Exchange {
 
   // Streamed response: the header (with Content-Length, or chunked when
   // `chunked`), then body pieces, each written as soon as it is given.
-  asio::awaitable<beast::error_code> begin_stream(ResponseHeader header, bool chunked);
+  // `first_body`, when given, is the first body piece: it leaves with the
+  // header in one write (a small reply then costs one send, not two).
+  asio::awaitable<beast::error_code> begin_stream(ResponseHeader header, bool chunked,
+                                                  std::string_view first_body = {});
   asio::awaitable<beast::error_code> write_body(std::string_view bytes);
   asio::awaitable<beast::error_code> end_stream();
 

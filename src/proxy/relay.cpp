@@ -32,6 +32,28 @@ void drop_hop_by_hop(Fields& fields) {
   for (auto f : kHopByHop) fields.erase(f);
 }
 
+// Upstream reply reads: up to this much per read.
+constexpr std::size_t kReplyReadBytes = 16 * 1024;
+
+// async_read_some hands over one parsed element at a time (one chunk of a
+// chunked reply: one SSE event from vLLM). Events that arrived together are
+// taken from what is already buffered, without waiting for the socket, so they
+// leave in one write instead of one write (and one timer) each. Stops at a
+// partial element, a full body buffer or the end of the reply; a parse error
+// is returned as the read's error.
+net::beast::error_code drain_buffered(http::response_parser<http::buffer_body>& parser,
+                                      net::beast::flat_buffer& buffer) {
+  while (!parser.is_done() && buffer.size() > 0 && parser.get().body().size > 0) {
+    net::beast::error_code ec;
+    const std::size_t used = parser.put(buffer.data(), ec);
+    buffer.consume(used);
+    if (ec == http::error::need_more || ec == http::error::need_buffer) break;
+    if (ec) return ec;
+    if (used == 0) break;
+  }
+  return {};
+}
+
 bool is_reset(const net::beast::error_code& ec) {
   return ec == net::asio::error::eof || ec == http::error::end_of_stream ||
          ec == net::asio::error::connection_reset || ec == net::asio::error::broken_pipe;
@@ -96,6 +118,7 @@ net::asio::awaitable<AttemptResult> forward_once(AttemptContext& ctx,
 
     if (ctx.observer) ctx.observer->on_request_sent();
     net::beast::flat_buffer buffer;
+    buffer.reserve(kReplyReadBytes);  // reads are sized by free capacity (512 bytes at least)
     http::response_parser<http::buffer_body> parser;
     parser.body_limit(boost::none);  // replies stream for as long as they need
     auto [hec, hn] = co_await http::async_read_header(upstream, buffer, parser, kAsTuple);
@@ -126,27 +149,43 @@ net::asio::awaitable<AttemptResult> forward_once(AttemptContext& ctx,
     if (length) header.content_length(*length);
     const bool event_stream = reply[http::field::content_type].starts_with("text/event-stream");
     if (ctx.observer) ctx.observer->on_response_header(status, reply[http::field::content_type], chunked);
-    if (auto ec = co_await ctx.exchange.begin_stream(std::move(header), chunked))
-      co_return AttemptResult{Outcome::kClientGone, {}, "client went away: " + ec.message(), ""};
-
+    // First pass: no read; the body bytes that came with the header (all of
+    // a small reply) leave with it in one write. Then one read per pass, and
+    // whatever else is already buffered with it.
     std::array<char, 16 * 1024> chunk;
-    while (!parser.is_done()) {
+    bool header_sent = false;
+    for (;;) {
       reply.body().data = chunk.data();
       reply.body().size = chunk.size();
-      upstream.expires_after(ctx.timeouts.idle);
-      auto [rec, rn] = co_await http::async_read_some(upstream, buffer, parser, kAsTuple);
-      if (rec == http::error::need_buffer) rec = {};
+      net::beast::error_code rec;
+      if (!header_sent) {
+        if (!parser.is_done()) rec = drain_buffered(parser, buffer);
+      } else {
+        if (parser.is_done()) break;
+        upstream.expires_after(ctx.timeouts.idle);
+        auto [ec, rn] = co_await http::async_read_some(upstream, buffer, parser, kAsTuple);
+        if (ec != http::error::need_buffer) rec = ec;
+        if (!rec) rec = drain_buffered(parser, buffer);
+      }
       const std::size_t got = chunk.size() - reply.body().size;
+      const std::string_view whole{chunk.data(), got};
+      std::span<const std::string_view> pieces;
       if (got > 0 && ctx.observer) {
-        const auto pieces = ctx.observer->on_body({chunk.data(), got});
+        pieces = ctx.observer->on_body(whole);
         if (parser.is_done()) ctx.observer->on_upstream_done();
-        for (std::string_view piece : pieces)
-          if (auto ec = co_await ctx.exchange.write_body(piece))
-            co_return AttemptResult{Outcome::kClientGone, {}, "client went away: " + ec.message(), ""};
       } else if (got > 0) {
-        if (auto ec = co_await ctx.exchange.write_body({chunk.data(), got}))
+        pieces = {&whole, 1};
+      }
+      std::size_t next = 0;
+      if (!header_sent) {
+        header_sent = true;
+        const std::string_view first = pieces.empty() ? std::string_view{} : pieces[next++];
+        if (auto ec = co_await ctx.exchange.begin_stream(std::move(header), chunked, first))
           co_return AttemptResult{Outcome::kClientGone, {}, "client went away: " + ec.message(), ""};
       }
+      for (; next < pieces.size(); ++next)
+        if (auto ec = co_await ctx.exchange.write_body(pieces[next]))
+          co_return AttemptResult{Outcome::kClientGone, {}, "client went away: " + ec.message(), ""};
       if (rec) {
         if (rec == net::asio::error::operation_aborted)
           co_return AttemptResult{Outcome::kClientGone, {}, "client went away", ""};

@@ -11,6 +11,7 @@ namespace lmwarden::proxy {
 namespace {
 
 constexpr auto kAsTuple = net::asio::as_tuple(net::asio::use_awaitable);
+constexpr auto kTrustedIdle = std::chrono::milliseconds(1000);
 
 // An idle keep-alive connection the server has closed shows as readable with
 // EOF (or with stray bytes, which make it unusable too).
@@ -28,10 +29,16 @@ net::asio::awaitable<std::pair<net::beast::error_code, UpstreamConnection>> Upst
   std::string key = backend.host + ":" + std::to_string(backend.port);
   if (allow_reuse) {
     auto it = idle_.find(key);
+    const auto now = std::chrono::steady_clock::now();
     while (it != idle_.end() && !it->second.empty()) {
-      auto stream = std::move(it->second.back());
+      Idle idle = std::move(it->second.back());
       it->second.pop_back();
-      if (still_open(*stream)) co_return std::pair{net::beast::error_code{}, UpstreamConnection{std::move(stream), key, true}};
+      // A connection idle for less than kTrustedIdle is taken without the
+      // probe (a syscall per request under load): servers close idle
+      // keep-alive connections after seconds (uvicorn: 5 s), and a stale one
+      // is still caught by forward_once, which retries on a fresh connection.
+      if (now - idle.since < kTrustedIdle || still_open(*idle.stream))
+        co_return std::pair{net::beast::error_code{}, UpstreamConnection{std::move(idle.stream), key, true}};
     }
   }
 
@@ -64,7 +71,7 @@ void UpstreamPool::release(UpstreamConnection connection) {
   if (!connection.stream || !connection.stream->socket().is_open()) return;
   auto& idle = idle_[connection.key];
   if (idle.size() >= max_idle_) return;  // closes it
-  idle.push_back(std::move(connection.stream));
+  idle.push_back(Idle{std::move(connection.stream), std::chrono::steady_clock::now()});
 }
 
 std::size_t UpstreamPool::idle_count() const noexcept {

@@ -2,6 +2,7 @@
 // locks: a connection never leaves the thread that opened it).
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -36,9 +37,14 @@ class UpstreamPool {
   std::size_t idle_count() const noexcept;
 
  private:
+  struct Idle {
+    std::unique_ptr<net::beast::tcp_stream> stream;
+    std::chrono::steady_clock::time_point since;  // when it was released
+  };
+
   net::asio::io_context& io_;
   std::size_t max_idle_;
-  std::unordered_map<std::string, std::vector<std::unique_ptr<net::beast::tcp_stream>>> idle_;
+  std::unordered_map<std::string, std::vector<Idle>> idle_;
 };
 
 }  // namespace lmwarden::proxy
