@@ -26,9 +26,12 @@ test: build-dev
 	@ctest --preset dev -j $(JOBS)
 	@bash scripts/fuzz.sh 10
 
+# The integration suites (every thread of the warden and the simulator at
+# work) under ThreadSanitizer, in build/tsan.
+TSAN_TARGETS = lmwarden proxy_itests sim_itests e2e_itests bench_itests fault_itests hostile_itests
 test-tsan: bootstrap
 	@cmake --preset tsan >/dev/null
-	@cmake --build --preset tsan -j $(JOBS)
+	@cmake --build --preset tsan -j $(JOBS) --target $(TSAN_TARGETS)
 	@ctest --preset tsan -L integration -j $(JOBS)
 
 # libFuzzer targets of fuzz/ (clang, build/fuzz): 300 s each, or 10 s each.
