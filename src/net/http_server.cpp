@@ -82,7 +82,8 @@ asio::awaitable<beast::error_code> Exchange::begin_stream(ResponseHeader header,
   } else {
     // Header buffers from the serializer, then the piece (chunk-framed when
     // chunked), gathered into one write.
-    std::array<asio::const_buffer, 8> pieces;
+    // Beast yields a buffer per field line: room for a few dozen fields.
+    std::array<asio::const_buffer, 64> pieces;
     std::size_t count = 0;
     bool fits = true;
     serializer.split(true);
@@ -103,7 +104,7 @@ asio::awaitable<beast::error_code> Exchange::begin_stream(ResponseHeader header,
           stream_, std::span<const asio::const_buffer>(pieces.data(), count), kAsTuple);
       ec = e;
     } else {
-      // Not expected for an empty_body header; fall back to two writes.
+      // A header of more fields than that: two writes.
       ec = {};
       http::response_serializer<http::empty_body> again{header};
       auto [e, n] = co_await http::async_write_header(stream_, again, kAsTuple);
