@@ -60,10 +60,30 @@ void scan_resolve(benchmark::State& state, std::shared_ptr<Loaded> l, bool in_pl
   state.counters["body_bytes"] = static_cast<double>(l->padded.size());
 }
 
+// The Claude Code turn grown to 100 KB with filler text in its last user
+// message, as bench/proxy/prepare_cases.py sends it (a longer conversation).
+std::shared_ptr<Loaded> load_100k() {
+  auto l = load(kFixtures.front());
+  auto body = nlohmann::ordered_json::parse(l->request.body);
+  auto& last = body["messages"].back();
+  if (last["content"].is_string()) last["content"] = nlohmann::ordered_json::array({{{"type", "text"}, {"text", last["content"]}}});
+  last["content"].push_back({{"type", "text"}, {"text", ""}});
+  const std::size_t grow = 100 * 1024 - body.dump().size();
+  std::string filler;
+  while (filler.size() < grow) filler += "lorem ipsum dolor sit amet consectetur adipiscing elit ";
+  filler.resize(grow);
+  last["content"].back()["text"] = filler;
+  l->request.body = body.dump();
+  l->padded = l->request.body;
+  l->padded.reserve(l->padded.size() + simdjson::SIMDJSON_PADDING);
+  return l;
+}
+
 const bool registered = [] {
-  for (const auto& file : kFixtures) {
-    auto l = load(file);
-    const std::string name = file.substr(0, file.size() - 5);  // without ".json"
+  std::vector<std::pair<std::string, std::shared_ptr<Loaded>>> inputs;
+  inputs.emplace_back("claude-code-2.1.332_turn2_grown_to_100KB", load_100k());
+  for (const auto& file : kFixtures) inputs.emplace_back(file.substr(0, file.size() - 5), load(file));
+  for (const auto& [name, l] : inputs) {
     benchmark::RegisterBenchmark(("identity/extract/" + name).c_str(), extract, l)->Unit(benchmark::kMicrosecond);
     benchmark::RegisterBenchmark(("identity/scan+resolve/" + name).c_str(), scan_resolve, l, true)
         ->Unit(benchmark::kMicrosecond);
