@@ -11,16 +11,19 @@
 #include <string>
 #include <vector>
 
-#include "fixtures.h"
 #include "core/identity.h"
+#include "fixtures.h"
 
 namespace lmwarden::bench {
 namespace {
 
 const std::vector<std::string> kFixtures = {
-    "claude-code-2.1.332_messages_turn2.json",       "claude-code-1.0.128_messages_legacy-user_id.json",
-    "codex-0.171.0_responses_tool-followup.json",    "codex-0.63.0_responses_legacy-headers.json",
-    "codex-0.63.0_chat-completions.json",            "claude-code-2.1.332_messages_title-sidecall.json",
+    "claude-code-2.1.332_messages_turn2.json",
+    "claude-code-1.0.128_messages_legacy-user_id.json",
+    "codex-0.171.0_responses_tool-followup.json",
+    "codex-0.63.0_responses_legacy-headers.json",
+    "codex-0.63.0_chat-completions.json",
+    "claude-code-2.1.332_messages_title-sidecall.json",
 };
 
 struct Loaded {
@@ -32,7 +35,8 @@ std::shared_ptr<Loaded> load(const std::string& file) {
   auto l = std::make_shared<Loaded>();
   l->request = load_client_fixture(file);
   l->request.headers.clear();
-  for (const auto& [name, value] : l->request.header_storage) l->request.headers.emplace_back(name, value);
+  for (const auto& [name, value] : l->request.header_storage)
+    l->request.headers.emplace_back(name, value);
   l->padded = l->request.body;
   l->padded.reserve(l->padded.size() + simdjson::SIMDJSON_PADDING);
   return l;
@@ -41,7 +45,8 @@ std::shared_ptr<Loaded> load(const std::string& file) {
 void extract(benchmark::State& state, std::shared_ptr<Loaded> l) {
   const core::IdentityOptions options;
   for (auto _ : state) {
-    auto result = core::extract_request_facts(l->request.headers, l->padded, l->padded.capacity(), options);
+    auto result =
+        core::extract_request_facts(l->request.headers, l->padded, l->padded.capacity(), options);
     benchmark::DoNotOptimize(result.facts.identity.session_hash);
   }
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * l->padded.size()));
@@ -52,7 +57,8 @@ void scan_resolve(benchmark::State& state, std::shared_ptr<Loaded> l, bool in_pl
   const core::IdentityOptions options;
   const core::BodyFields fields(options.sources);
   for (auto _ : state) {
-    const core::BodyScan scan = core::scan_body(l->padded, in_place ? l->padded.capacity() : 0, fields);
+    const core::BodyScan scan =
+        core::scan_body(l->padded, in_place ? l->padded.capacity() : 0, fields);
     auto identity = core::resolve_identity(l->request.headers, scan, fields, options);
     benchmark::DoNotOptimize(identity.session_hash);
   }
@@ -66,7 +72,9 @@ std::shared_ptr<Loaded> load_100k() {
   auto l = load(kFixtures.front());
   auto body = nlohmann::ordered_json::parse(l->request.body);
   auto& last = body["messages"].back();
-  if (last["content"].is_string()) last["content"] = nlohmann::ordered_json::array({{{"type", "text"}, {"text", last["content"]}}});
+  if (last["content"].is_string())
+    last["content"] =
+        nlohmann::ordered_json::array({{{"type", "text"}, {"text", last["content"]}}});
   last["content"].push_back({{"type", "text"}, {"text", ""}});
   const std::size_t grow = 100 * 1024 - body.dump().size();
   std::string filler;
@@ -82,9 +90,11 @@ std::shared_ptr<Loaded> load_100k() {
 const bool registered = [] {
   std::vector<std::pair<std::string, std::shared_ptr<Loaded>>> inputs;
   inputs.emplace_back("claude-code-2.1.332_turn2_grown_to_100KB", load_100k());
-  for (const auto& file : kFixtures) inputs.emplace_back(file.substr(0, file.size() - 5), load(file));
+  for (const auto& file : kFixtures)
+    inputs.emplace_back(file.substr(0, file.size() - 5), load(file));
   for (const auto& [name, l] : inputs) {
-    benchmark::RegisterBenchmark(("identity/extract/" + name).c_str(), extract, l)->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(("identity/extract/" + name).c_str(), extract, l)
+        ->Unit(benchmark::kMicrosecond);
     benchmark::RegisterBenchmark(("identity/scan+resolve/" + name).c_str(), scan_resolve, l, true)
         ->Unit(benchmark::kMicrosecond);
     benchmark::RegisterBenchmark(("identity/copied/" + name).c_str(), scan_resolve, l, false)

@@ -57,7 +57,9 @@ struct Percentiles {
   void report(benchmark::State& state) {
     if (ns.empty()) return;
     std::sort(ns.begin(), ns.end());
-    auto at = [&](double q) { return static_cast<double>(ns[static_cast<std::size_t>(q * (ns.size() - 1))]); };
+    auto at = [&](double q) {
+      return static_cast<double>(ns[static_cast<std::size_t>(q * (ns.size() - 1))]);
+    };
     state.counters["p50_ns"] = at(0.50);
     state.counters["p99_ns"] = at(0.99);
     state.counters["max_ns"] = static_cast<double>(ns.back());
@@ -114,14 +116,19 @@ void route(benchmark::State& state, bool known) {
     router.finish(d);
     const auto t1 = Clock::now();
     benchmark::DoNotOptimize(d.replica);
-    p.ns.push_back(static_cast<std::uint32_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()));
+    p.ns.push_back(static_cast<std::uint32_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()));
   }
   p.report(state);
   state.counters["conversations"] = static_cast<double>(router.conversations());
 }
 
-void route_sticky(benchmark::State& state) { route(state, true); }
-void route_new(benchmark::State& state) { route(state, false); }
+void route_sticky(benchmark::State& state) {
+  route(state, true);
+}
+void route_new(benchmark::State& state) {
+  route(state, false);
+}
 
 void routing_args(benchmark::internal::Benchmark* b) {
   for (int replicas : {4, 64, 512})
@@ -146,7 +153,8 @@ void memory_session_table(benchmark::State& state) {
     {
       core::SessionTable table(8, conversations, std::chrono::minutes(30));
       const auto now = Clock::time_point{} + std::chrono::hours(1);
-      for (std::size_t i = 0; i < conversations; ++i) table.assign(mix(i), static_cast<int>(i % 8), now);
+      for (std::size_t i = 0; i < conversations; ++i)
+        table.assign(mix(i), static_cast<int>(i % 8), now);
       per = static_cast<double>(heap_in_use() - before) / static_cast<double>(conversations);
       benchmark::DoNotOptimize(table.size());
     }
@@ -155,8 +163,12 @@ void memory_session_table(benchmark::State& state) {
 }
 BENCHMARK(memory_session_table)
     ->Name("memory/session_table")
-    ->Arg(1'000)->Arg(100'000)->Arg(1'000'000)
-    ->ArgName("conversations")->Iterations(1)->Unit(benchmark::kMillisecond);
+    ->Arg(1'000)
+    ->Arg(100'000)
+    ->Arg(1'000'000)
+    ->ArgName("conversations")
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace lmwarden::bench

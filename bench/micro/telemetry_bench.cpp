@@ -39,21 +39,26 @@ void prometheus_snapshot(benchmark::State& state) {
   }
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * text.size()));
 }
-BENCHMARK(prometheus_snapshot)->Name("prometheus/vllm_snapshot/metrics-dp4")->Unit(benchmark::kMicrosecond);
+BENCHMARK(prometheus_snapshot)
+    ->Name("prometheus/vllm_snapshot/metrics-dp4")
+    ->Unit(benchmark::kMicrosecond);
 
 std::string openai_delta(int i) {
-  return "data: {\"id\":\"chatcmpl-bench\",\"object\":\"chat.completion.chunk\",\"created\":1767000000,"
+  return "data: "
+         "{\"id\":\"chatcmpl-bench\",\"object\":\"chat.completion.chunk\",\"created\":1767000000,"
          "\"model\":\"qwen3-4b\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\" token" +
          std::to_string(i) + "\"},\"logprobs\":null,\"finish_reason\":null}]}\n\n";
 }
 const std::string kOpenAiUsage =
     "data: {\"id\":\"chatcmpl-bench\",\"object\":\"chat.completion.chunk\",\"created\":1767000000,"
-    "\"model\":\"qwen3-4b\",\"choices\":[],\"usage\":{\"prompt_tokens\":30000,\"total_tokens\":30256,"
+    "\"model\":\"qwen3-4b\",\"choices\":[],\"usage\":{\"prompt_tokens\":30000,\"total_tokens\":"
+    "30256,"
     "\"completion_tokens\":256,\"prompt_tokens_details\":{\"cached_tokens\":29696}}}\n\n";
 
 std::string anthropic_delta(int i) {
   return "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,"
-         "\"delta\":{\"type\":\"text_delta\",\"text\":\" token" + std::to_string(i) + "\"}}\n\n";
+         "\"delta\":{\"type\":\"text_delta\",\"text\":\" token" +
+         std::to_string(i) + "\"}}\n\n";
 }
 
 void usage_tap_openai_chunk(benchmark::State& state) {
@@ -105,7 +110,9 @@ void usage_tap_openai_reply(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * chunks.size()));
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * bytes));
 }
-BENCHMARK(usage_tap_openai_reply)->Name("usage_tap/openai/reply_256_events")->Unit(benchmark::kMicrosecond);
+BENCHMARK(usage_tap_openai_reply)
+    ->Name("usage_tap/openai/reply_256_events")
+    ->Unit(benchmark::kMicrosecond);
 
 // A split line: every event arrives in two pieces (the carry-over path).
 void usage_tap_split_chunk(benchmark::State& state) {

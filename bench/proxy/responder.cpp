@@ -26,11 +26,11 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cctype>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -42,7 +42,9 @@
 namespace {
 
 std::atomic<bool> g_stop{false};
-void on_signal(int) { g_stop.store(true); }
+void on_signal(int) {
+  g_stop.store(true);
+}
 
 struct Options {
   int port = 0;
@@ -84,23 +86,31 @@ Replies make_replies(int events) {
       R"({"id":"msg_bench","type":"message","role":"assistant","model":"bench",)"
       R"("content":[{"type":"text","text":"Hello from the bench responder."}],"stop_reason":"end_turn",)"
       R"("stop_sequence":null,"usage":{"input_tokens":512,"cache_read_input_tokens":29696,"output_tokens":7}})");
-  r.sse_head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-               "Transfer-Encoding: chunked\r\n\r\n";
+  r.sse_head =
+      "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+      "Transfer-Encoding: chunked\r\n\r\n";
   for (int i = 0; i < events; ++i)
     r.sse_events.push_back(chunk(
         R"(data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1767000000,"model":"bench",)"
-        R"("choices":[{"index":0,"delta":{"content":" token)" + std::to_string(i) +
-        R"("},"logprobs":null,"finish_reason":null}]})" "\n\n"));
+        R"("choices":[{"index":0,"delta":{"content":" token)" +
+        std::to_string(i) +
+        R"("},"logprobs":null,"finish_reason":null}]})"
+        "\n\n"));
   r.sse_usage = chunk(
       R"(data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1767000000,"model":"bench",)"
-      R"("choices":[],"usage":{"prompt_tokens":24,"total_tokens":)" + std::to_string(24 + events) +
-      R"(,"completion_tokens":)" + std::to_string(events) + R"(,"prompt_tokens_details":{"cached_tokens":16}}})" "\n\n");
+      R"("choices":[],"usage":{"prompt_tokens":24,"total_tokens":)" +
+      std::to_string(24 + events) + R"(,"completion_tokens":)" + std::to_string(events) +
+      R"(,"prompt_tokens_details":{"cached_tokens":16}}})"
+      "\n\n");
   r.sse_tail = chunk("data: [DONE]\n\n") + "0\r\n\r\n";
   r.health = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
   const std::string metrics =
-      "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{engine=\"0\",model_name=\"bench\"} 0.0\n"
-      "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{engine=\"0\",model_name=\"bench\"} 0.0\n"
-      "# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc{engine=\"0\",model_name=\"bench\"} 0.0\n";
+      "# TYPE vllm:num_requests_running "
+      "gauge\nvllm:num_requests_running{engine=\"0\",model_name=\"bench\"} 0.0\n"
+      "# TYPE vllm:num_requests_waiting "
+      "gauge\nvllm:num_requests_waiting{engine=\"0\",model_name=\"bench\"} 0.0\n"
+      "# TYPE vllm:kv_cache_usage_perc "
+      "gauge\nvllm:kv_cache_usage_perc{engine=\"0\",model_name=\"bench\"} 0.0\n";
   r.metrics = "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: " +
               std::to_string(metrics.size()) + "\r\n\r\n" + metrics;
   return r;
@@ -110,7 +120,8 @@ bool icontains(std::string_view hay, std::string_view needle) {
   if (needle.size() > hay.size()) return false;
   for (std::size_t i = 0; i + needle.size() <= hay.size(); ++i) {
     std::size_t j = 0;
-    while (j < needle.size() && std::tolower(static_cast<unsigned char>(hay[i + j])) == needle[j]) ++j;
+    while (j < needle.size() && std::tolower(static_cast<unsigned char>(hay[i + j])) == needle[j])
+      ++j;
     if (j == needle.size()) return true;
   }
   return false;
@@ -122,7 +133,8 @@ std::string_view header_value(std::string_view head, std::string_view name) {
   while (pos != std::string_view::npos && pos + 2 < head.size()) {
     const std::size_t start = pos + 2;
     const std::size_t end = head.find("\r\n", start);
-    std::string_view line = head.substr(start, (end == std::string_view::npos ? head.size() : end) - start);
+    std::string_view line =
+        head.substr(start, (end == std::string_view::npos ? head.size() : end) - start);
     if (line.size() > name.size() && icontains(line.substr(0, name.size()), name)) {
       std::string_view v = line.substr(name.size());
       while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
@@ -249,7 +261,8 @@ class Worker {
       const std::size_t end = c.in.find("\r\n\r\n");
       if (end == std::string::npos) return c.in.size() < (1u << 20);
       const std::string_view head(c.in.data(), end + 2);
-      const std::size_t length = std::strtoull(std::string(header_value(head, "content-length:")).c_str(), nullptr, 10);
+      const std::size_t length =
+          std::strtoull(std::string(header_value(head, "content-length:")).c_str(), nullptr, 10);
       if (c.in.size() < end + 4 + length) return true;  // body not complete yet
       const std::string_view body(c.in.data() + end + 4, length);
       if (icontains(header_value(head, "connection:"), "close")) c.close_after = true;
@@ -313,12 +326,18 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string_view flag = argv[i];
     const int value = std::atoi(argv[i + 1]);
-    if (flag == "--port") o.port = value;
-    else if (flag == "--threads") o.threads = value > 0 ? value : 1;
-    else if (flag == "--events") o.events = value > 0 ? value : 1;
-    else if (flag == "--max-seconds") o.max_seconds = value > 0 ? value : 1;
+    if (flag == "--port")
+      o.port = value;
+    else if (flag == "--threads")
+      o.threads = value > 0 ? value : 1;
+    else if (flag == "--events")
+      o.events = value > 0 ? value : 1;
+    else if (flag == "--max-seconds")
+      o.max_seconds = value > 0 ? value : 1;
     else {
-      std::fprintf(stderr, "usage: bench_responder [--port P] [--threads N] [--events N] [--max-seconds S]\n");
+      std::fprintf(
+          stderr,
+          "usage: bench_responder [--port P] [--threads N] [--events N] [--max-seconds S]\n");
       return 2;
     }
   }
@@ -332,8 +351,7 @@ int main(int argc, char** argv) {
   std::printf("listening on http://127.0.0.1:%d\n", port);
   std::fflush(stdout);
   std::vector<std::thread> threads;
-  for (int fd : listeners)
-    threads.emplace_back([fd, &replies] { Worker(fd, replies).run(); });
+  for (int fd : listeners) threads.emplace_back([fd, &replies] { Worker(fd, replies).run(); });
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o.max_seconds);
   while (!g_stop.load() && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));

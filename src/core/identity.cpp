@@ -420,10 +420,12 @@ ExtractResult extract_request_facts(HeaderList headers, std::string_view body,
                                     std::size_t body_capacity, const IdentityOptions& options) {
   // The default sources' trie is built once (most models keep the defaults);
   // building it per request cost a dozen allocations.
-  static const std::vector<config::SessionSource> kDefaultSources = config::default_session_sources();
+  static const std::vector<config::SessionSource> kDefaultSources =
+      config::default_session_sources();
   static const BodyFields kDefaultFields(kDefaultSources);
   std::optional<BodyFields> own;
-  const BodyFields& fields = options.sources == kDefaultSources ? kDefaultFields : own.emplace(options.sources);
+  const BodyFields& fields =
+      options.sources == kDefaultSources ? kDefaultFields : own.emplace(options.sources);
   BodyScan scan = scan_body(body, body_capacity, fields);
   ExtractResult result;
   result.facts.identity = resolve_identity(headers, scan, fields, options);

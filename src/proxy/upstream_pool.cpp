@@ -38,7 +38,8 @@ net::asio::awaitable<std::pair<net::beast::error_code, UpstreamConnection>> Upst
       // keep-alive connections after seconds (uvicorn: 5 s), and a stale one
       // is still caught by forward_once, which retries on a fresh connection.
       if (now - idle.since < kTrustedIdle || still_open(*idle.stream))
-        co_return std::pair{net::beast::error_code{}, UpstreamConnection{std::move(idle.stream), key, true}};
+        co_return std::pair{net::beast::error_code{},
+                            UpstreamConnection{std::move(idle.stream), key, true}};
     }
   }
 
