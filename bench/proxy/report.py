@@ -15,7 +15,7 @@ import platform
 p = argparse.ArgumentParser()
 p.add_argument("results")
 p.add_argument("out")
-for flag in ("connections", "seconds", "latency-seconds", "rounds", "events", "pinned"):
+for flag in ("connections", "seconds", "latency-seconds", "rounds", "events", "pinned", "threads"):
     p.add_argument("--" + flag, type=int)
 p.add_argument("--nginx-version")
 p.add_argument("--lmwarden-commit")
@@ -42,7 +42,7 @@ summary = {"cases": {}, "setup": {
     "cpus": os.cpu_count(), "kernel": platform.release(), "nginx": a.nginx_version,
     "lmwarden_commit": a.lmwarden_commit, "connections": a.connections, "seconds": a.seconds,
     "latency_seconds": a.latency_seconds, "rounds": a.rounds, "sse_events_per_reply": a.events,
-    "pinned": bool(a.pinned), "load_generator": "wrk -t1", "proxy_threads": 1}}
+    "pinned": bool(a.pinned), "load_generator": "wrk -t1", "proxy_threads": a.threads or 1}}
 for case in CASES:
     c = {}
     for target in TARGETS:
@@ -81,7 +81,7 @@ with open(a.out, "w") as f:
 
 print(f"\nrequests/s: wrk -t1 -c{a.connections}, best of {a.rounds} × {a.seconds}s; "
       f"latency: 1 connection, best of {a.rounds} × {a.latency_seconds}s; "
-      f"proxies on 1 thread{' pinned to CPU 1' if a.pinned else ''}\n")
+      f"proxies on {a.threads or 1} thread(s){' pinned to CPU 1' if a.pinned else ''}\n")
 print("| case | target | requests/s | p50 µs | p99 µs | added p50 µs | added p99 µs | SSE events/s |")
 print("|---|---|---:|---:|---:|---:|---:|---:|")
 for case in CASES:

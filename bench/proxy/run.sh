@@ -17,6 +17,7 @@
 #
 # CPUs: with 2 or more cores, wrk and the upstream share CPU 0 and the proxy
 # under test (nginx: 1 worker; lmwarden: threads: 1) has CPU 1 to itself.
+# BENCH_PROXY_THREADS=N gives both proxies N workers/threads, unpinned.
 #
 # Talks only to 127.0.0.1, stops by itself, kills what it started on exit.
 # Installs nginx, wrk and python3 from Debian when they are missing.
@@ -29,6 +30,7 @@ seconds="${BENCH_SECONDS:-6}"
 latency_seconds="${BENCH_LATENCY_SECONDS:-4}"
 rounds="${BENCH_ROUNDS:-2}"
 connections="${BENCH_CONNECTIONS:-16}"
+threads="${BENCH_PROXY_THREADS:-1}"  # nginx workers and lmwarden I/O threads
 events=256
 lmwarden="${LMWARDEN_BINARY:-$root/build/release/src/lmwarden}"
 responder="${BENCH_RESPONDER:-$root/build/release/bench/bench_responder}"
@@ -67,7 +69,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 pin_load=() pin_proxy=()
-if [ "$(nproc)" -ge 2 ] && [ "${BENCH_PIN:-1}" = 1 ]; then
+if [ "$(nproc)" -ge 2 ] && [ "${BENCH_PIN:-1}" = 1 ] && [ "$threads" = 1 ]; then
   pin_load=(taskset -c 0)
   pin_proxy=(taskset -c 1)
 fi
@@ -103,6 +105,7 @@ upstream_port="$(port_from_log "$work/responder.log" bench_responder)"
 
 nginx_port="$(free_port)"
 sed -e "s|@DIR@|$work|g" -e "s|@PORT@|$nginx_port|g" -e "s|@UPSTREAM_PORT@|$upstream_port|g" \
+  -e "s|^worker_processes 1;|worker_processes $threads;|" \
   "$here/nginx.conf.template" >"$work/nginx.conf"
 "${pin_proxy[@]}" "$nginx_bin" -p "$work" -c "$work/nginx.conf" -e "$work/nginx-error.log" \
   >"$work/nginx.log" 2>&1 &
@@ -111,7 +114,7 @@ wait_http "$nginx_port"
 
 cat >"$work/lmwarden.yaml" <<YAML
 listen: 127.0.0.1:0
-threads: 1
+threads: $threads
 models:
   - name: bench
     backends:
@@ -162,6 +165,6 @@ echo
 mkdir -p "$out_dir"
 python3 "$here/report.py" "$work/results" "$out_dir/proxy.json" \
   --connections "$connections" --seconds "$seconds" --latency-seconds "$latency_seconds" \
-  --rounds "$rounds" --events "$events" --pinned "${#pin_proxy[@]}" \
+  --rounds "$rounds" --events "$events" --pinned "${#pin_proxy[@]}" --threads "$threads" \
   --nginx-version "$("$nginx_bin" -v 2>&1 | sed 's/.*nginx\///')" \
   --lmwarden-commit "$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
