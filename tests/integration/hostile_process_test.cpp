@@ -97,6 +97,10 @@ TEST(HostileProcess, AcceptUnderDescriptorExhaustionNeitherCrashesNorSpins) {
   GTEST_SKIP() << "descriptor exhaustion trips UBSan's own vptr probe";
 #endif
   FakeVllm backend{2};
+  // Engine samples on /metrics, so that the scraper finds the server healthy
+  // again once it can open sockets.
+  backend.set_engine(0, 0, 0, 0.1, 10, 5);
+  backend.set_engine(1, 0, 0, 0.1, 10, 5);
   TempDir dir;
   const std::string config = write_file(dir.file("lmwarden.yaml"),
                                         "listen: 127.0.0.1:0\nthreads: 2\ntimeouts:\n  client_read: 30s\n"
@@ -145,6 +149,8 @@ TEST(HostileProcess, AcceptUnderDescriptorExhaustionNeitherCrashesNorSpins) {
 
 TEST(HostileProcess, CredentialsNeverReachTheLogs) {
   FakeVllm backend{2};
+  backend.set_engine(0, 0, 0, 0.1, 10, 5);  // healthy to the scraper for the whole test
+  backend.set_engine(1, 0, 0, 0.1, 10, 5);
   TempDir dir;
   const std::string config = write_file(
       dir.file("lmwarden.yaml"),
