@@ -10,6 +10,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/buffers_range.hpp>
+#include <boost/beast/core/buffers_suffix.hpp>
 #include <boost/beast/http/chunk_encode.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
@@ -30,6 +31,30 @@ using namespace asio::experimental::awaitable_operators;
 
 // Upper bound on the lingering close after a refusal, whatever the read timeout.
 constexpr std::chrono::milliseconds kMaxLinger{5'000};
+
+// Timeout of a write the client does not take at once.
+constexpr auto kWriteTimeout = std::chrono::seconds(60);
+
+// Writes `buffers` to the client. What the socket takes at once is sent
+// without suspending and without arming the stream's timer (one sendmsg: the
+// usual case for replies and SSE events); the rest, for a client that reads
+// slowly, is written asynchronously under kWriteTimeout.
+asio::awaitable<beast::error_code> send_all(beast::tcp_stream& stream,
+                                            std::span<const asio::const_buffer> buffers) {
+  auto& socket = stream.socket();
+  beast::error_code ec;
+  if (!socket.non_blocking()) socket.non_blocking(true, ec);
+  std::size_t sent = 0;
+  if (!ec) sent = socket.write_some(buffers, ec);
+  if (!ec && sent == asio::buffer_size(buffers)) co_return ec;
+  if (ec && ec != asio::error::would_block && ec != asio::error::try_again) co_return ec;
+  beast::buffers_suffix<std::span<const asio::const_buffer>> rest(buffers);
+  rest.consume(sent);
+  stream.expires_after(kWriteTimeout);
+  auto [wec, n] = co_await asio::async_write(stream, rest, kAsTuple);
+  stream.expires_never();
+  co_return wec;
+}
 
 // Largest single read of a request body (see serve_connection).
 constexpr std::size_t kBodyReadBytes = 64 * 1024;
@@ -73,67 +98,60 @@ asio::awaitable<beast::error_code> Exchange::begin_stream(ResponseHeader header,
     header.chunked(true);
   }
   state_ = State::kStreaming;
+  // Header buffers from the serializer, then the first piece (chunk-framed
+  // when chunked), gathered into one write. Beast yields a buffer per field
+  // line: room for a few dozen fields.
   http::response_serializer<http::empty_body> serializer{header};
-  stream_.expires_after(std::chrono::seconds(60));
+  std::array<asio::const_buffer, 64> pieces;
+  std::size_t count = 0;
+  bool fits = true;
   beast::error_code ec;
-  if (first_body.empty()) {
-    auto [e, n] = co_await http::async_write_header(stream_, serializer, kAsTuple);
-    ec = e;
-  } else {
-    // Header buffers from the serializer, then the piece (chunk-framed when
-    // chunked), gathered into one write.
-    // Beast yields a buffer per field line: room for a few dozen fields.
-    std::array<asio::const_buffer, 64> pieces;
-    std::size_t count = 0;
-    bool fits = true;
-    serializer.split(true);
-    serializer.next(ec, [&](beast::error_code&, const auto& buffers) {
-      for (asio::const_buffer b : beast::buffers_range_ref(buffers)) {
-        if (count + 3 < pieces.size()) pieces[count++] = b; else fits = false;
-      }
-    });
-    if (!ec && fits) {
-      char size_line[20];
-      if (chunked) {
-        const int len = std::snprintf(size_line, sizeof size_line, "%zx\r\n", first_body.size());
-        pieces[count++] = asio::const_buffer(size_line, static_cast<std::size_t>(len));
-      }
-      pieces[count++] = asio::const_buffer(first_body.data(), first_body.size());
-      if (chunked) pieces[count++] = asio::const_buffer("\r\n", 2);
-      auto [e, n] = co_await asio::async_write(
-          stream_, std::span<const asio::const_buffer>(pieces.data(), count), kAsTuple);
-      ec = e;
-    } else {
-      // A header of more fields than that: two writes.
-      ec = {};
-      http::response_serializer<http::empty_body> again{header};
-      auto [e, n] = co_await http::async_write_header(stream_, again, kAsTuple);
-      ec = e;
-      if (!ec) {
-        stream_.expires_never();
-        co_return co_await write_body(first_body);
-      }
+  serializer.split(true);
+  serializer.next(ec, [&](beast::error_code&, const auto& buffers) {
+    for (asio::const_buffer b : beast::buffers_range_ref(buffers)) {
+      if (count + 3 < pieces.size())
+        pieces[count++] = b;
+      else
+        fits = false;
     }
+  });
+  if (ec || !fits) {
+    // A header of more fields than that: the serializer writes it.
+    http::response_serializer<http::empty_body> again{header};
+    stream_.expires_after(kWriteTimeout);
+    auto [e, n] = co_await http::async_write_header(stream_, again, kAsTuple);
+    stream_.expires_never();
+    if (e) keep_alive_ = false;
+    if (e || first_body.empty()) co_return e;
+    co_return co_await write_body(first_body);
   }
-  stream_.expires_never();
+  char size_line[20];
+  if (!first_body.empty()) {
+    if (chunked) {
+      const int len = std::snprintf(size_line, sizeof size_line, "%zx\r\n", first_body.size());
+      pieces[count++] = asio::const_buffer(size_line, static_cast<std::size_t>(len));
+    }
+    pieces[count++] = asio::const_buffer(first_body.data(), first_body.size());
+    if (chunked) pieces[count++] = asio::const_buffer("\r\n", 2);
+  }
+  ec = co_await send_all(stream_, std::span<const asio::const_buffer>(pieces.data(), count));
   if (ec) keep_alive_ = false;
   co_return ec;
 }
 
 asio::awaitable<beast::error_code> Exchange::write_body(std::string_view bytes) {
   if (bytes.empty()) co_return beast::error_code{};
-  stream_.expires_after(std::chrono::seconds(60));
-  beast::error_code ec;
+  std::array<asio::const_buffer, 3> pieces;
+  std::size_t count = 0;
+  char size_line[20];
   if (chunked_) {
-    auto [e, n] = co_await asio::async_write(
-        stream_, http::make_chunk(asio::const_buffer(bytes.data(), bytes.size())), kAsTuple);
-    ec = e;
-  } else {
-    auto [e, n] =
-        co_await asio::async_write(stream_, asio::const_buffer(bytes.data(), bytes.size()), kAsTuple);
-    ec = e;
+    const int len = std::snprintf(size_line, sizeof size_line, "%zx\r\n", bytes.size());
+    pieces[count++] = asio::const_buffer(size_line, static_cast<std::size_t>(len));
   }
-  stream_.expires_never();
+  pieces[count++] = asio::const_buffer(bytes.data(), bytes.size());
+  if (chunked_) pieces[count++] = asio::const_buffer("\r\n", 2);
+  const beast::error_code ec =
+      co_await send_all(stream_, std::span<const asio::const_buffer>(pieces.data(), count));
   if (ec) keep_alive_ = false;
   co_return ec;
 }
@@ -141,9 +159,9 @@ asio::awaitable<beast::error_code> Exchange::write_body(std::string_view bytes) 
 asio::awaitable<beast::error_code> Exchange::end_stream() {
   state_ = State::kDone;
   if (!chunked_) co_return beast::error_code{};
-  stream_.expires_after(std::chrono::seconds(60));
-  auto [ec, n] = co_await asio::async_write(stream_, http::make_chunk_last(), kAsTuple);
-  stream_.expires_never();
+  static constexpr std::string_view kLastChunk = "0\r\n\r\n";
+  const asio::const_buffer last(kLastChunk.data(), kLastChunk.size());
+  const beast::error_code ec = co_await send_all(stream_, std::span<const asio::const_buffer>(&last, 1));
   if (ec) keep_alive_ = false;
   co_return ec;
 }
