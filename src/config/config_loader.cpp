@@ -1,6 +1,7 @@
+// Loading and validating the YAML file; the value parsers it uses (durations,
+// sizes, addresses, URLs) are in value_parsers.cpp.
 #include "config/config_loader.h"
 
-#include <arpa/inet.h>
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
@@ -21,76 +22,13 @@ using namespace std::literals;
 
 namespace {
 
-// ------------------------------------------------------------ small parsers
-
-std::string_view trim(std::string_view s) noexcept {
-  constexpr std::string_view kSpace = " \t\r\n";
-  const auto first = s.find_first_not_of(kSpace);
-  if (first == std::string_view::npos) return {};
-  return s.substr(first, s.find_last_not_of(kSpace) - first + 1);
-}
-
-char lower(char c) noexcept {
-  return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
-}
-
-std::string to_lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(), lower);
-  return out;
-}
-
-bool is_digit(char c) noexcept {
-  return c >= '0' && c <= '9';
-}
-
-template <typename Int>
-std::optional<Int> parse_uint(std::string_view s) noexcept {
-  if (s.empty() || !std::all_of(s.begin(), s.end(), is_digit)) return std::nullopt;
-  Int value{};
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
-  if (ec != std::errc{} || end != s.data() + s.size()) return std::nullopt;
-  return value;
-}
-
-std::optional<std::uint16_t> parse_port(std::string_view s) noexcept {
-  const auto port = parse_uint<std::uint32_t>(s);
-  if (!port || *port > 65535) return std::nullopt;
-  return static_cast<std::uint16_t>(*port);
-}
-
-bool is_ipv4(const std::string& s) noexcept {
-  in_addr addr{};
-  return inet_pton(AF_INET, s.c_str(), &addr) == 1;
-}
-
-bool is_ipv6(const std::string& s) noexcept {
-  in6_addr addr{};
-  return inet_pton(AF_INET6, s.c_str(), &addr) == 1;
-}
-
-// DNS names as found in container networks and /etc/hosts: letters, digits,
-// '-', '_' and '.'.
-bool is_hostname(std::string_view s) noexcept {
-  return !s.empty() && s.size() <= 253 && std::all_of(s.begin(), s.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || is_digit(c) || c == '-' ||
-           c == '_' || c == '.';
-  });
-}
-
-// RFC 9110 token characters: what an HTTP field name may contain.
-bool is_header_name(std::string_view s) noexcept {
-  constexpr std::string_view kSpecials = "!#$%&'*+-.^_`|~";
-  return !s.empty() && std::all_of(s.begin(), s.end(), [&](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || is_digit(c) ||
-           kSpecials.find(c) != std::string_view::npos;
-  });
-}
+// ------------------------------------------------------------ small helpers
 
 bool is_env_name(std::string_view s) noexcept {
-  if (s.empty() || is_digit(s.front())) return false;
-  return std::all_of(s.begin(), s.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || is_digit(c) || c == '_';
+  const auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  if (s.empty() || digit(s.front())) return false;
+  return std::all_of(s.begin(), s.end(), [&](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || digit(c) || c == '_';
   });
 }
 
@@ -255,9 +193,7 @@ class Loader {
 
   std::optional<bool> read_bool(const Entry& e, const std::string& path) {
     if (e.value.IsScalar()) {
-      const std::string text = to_lower(e.value.Scalar());
-      if (text == "true") return true;
-      if (text == "false") return false;
+      if (auto value = parse_bool(e.value.Scalar())) return value;
     }
     error(e, path, fmt::format("must be true or false, got {}", shown(e.value)));
     return std::nullopt;
@@ -530,8 +466,10 @@ class Loader {
         model.spill_threshold.reset();
         return;
       }
-      if (auto v = parse_uint<int>(text); v && *v >= 1) {
-        model.spill_threshold = *v;
+      int v = 0;
+      const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+      if (ec == std::errc{} && end == text.data() + text.size() && v >= 1) {
+        model.spill_threshold = v;
         return;
       }
     }
@@ -676,181 +614,6 @@ ConfigResult load_config_file(const std::string& path) {
   text << in.rdbuf();
   if (in.bad()) return unexpected(ConfigErrors{{{path, 0, "", "cannot read the file"}}});
   return load_config_string(text.str(), path);
-}
-
-// ------------------------------------------------------------------ parsers
-
-Result<ListenAddress, std::string> parse_listen_address(std::string_view text) {
-  text = trim(text);
-  std::string host;
-  std::string_view port_text;
-  if (text.starts_with('[')) {
-    const auto close = text.find(']');
-    if (close == std::string_view::npos) return unexpected("missing ']' after the IPv6 address"s);
-    host = std::string(text.substr(1, close - 1));
-    if (!is_ipv6(host)) return unexpected("not a valid IPv6 address inside [ ]"s);
-    if (close + 1 >= text.size() || text[close + 1] != ':')
-      return unexpected("must be HOST:PORT, e.g. 127.0.0.1:8080 or [::1]:8080"s);
-    port_text = text.substr(close + 2);
-  } else {
-    const auto colon = text.rfind(':');
-    if (colon == std::string_view::npos)
-      return unexpected("must be HOST:PORT, e.g. 127.0.0.1:8080 or [::1]:8080"s);
-    host = std::string(text.substr(0, colon));
-    port_text = text.substr(colon + 1);
-    if (host.find(':') != std::string::npos)
-      return unexpected("IPv6 addresses need brackets, e.g. [::1]:8080"s);
-    if (to_lower(host) == "localhost") host = "127.0.0.1";
-    if (host.empty())
-      return unexpected("the host is missing; write 0.0.0.0:PORT to listen on all interfaces"s);
-    if (!is_ipv4(host)) return unexpected("the host must be an IPv4 address, [IPv6] or localhost"s);
-  }
-  const auto port = parse_port(port_text);
-  if (!port) return unexpected("the port must be a number from 0 to 65535"s);
-  return ListenAddress{std::move(host), *port};
-}
-
-std::optional<std::chrono::milliseconds> parse_duration(std::string_view text) {
-  text = trim(text);
-  if (text.empty()) return std::nullopt;
-  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max() / 1000;
-  std::int64_t total_ms = 0;
-  while (!text.empty()) {
-    std::size_t digits = 0;
-    while (digits < text.size() && is_digit(text[digits])) ++digits;
-    const auto number = parse_uint<std::int64_t>(text.substr(0, digits));
-    if (!number) return std::nullopt;
-    text.remove_prefix(digits);
-    std::size_t letters = 0;
-    while (letters < text.size() && !is_digit(text[letters])) ++letters;
-    const std::string_view unit = text.substr(0, letters);
-    text.remove_prefix(letters);
-    std::int64_t scale = 0;
-    if (unit == "ms")
-      scale = 1;
-    else if (unit == "s")
-      scale = 1000;
-    else if (unit == "m")
-      scale = 60'000;
-    else if (unit == "h")
-      scale = 3'600'000;
-    else
-      return std::nullopt;
-    if (*number > kMax / scale || total_ms > kMax - *number * scale) return std::nullopt;
-    total_ms += *number * scale;
-  }
-  return std::chrono::milliseconds{total_ms};
-}
-
-std::optional<std::uint64_t> parse_byte_size(std::string_view text) {
-  text = trim(text);
-  std::size_t digits = 0;
-  while (digits < text.size() && is_digit(text[digits])) ++digits;
-  const auto number = parse_uint<std::uint64_t>(text.substr(0, digits));
-  if (!number) return std::nullopt;
-  const std::string unit = to_lower(trim(text.substr(digits)));
-  static constexpr std::pair<std::string_view, std::uint64_t> kUnits[] = {{"", 1},
-                                                                          {"b", 1},
-                                                                          {"kib", 1ull << 10},
-                                                                          {"mib", 1ull << 20},
-                                                                          {"gib", 1ull << 30},
-                                                                          {"kb", 1000},
-                                                                          {"mb", 1'000'000},
-                                                                          {"gb", 1'000'000'000}};
-  for (const auto& [name, scale] : kUnits) {
-    if (unit != name) continue;
-    if (*number > std::numeric_limits<std::uint64_t>::max() / scale) return std::nullopt;
-    return *number * scale;
-  }
-  return std::nullopt;
-}
-
-Result<SessionSource, std::string> parse_session_source(std::string_view text) {
-  using Kind = SessionSource::Kind;
-  constexpr std::string_view kShapes =
-      "must be \"header:NAME\", \"body:dotted.path\" or \"claude-user-id\"";
-  text = trim(text);
-  if (text == "claude-user-id") return SessionSource{Kind::kClaudeUserId, "metadata.user_id"};
-  if (text.starts_with("header:")) {
-    const std::string_view name = text.substr(7);
-    if (!is_header_name(name))
-      return unexpected(fmt::format("{} (not a valid header name)", kShapes));
-    // Header names match case-insensitively; lower case keeps labels uniform.
-    return SessionSource{Kind::kHeader, to_lower(name)};
-  }
-  if (text.starts_with("body:")) {
-    const std::string_view path = text.substr(5);
-    bool ok = !path.empty();
-    std::size_t start = 0;
-    while (ok) {
-      const auto dot = path.find('.', start);
-      const std::string_view segment =
-          path.substr(start, dot == std::string_view::npos ? dot : dot - start);
-      ok = !segment.empty() && std::none_of(segment.begin(), segment.end(), [](char c) {
-        return c == ' ' || c == '\t' || c == '"';
-      });
-      if (dot == std::string_view::npos) break;
-      start = dot + 1;
-    }
-    if (!ok) return unexpected(fmt::format("{} (not a dotted path of keys)", kShapes));
-    return SessionSource{Kind::kBody, std::string(path)};
-  }
-  return unexpected(std::string(kShapes));
-}
-
-Result<BackendConfig, std::string> parse_backend_url(std::string_view url) {
-  const std::string original(url);
-  url = trim(url);
-  const std::string scheme_lower = to_lower(url.substr(0, std::min<std::size_t>(url.size(), 8)));
-  if (scheme_lower.starts_with("https://"))
-    return unexpected(
-        "https is not supported yet: reach vLLM over http on loopback or a private network, "
-        "or put a TLS-terminating sidecar next to it"s);
-  if (!scheme_lower.starts_with("http://"))
-    return unexpected("must be http://HOST:PORT[/PATH], e.g. http://127.0.0.1:8000"s);
-  url.remove_prefix(7);
-
-  if (url.find_first_of("?#") != std::string_view::npos)
-    return unexpected("must not have a query or fragment"s);
-  const auto slash = url.find('/');
-  const std::string_view authority = url.substr(0, slash);
-  std::string_view path = slash == std::string_view::npos ? std::string_view{} : url.substr(slash);
-  if (authority.find('@') != std::string_view::npos)
-    return unexpected("must not carry credentials; name an environment variable in api_key_env"s);
-
-  BackendConfig backend;
-  backend.url = original;
-  std::string_view port_text;
-  if (authority.starts_with('[')) {
-    const auto close = authority.find(']');
-    if (close == std::string_view::npos) return unexpected("missing ']' after the IPv6 address"s);
-    backend.host = std::string(authority.substr(1, close - 1));
-    if (!is_ipv6(backend.host)) return unexpected("not a valid IPv6 address inside [ ]"s);
-    const std::string_view rest = authority.substr(close + 1);
-    if (!rest.empty() && rest.front() != ':') return unexpected("unexpected text after ']'"s);
-    if (!rest.empty()) port_text = rest.substr(1);
-  } else {
-    const auto colon = authority.find(':');
-    backend.host = std::string(authority.substr(0, colon));
-    if (colon != std::string_view::npos) port_text = authority.substr(colon + 1);
-    if (!is_hostname(backend.host)) return unexpected("the host is missing or not a valid name"s);
-    const bool looks_numeric = std::all_of(backend.host.begin(), backend.host.end(),
-                                           [](char c) { return is_digit(c) || c == '.'; });
-    if (looks_numeric && !is_ipv4(backend.host)) return unexpected("not a valid IPv4 address"s);
-  }
-  if (authority.find(':') != std::string_view::npos && !authority.starts_with('[') &&
-      port_text.empty())
-    return unexpected("the port is empty"s);
-  if (!port_text.empty()) {
-    const auto port = parse_port(port_text);
-    if (!port || *port == 0) return unexpected("the port must be a number from 1 to 65535"s);
-    backend.port = *port;
-  }
-  while (path.ends_with('/')) path.remove_suffix(1);
-  if (path.find_first_of(" \t") != std::string_view::npos)
-    return unexpected("the path must not contain spaces"s);
-  backend.base_path = std::string(path);
-  return backend;
 }
 
 }  // namespace lmwarden::config

@@ -73,6 +73,9 @@ std::optional<std::uint64_t> parse_byte_size(std::string_view text);
 // "header:NAME", "body:dotted.path" or "claude-user-id". The error is a sentence.
 Result<SessionSource, std::string> parse_session_source(std::string_view text);
 
+// "true" or "false", in any case.
+std::optional<bool> parse_bool(std::string_view text);
+
 // Splits a backend URL: http://host[:port][/path]. https is refused for now.
 Result<BackendConfig, std::string> parse_backend_url(std::string_view url);
 
