@@ -32,40 +32,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 0' INT TERM
 
-# Waits for "listening on http://HOST:PORT" in a log and prints the URL.
-wait_for_url() {
-  local log=$1 pid=$2
-  for _ in $(seq 1 200); do
-    if url=$(grep -o 'http://[0-9.]*:[0-9]*' "$log" 2>/dev/null | head -1) && [ -n "$url" ]; then
-      echo "$url"
-      return 0
-    fi
-    kill -0 "$pid" 2>/dev/null || { echo "demo: process exited early:" >&2; cat "$log" >&2; return 1; }
-    sleep 0.05
-  done
-  echo "demo: timed out waiting for $log" >&2
-  return 1
-}
-
-"$bin" sim --listen 127.0.0.1:0 --dp 4 --model "$model" --profile a4000-qwen3-4b \
-  --time-scale "$scale" --seed 1 >"$work/sim.log" 2>&1 &
-pids+=($!)
-sim_url=$(wait_for_url "$work/sim.log" "${pids[-1]}")
-
-token=$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
-cat >"$work/lmwarden.yaml" <<YAML
-listen: 127.0.0.1:${port}
-admin_token_env: LMWARDEN_ADMIN_TOKEN
-models:
-  - name: ${model}
-    inject_stream_usage: true
-    backends:
-      - url: ${sim_url}
-        data_parallel_size: 4
-YAML
-LMWARDEN_ADMIN_TOKEN=$token "$bin" serve --config "$work/lmwarden.yaml" >"$work/warden.log" 2>&1 &
-pids+=($!)
-warden_url=$(wait_for_url "$work/warden.log" "${pids[-1]}")
+source scripts/fleet.sh
+start_fleet demo 4 "$port" 1
 
 # The driver: the benchmark's closed loop, one long step with affinity on.
 LMWARDEN_ADMIN_TOKEN=$token "$bin" bench --target "$warden_url" --model "$model" \

@@ -40,21 +40,6 @@ trap 'echo "soak: interrupted" >&2; exit 1' INT TERM
 
 [ -x "$bin" ] || { echo "soak: $bin not found (run make build)" >&2; exit 1; }
 
-# Waits for "listening on http://HOST:PORT" in a log and prints the URL.
-wait_for_url() {
-  local log=$1 pid=$2 url
-  for _ in $(seq 1 200); do
-    if url=$(grep -o 'http://[0-9.]*:[0-9]*' "$log" 2>/dev/null | head -1) && [ -n "$url" ]; then
-      echo "$url"
-      return 0
-    fi
-    kill -0 "$pid" 2>/dev/null || { echo "soak: process exited early:" >&2; cat "$log" >&2; return 1; }
-    sleep 0.05
-  done
-  echo "soak: timed out waiting for $log" >&2
-  return 1
-}
-
 # Sum of every series of one metric in the warden's /metrics ("" if unreachable).
 metric_sum() {
   { curl -sf --max-time 5 "$warden_url/metrics" || true; } |
@@ -66,27 +51,8 @@ proc_kb() { awk -v key="$2:" '$1 == key { print $2 }' "/proc/$1/status" 2>/dev/n
 
 mib() { awk -v kb="$1" 'BEGIN { printf "%.1f MiB", kb / 1024 }'; }
 
-"$bin" sim --listen 127.0.0.1:0 --dp "$dp" --model "$model" --profile a4000-qwen3-4b \
-  --time-scale "$scale" --seed 7 >"$work/sim.log" 2>&1 &
-pids+=($!)
-sim_pid=$!
-sim_url=$(wait_for_url "$work/sim.log" "$sim_pid")
-
-token=$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
-cat >"$work/lmwarden.yaml" <<YAML
-listen: 127.0.0.1:0
-admin_token_env: LMWARDEN_ADMIN_TOKEN
-models:
-  - name: ${model}
-    inject_stream_usage: true
-    backends:
-      - url: ${sim_url}
-        data_parallel_size: ${dp}
-YAML
-LMWARDEN_ADMIN_TOKEN=$token "$bin" serve --config "$work/lmwarden.yaml" >"$work/warden.log" 2>&1 &
-pids+=($!)
-warden_pid=$!
-warden_url=$(wait_for_url "$work/warden.log" "$warden_pid")
+source scripts/fleet.sh
+start_fleet soak "$dp" 0 7
 
 echo "soak: ${seconds} s, ${sessions} concurrent streaming conversations, ${dp} simulated ranks at ${scale}x"
 echo "soak: warden ${warden_url} (pid ${warden_pid}), simulator ${sim_url}; work dir ${work}"

@@ -61,9 +61,10 @@ std::string anthropic_delta(int i) {
          std::to_string(i) + "\"}}\n\n";
 }
 
-void usage_tap_openai_chunk(benchmark::State& state) {
+// One chunk per iteration, cycling through 256 deltas of one dialect.
+void usage_tap_per_chunk(benchmark::State& state, std::string (*delta)(int)) {
   std::vector<std::string> chunks;
-  for (int i = 0; i < 256; ++i) chunks.push_back(openai_delta(i));
+  for (int i = 0; i < 256; ++i) chunks.push_back(delta(i));
   telemetry::UsageTap tap(telemetry::BodyFormat::kEventStream);
   std::size_t i = 0, bytes = 0;
   for (auto _ : state) {
@@ -75,23 +76,8 @@ void usage_tap_openai_chunk(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
   state.SetBytesProcessed(static_cast<std::int64_t>(bytes));
 }
-BENCHMARK(usage_tap_openai_chunk)->Name("usage_tap/openai/per_chunk");
-
-void usage_tap_anthropic_chunk(benchmark::State& state) {
-  std::vector<std::string> chunks;
-  for (int i = 0; i < 256; ++i) chunks.push_back(anthropic_delta(i));
-  telemetry::UsageTap tap(telemetry::BodyFormat::kEventStream);
-  std::size_t i = 0, bytes = 0;
-  for (auto _ : state) {
-    const std::string& c = chunks[i++ & 255];
-    tap.feed(c);
-    bytes += c.size();
-  }
-  benchmark::DoNotOptimize(tap.events());
-  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
-  state.SetBytesProcessed(static_cast<std::int64_t>(bytes));
-}
-BENCHMARK(usage_tap_anthropic_chunk)->Name("usage_tap/anthropic/per_chunk");
+BENCHMARK_CAPTURE(usage_tap_per_chunk, openai, openai_delta)->Name("usage_tap/openai/per_chunk");
+BENCHMARK_CAPTURE(usage_tap_per_chunk, anthropic, anthropic_delta)->Name("usage_tap/anthropic/per_chunk");
 
 // A whole streamed reply, as the relay sees it: 256 deltas, usage, [DONE].
 void usage_tap_openai_reply(benchmark::State& state) {
