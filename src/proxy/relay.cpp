@@ -172,10 +172,11 @@ net::asio::awaitable<AttemptResult> forward_once(AttemptContext& ctx,
       std::span<const std::string_view> pieces;
       if (got > 0 && ctx.observer) {
         pieces = ctx.observer->on_body(whole);
-        if (parser.is_done()) ctx.observer->on_upstream_done();
       } else if (got > 0) {
         pieces = {&whole, 1};
       }
+      // Before the last bytes (or a bodiless reply's header) leave.
+      if (ctx.observer && parser.is_done()) ctx.observer->on_upstream_done();
       std::size_t next = 0;
       if (!header_sent) {
         header_sent = true;
@@ -203,7 +204,6 @@ net::asio::awaitable<AttemptResult> forward_once(AttemptContext& ctx,
       }
     }
     upstream.expires_never();
-    if (ctx.observer) ctx.observer->on_upstream_done();  // a reply without a body
     if (ctx.observer)
       for (std::string_view piece : ctx.observer->on_end())
         if (auto ec = co_await ctx.exchange.write_body(piece))

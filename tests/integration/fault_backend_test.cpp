@@ -24,17 +24,10 @@ namespace {
 
 using nlohmann::json;
 
-// A warden configuration for fault tests: short timeouts and scrapes.
+// A warden configuration for fault tests: fast scrapes, quick to give up.
 config::Config fault_config(const std::vector<std::pair<std::uint16_t, int>>& backends,
                             const std::string& timeouts = "  first_byte: 20s\n  idle: 20s\n") {
-  std::string yaml = "listen: 127.0.0.1:0\nscrape_interval: 100ms\nunhealthy_after: 2\ntimeouts:\n  connect: 2s\n" +
-                     timeouts + "models:\n  - name: m\n    backends:\n";
-  for (auto [port, ranks] : backends)
-    yaml += "      - url: http://127.0.0.1:" + std::to_string(port) +
-            "\n        data_parallel_size: " + std::to_string(ranks) + "\n";
-  auto cfg = config::load_config_string(yaml, "fault.yaml");
-  if (!cfg) throw std::runtime_error(cfg.error().message());
-  return std::move(cfg).value();
+  return make_config(backends, std::nullopt, "scrape_interval: 100ms\nunhealthy_after: 2\n", "", timeouts);
 }
 
 std::string chat_body(bool stream, int max_tokens = 16) {

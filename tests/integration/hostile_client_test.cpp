@@ -103,17 +103,23 @@ class HostileClient : public ::testing::Test {
 
 // ------------------------------------------------------------ slow clients
 
-TEST_F(HostileClient, SlowHeadersAre408AfterTheReadTimeout) {
-  RawClient c{port()};
-  ASSERT_TRUE(c.send("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"));
-  const auto started = std::chrono::steady_clock::now();
+// One header byte every 100 ms (for up to 5 s): never a whole header, always
+// some progress. Returns the reply the server sent meanwhile, if any.
+std::optional<HttpResponse> dribble_header_bytes(RawClient& c) {
   std::optional<HttpResponse> r;
-  // One header byte every 100 ms: never a whole header, always some progress.
   for (int i = 0; i < 50 && !r; ++i) {
     if (!c.send("X")) break;
     r = c.read_response(100ms);
   }
   if (!r) r = c.read_response(1s);
+  return r;
+}
+
+TEST_F(HostileClient, SlowHeadersAre408AfterTheReadTimeout) {
+  RawClient c{port()};
+  ASSERT_TRUE(c.send("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"));
+  const auto started = std::chrono::steady_clock::now();
+  std::optional<HttpResponse> r = dribble_header_bytes(c);
   const auto took = std::chrono::steady_clock::now() - started;
   ASSERT_TRUE(r) << "no 408; got: " << c.unread().substr(0, 200);
   EXPECT_EQ(r->status, 408);
@@ -151,12 +157,7 @@ TEST_F(HostileClient, SlowHeadersOnAKeptAliveConnectionAre408Too) {
   EXPECT_FALSE(c.wait_closed(0ms)) << "an idle kept-alive connection was closed at the read timeout";
   ASSERT_TRUE(c.send("POST /v1/chat/completions HTTP/1.1\r\n"));
   const auto started = std::chrono::steady_clock::now();
-  std::optional<HttpResponse> r;
-  for (int i = 0; i < 50 && !r; ++i) {
-    if (!c.send("X")) break;
-    r = c.read_response(100ms);
-  }
-  if (!r) r = c.read_response(1s);
+  std::optional<HttpResponse> r = dribble_header_bytes(c);
   ASSERT_TRUE(r) << "no 408; got: " << c.unread().substr(0, 200);
   EXPECT_EQ(r->status, 408);
   EXPECT_LT(std::chrono::steady_clock::now() - started, 3s);

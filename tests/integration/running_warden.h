@@ -30,11 +30,14 @@ class RunningWarden {
   std::uint16_t port_ = 0;
 };
 
-// `top` and `model_extra` are YAML lines added at the top level and to the model.
+// `top` and `model_extra` are YAML lines added at the top level and to the
+// model; `timeouts` the lines under `timeouts:` besides `connect: 2s`.
 inline config::Config make_config(const std::vector<std::pair<std::uint16_t, int>>& backends,
                                   std::optional<int> spill = std::nullopt, const std::string& top = "",
-                                  const std::string& model_extra = "") {
-  std::string yaml = "listen: 127.0.0.1:0\nlimits:\n  max_body_bytes: 1MiB\ntimeouts:\n  connect: 2s\n  first_byte: 20s\n  idle: 20s\n" + top + "models:\n  - name: m\n    aliases: [m-alias]\n" + model_extra;
+                                  const std::string& model_extra = "",
+                                  const std::string& timeouts = "  first_byte: 20s\n  idle: 20s\n") {
+  std::string yaml = "listen: 127.0.0.1:0\nlimits:\n  max_body_bytes: 1MiB\ntimeouts:\n  connect: 2s\n" + timeouts + top +
+                     "models:\n  - name: m\n    aliases: [m-alias]\n" + model_extra;
   if (spill) yaml += "    spill_threshold: " + std::to_string(*spill) + "\n";
   yaml += "    backends:\n";
   for (auto [port, ranks] : backends)
