@@ -11,10 +11,6 @@ bool contains(std::span<const int> xs, int x) noexcept {
   return std::find(xs.begin(), xs.end(), x) != xs.end();
 }
 
-// Scores within this distance are a tie (they are sums of small multiples of
-// the weights, so exact float equality would be too strict).
-constexpr double kTieEpsilon = 1e-9;
-
 }  // namespace
 
 std::string_view to_string(RouteKind kind) noexcept {
@@ -35,13 +31,23 @@ Router::Router(const config::ModelConfig& model, std::unique_ptr<TieBreaker> tie
       affinity_(model.affinity),
       spill_threshold_(model.spill_threshold),
       sessions_(model.replica_count(), model.max_conversations, model.session_ttl),
+      placement_(model.replica_count()),
       tie_breaker_(std::move(tie_breaker)) {
   for (std::size_t b = 0; b < model.backends.size(); ++b) {
     const int ranks = model.backends[b].data_parallel_size;
     backends_.push_back({static_cast<int>(replicas_.size()), ranks});
     for (int r = 0; r < ranks; ++r) replicas_.push_back({static_cast<int>(b), r});
   }
-  tied_.reserve(replicas_.size());
+  sessions_.set_listener(this);
+  for (int i = 0; i < replica_count(); ++i) rescore(i);
+}
+
+void Router::reconfigure(const config::ModelConfig& model) noexcept {
+  weights_ = model.weights;
+  affinity_ = model.affinity;
+  spill_threshold_ = model.spill_threshold;
+  sessions_.set_ttl(model.session_ttl);
+  for (int i = 0; i < replica_count(); ++i) rescore(i);
 }
 
 double Router::score(int replica) const noexcept {
@@ -49,29 +55,33 @@ double Router::score(int replica) const noexcept {
   return load_score({r.in_flight, sessions_.live(replica), r.engine.kv_used}, weights_);
 }
 
-int Router::least_loaded(std::span<const int> exclude, std::optional<double> below) {
-  double best = std::numeric_limits<double>::infinity();
-  tied_.clear();
-  for (int i = 0; i < replica_count(); ++i) {
-    if (!replicas_[static_cast<std::size_t>(i)].healthy || contains(exclude, i)) continue;
-    const double s = score(i);
-    if (below && s >= *below - kTieEpsilon) continue;
-    if (s < best - kTieEpsilon) {
-      best = s;
-      tied_.clear();
-      tied_.push_back(i);
-    } else if (s <= best + kTieEpsilon) {
-      tied_.push_back(i);
-    }
+void Router::rescore(int replica) noexcept {
+  placement_.set(replica, replicas_[static_cast<std::size_t>(replica)].healthy
+                              ? PlacementIndex::key_of(score(replica))
+                              : PlacementIndex::kUnavailable);
+}
+
+int Router::least_loaded(std::span<const int> exclude, PlacementIndex::Key below) {
+  // A retry excludes the few replicas it already tried: take them out of the
+  // index for this one query.
+  for (int i : exclude)
+    if (i >= 0 && i < replica_count()) placement_.set(i, PlacementIndex::kUnavailable);
+  int target = -1;
+  if (placement_.min() < below) {
+    const int tied = placement_.tied();
+    const int k = tied == 1 ? 0 : static_cast<int>(tie_breaker_->pick(static_cast<std::size_t>(tied)) %
+                                                   static_cast<std::size_t>(tied));
+    target = placement_.nth_tied(k);
   }
-  if (tied_.empty()) return -1;
-  if (tied_.size() == 1) return tied_.front();
-  return tied_[tie_breaker_->pick(tied_.size()) % tied_.size()];
+  for (int i : exclude)
+    if (i >= 0 && i < replica_count()) rescore(i);
+  return target;
 }
 
 RouteDecision Router::to_replica(int replica, RouteKind kind) noexcept {
   Replica& r = replicas_[static_cast<std::size_t>(replica)];
   ++r.in_flight;
+  rescore(replica);
   ++r.counters.routed[static_cast<int>(kind)];
   const Backend& b = backends_[static_cast<std::size_t>(r.backend)];
   // A single-rank server needs no rank header; a multi-rank one is pinned.
@@ -142,7 +152,7 @@ RouteDecision Router::route(const Identity& identity, TimePoint now, std::span<c
   }
   if (h.in_flight < spill_threshold()) return to_replica(*home, RouteKind::kSticky);
 
-  const int target = least_loaded(exclude, score(*home));
+  const int target = least_loaded(exclude, placement_.key(*home));
   if (target < 0) return to_replica(*home, RouteKind::kSticky);
   return to_replica(target, RouteKind::kSpilled);
 }
@@ -153,6 +163,7 @@ void Router::finish(const RouteDecision& decision) noexcept {
     int& n = replicas_[static_cast<std::size_t>(decision.replica)].in_flight;
     assert(n > 0);
     --n;
+    rescore(decision.replica);
   } else {
     int& n = backends_[static_cast<std::size_t>(decision.backend)].unassigned_in_flight;
     assert(n > 0);
@@ -162,10 +173,12 @@ void Router::finish(const RouteDecision& decision) noexcept {
 
 void Router::set_healthy(int replica, bool healthy) noexcept {
   replicas_[static_cast<std::size_t>(replica)].healthy = healthy;
+  rescore(replica);
 }
 
 void Router::set_engine_stats(int replica, const EngineStats& stats) noexcept {
   replicas_[static_cast<std::size_t>(replica)].engine = stats;
+  rescore(replica);
 }
 
 RouterView Router::view() const {

@@ -21,7 +21,9 @@
 // balancer picks the rank (replica = -1); a single-rank server is the replica.
 // A retry after an upstream failure routes again with the failed replicas
 // excluded; a conversation keeps its home (health checks move it if needed).
-// "Least loaded" is load_score() (load_score.h); ties go to the TieBreaker.
+// "Least loaded" is load_score() (load_score.h), kept per replica in a
+// PlacementIndex so a placement does not scan the fleet; ties go to the
+// TieBreaker.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +36,7 @@
 #include "config/config.h"
 #include "core/identity.h"
 #include "core/load_score.h"
+#include "core/placement_index.h"
 #include "core/session_table.h"
 #include "core/tie_breaker.h"
 
@@ -88,10 +91,12 @@ struct RouterView {
   std::vector<ReplicaView> replicas;
 };
 
-class Router {
+class Router final : private SessionTable::Listener {
  public:
   explicit Router(const config::ModelConfig& model,
                   std::unique_ptr<TieBreaker> tie_breaker = std::make_unique<RotatingTieBreaker>());
+  Router(const Router&) = delete;  // its session table points back at it
+  Router& operator=(const Router&) = delete;
 
   // Decides where a request goes and counts it in flight there (when ok).
   // `exclude` lists replicas already tried for this request.
@@ -107,12 +112,7 @@ class Router {
   // Takes a reloaded model's policy (affinity, spill threshold, weights, idle
   // TTL) while keeping its conversations, counts and health. The caller has
   // checked that the replica layout is unchanged.
-  void reconfigure(const config::ModelConfig& model) noexcept {
-    weights_ = model.weights;
-    affinity_ = model.affinity;
-    spill_threshold_ = model.spill_threshold;
-    sessions_.set_ttl(model.session_ttl);
-  }
+  void reconfigure(const config::ModelConfig& model) noexcept;
 
   bool affinity() const noexcept { return affinity_; }
   int spill_threshold() const noexcept { return spill_threshold_.value_or(config::kAutoSpillThreshold); }
@@ -144,9 +144,12 @@ class Router {
   };
 
   double score(int replica) const noexcept;
+  // Brings the replica's entry in the placement index up to date.
+  void rescore(int replica) noexcept;
+  void live_changed(int replica) noexcept override { rescore(replica); }
   // The healthy, not excluded replica with the lowest score, optionally only
-  // those scoring below `below`; -1 when none.
-  int least_loaded(std::span<const int> exclude, std::optional<double> below = std::nullopt);
+  // those scoring below `below` (a PlacementIndex key); -1 when none.
+  int least_loaded(std::span<const int> exclude, PlacementIndex::Key below = PlacementIndex::kUnavailable);
   RouteDecision balanced(std::span<const int> exclude);
   RouteDecision to_replica(int replica, RouteKind kind) noexcept;
 
@@ -156,8 +159,8 @@ class Router {
   std::vector<Replica> replicas_;
   std::vector<Backend> backends_;
   SessionTable sessions_;
+  PlacementIndex placement_;
   std::unique_ptr<TieBreaker> tie_breaker_;
-  std::vector<int> tied_;  // scratch, reused to keep route() allocation-free
 };
 
 }  // namespace lmwarden::core

@@ -1,5 +1,6 @@
 #include "core/session_table.h"
 
+#include <algorithm>
 #include <cassert>
 
 namespace lmwarden::core {
@@ -27,9 +28,11 @@ void SessionTable::assign(std::uint64_t key, int home, TimePoint now) {
   auto it = index_.find(key);
   if (it != index_.end()) {
     Slot& slot = slots_[it->second];
-    --live_[static_cast<std::size_t>(slot.home)];
-    ++live_[static_cast<std::size_t>(home)];
-    slot.home = home;
+    if (slot.home != home) {
+      add_live(slot.home, -1);
+      add_live(home, +1);
+      slot.home = home;
+    }
     slot.last_seen = now.time_since_epoch().count();
     if (head_ != it->second) {
       unlink(it->second);
@@ -49,7 +52,7 @@ void SessionTable::assign(std::uint64_t key, int home, TimePoint now) {
   slots_[s] = Slot{key, now.time_since_epoch().count(), home, kNil, kNil};
   push_front(s);
   index_.emplace(key, s);
-  ++live_[static_cast<std::size_t>(home)];
+  add_live(home, +1);
 }
 
 void SessionTable::expire(TimePoint now) {
@@ -76,9 +79,14 @@ void SessionTable::push_front(std::uint32_t s) noexcept {
 void SessionTable::erase(std::uint32_t s) {
   assert(s != kNil);
   unlink(s);
-  --live_[static_cast<std::size_t>(slots_[s].home)];
+  add_live(slots_[s].home, -1);
   index_.erase(slots_[s].key);
   free_.push_back(s);
+}
+
+void SessionTable::add_live(int replica, int delta) noexcept {
+  live_[static_cast<std::size_t>(replica)] += delta;
+  if (listener_) listener_->live_changed(replica);
 }
 
 }  // namespace lmwarden::core
