@@ -2,8 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <limits>
 #include <map>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "common/hash.h"
 
@@ -301,6 +305,67 @@ TEST(Router, InFlightReturnsToZeroAfterEveryFinish) {
   auto v = router.view();
   EXPECT_EQ(v.in_flight, 0);
   for (auto& r : v.replicas) EXPECT_EQ(r.in_flight, 0);
+}
+
+// Placement keeps the replicas' scores in an index updated on every change.
+// Against the scores view() computes afresh, after a random mix of everything
+// that moves them (requests starting and ending, conversations placed and
+// forgotten by capacity and by age, scrapes, health flips), every new
+// conversation must land on the lowest-indexed healthy replica of lowest score.
+TEST(Router, NewConversationsAlwaysGoToTheLeastLoadedReplicaOfTheView) {
+  config::ModelConfig m = separate_servers(3);
+  m.backends[1].data_parallel_size = 4;
+  m.max_conversations = 40;
+  m.session_ttl = seconds(30);
+  Router router = make_router(m);
+  std::mt19937 rng{11};
+  std::vector<RouteDecision> open;
+  TimePoint now = t0;
+  int checked = 0;
+  for (int step = 0; step < 4000; ++step) {
+    now += std::chrono::milliseconds(rng() % 200);
+    const int replicas = router.replica_count();
+    switch (rng() % 6) {
+      case 0:
+        if (!open.empty()) {
+          const std::size_t i = rng() % open.size();
+          router.finish(open[i]);
+          open.erase(open.begin() + static_cast<std::ptrdiff_t>(i));
+        }
+        break;
+      case 1:
+        router.set_healthy(static_cast<int>(rng() % replicas), rng() % 4 != 0);
+        break;
+      case 2:
+        router.set_engine_stats(static_cast<int>(rng() % replicas),
+                                {.running = 1, .waiting = 0, .kv_used = (rng() % 5) / 4.0});
+        break;
+      case 3: {  // a known conversation's next turn (may spill or rehome)
+        const auto d = router.route(session("c" + std::to_string(rng() % 60)), now);
+        if (d.ok()) open.push_back(d);
+        break;
+      }
+      default: {  // a conversation never seen before
+        router.expire(now);  // as route() itself does, so the view matches
+        const RouterView v = router.view();
+        double best = std::numeric_limits<double>::infinity();
+        int expected = -1;
+        for (const ReplicaView& r : v.replicas)
+          if (r.healthy && r.score < best - 1e-6) best = r.score, expected = r.index;
+        const auto d = router.route(session("new" + std::to_string(step)), now);
+        if (expected < 0) {
+          EXPECT_EQ(d.status, RouteDecision::Status::kNoHealthyReplica) << "step " << step;
+          break;
+        }
+        ASSERT_TRUE(d.ok()) << "step " << step;
+        EXPECT_EQ(d.kind, RouteKind::kNew);
+        EXPECT_EQ(d.replica, expected) << "step " << step;
+        open.push_back(d);
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 1000);
 }
 
 }  // namespace
