@@ -1,6 +1,6 @@
 # Fails when a pure-core source includes Boost.Asio or Boost.Beast.
 # The pure parts (identity, policy, telemetry parsers, engine model, workload)
-# must build and test without the I/O engine; see docs/architecture.md.
+# must build and test without the I/O engine; see "Layout" in README.md.
 set(pure_dirs common config core telemetry engine workload evaluator)
 foreach(dir IN LISTS pure_dirs)
   file(GLOB_RECURSE sources "${ROOT}/src/${dir}/*.h" "${ROOT}/src/${dir}/*.cpp")
