@@ -2,13 +2,15 @@
 
 #include <sys/socket.h>
 
+#include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
-#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
+#include <boost/assert.hpp>
 #include <boost/beast/core/buffers_range.hpp>
 #include <boost/beast/core/buffers_suffix.hpp>
 #include <boost/beast/http/chunk_encode.hpp>
@@ -20,6 +22,7 @@
 #include <cstdio>
 #include <span>
 #include <charconv>
+#include <optional>
 #include <spdlog/spdlog.h>
 #include <system_error>
 
@@ -27,7 +30,6 @@ namespace lmwarden::net {
 namespace {
 
 constexpr auto kAsTuple = asio::as_tuple(asio::use_awaitable);
-using namespace asio::experimental::awaitable_operators;
 
 // Upper bound on the lingering close after a refusal, whatever the read timeout.
 constexpr std::chrono::milliseconds kMaxLinger{5'000};
@@ -56,8 +58,97 @@ asio::awaitable<beast::error_code> send_all(beast::tcp_stream& stream,
   co_return wec;
 }
 
-// Largest single read of a request body (see serve_connection).
-constexpr std::size_t kBodyReadBytes = 64 * 1024;
+// Bytes asked of the socket per read of a request header: a usual header and
+// the start of its body come in one read.
+constexpr std::size_t kHeaderReadBytes = 16 * 1024;
+// Room for bytes past a request body (a pipelined request), read together
+// with the body's end; and what the client watch reads at most.
+constexpr std::size_t kSpillBytes = 4 * 1024;
+
+// Reads until `parser` holds a whole header (Beast's async_read_header, with
+// the connection deadline instead of a timer per read).
+asio::awaitable<beast::error_code> read_header(tcp::socket& socket, beast::flat_buffer& buffer,
+                                               http::request_parser<http::string_body>& parser,
+                                               ConnectionDeadline& deadline) {
+  beast::error_code ec;
+  for (;;) {
+    if (buffer.size() > 0) {
+      const std::size_t used = parser.put(buffer.data(), ec);
+      buffer.consume(used);
+      if (ec != http::error::need_more) co_return ec;
+      ec = {};
+    }
+    if (deadline.expired()) co_return beast::error::timeout;
+    auto [rec, n] = co_await socket.async_read_some(buffer.prepare(kHeaderReadBytes), kAsTuple);
+    buffer.commit(n);
+    if (rec == asio::error::eof) {
+      if (!parser.got_some()) co_return http::error::end_of_stream;
+      parser.put_eof(ec);
+      co_return ec;
+    }
+    if (rec == asio::error::operation_aborted && deadline.expired())
+      co_return beast::error::timeout;
+    if (rec) co_return rec;
+  }
+}
+
+// Reads the rest of a Content-Length body straight into `body`, after what
+// the header's read already brought: no copy out of the connection's buffer.
+// Each read also offers room in `buffer` (one readv), so that bytes past the
+// body, a pipelined request, are kept.
+asio::awaitable<beast::error_code> read_sized_body(tcp::socket& socket, beast::flat_buffer& buffer,
+                                                   std::string& body, std::size_t length,
+                                                   ConnectionDeadline& deadline) {
+  body.reserve(length + kBodyPadding);
+  const std::size_t have = std::min(buffer.size(), length);
+  body.assign(static_cast<const char*>(buffer.data().data()), have);
+  buffer.consume(have);
+  body.resize(length);
+  std::size_t got = have;
+  while (got < length) {
+    if (deadline.expired()) co_return beast::error::timeout;
+    const std::array<asio::mutable_buffer, 2> into{asio::buffer(body.data() + got, length - got),
+                                                   buffer.prepare(kSpillBytes)};
+    auto [rec, n] = co_await socket.async_read_some(into, kAsTuple);
+    const std::size_t mine = std::min(n, length - got);
+    got += mine;
+    buffer.commit(n - mine);
+    if (rec == asio::error::eof) co_return http::error::partial_message;
+    if (rec == asio::error::operation_aborted && deadline.expired())
+      co_return beast::error::timeout;
+    if (rec) co_return rec;
+  }
+  co_return beast::error_code{};
+}
+
+// Reads a body the parser must decode (chunked), under the connection deadline.
+asio::awaitable<beast::error_code> read_parsed_body(tcp::socket& socket, beast::flat_buffer& buffer,
+                                                    http::request_parser<http::string_body>& parser,
+                                                    ConnectionDeadline& deadline) {
+  parser.eager(true);
+  beast::error_code ec;
+  for (;;) {
+    if (buffer.size() > 0) {
+      const std::size_t used = parser.put(buffer.data(), ec);
+      buffer.consume(used);
+      if (ec && ec != http::error::need_more) co_return ec;
+      ec = {};
+      if (parser.is_done()) co_return ec;
+      if (used > 0 && buffer.size() > 0) continue;
+    }
+    if (deadline.expired()) co_return beast::error::timeout;
+    auto [rec, n] = co_await socket.async_read_some(buffer.prepare(kHeaderReadBytes), kAsTuple);
+    buffer.commit(n);
+    if (rec == asio::error::eof) {
+      parser.put_eof(ec);
+      if (!ec && !parser.is_done()) ec = http::error::partial_message;
+      co_return ec;
+    }
+    if (rec == asio::error::operation_aborted && deadline.expired())
+      co_return beast::error::timeout;
+    if (rec) co_return rec;
+  }
+}
 
 Response plain_error(std::string_view, http::status status, std::string_view message) {
   Response res{status, 11};
@@ -71,6 +162,95 @@ Response plain_error(std::string_view, http::status status, std::string_view mes
 bool ambiguous_framing(const http::request_parser<http::string_body>& parser) {
   const auto& h = parser.get();
   return h.count(http::field::content_length) > 0 && h.count(http::field::transfer_encoding) > 0;
+}
+
+}  // namespace
+
+// The connection's one pending read of its client, shared by the client watch
+// (during a handler) and the wait for the next request (after it). What it
+// reads goes to the connection's buffer. Started only with that buffer empty,
+// so while it is pending no other read of the client is started.
+struct ClientRead {
+  explicit ClientRead(tcp::socket& socket) : socket(socket) {}
+  // The connection is ending (normally or by an exception): the read is
+  // cancelled, and its completion, which runs later, touches nothing of it.
+  ~ClientRead() {
+    state->owner_gone = true;
+    if (state->pending) {
+      beast::error_code ignored;
+      socket.cancel(ignored);
+    }
+  }
+  ClientRead(const ClientRead&) = delete;
+  ClientRead& operator=(const ClientRead&) = delete;
+
+  struct State {
+    bool pending = false;
+    bool owner_gone = false;
+    bool gone = false;  // ended in EOF or an error (not a cancellation)
+    // The server waiting on it between requests, resumed from its completion.
+    // (In an optional: this Asio's any_completion_handler move-assignment
+    // recurses; it is only ever move-constructed here.)
+    std::optional<asio::any_completion_handler<void()>> waiter;
+  };
+  // Shared with the read's completion handler: if the io_context is destroyed
+  // with the read pending, destroying that handler also destroys the waiter
+  // (and so the waiting coroutine), which would otherwise own itself.
+  tcp::socket& socket;
+  std::shared_ptr<State> state = std::make_shared<State>();
+  std::function<void()> on_gone;  // the current handler's watch, if any
+};
+
+namespace {
+
+void start_client_read(ClientRead& read, tcp::socket& socket, beast::flat_buffer& buffer) {
+  class Completion {
+   public:
+    Completion(std::shared_ptr<ClientRead::State> state, ClientRead& read,
+               beast::flat_buffer& buffer)
+        : state(std::move(state)), read(&read), buffer(&buffer) {}
+    Completion(Completion&&) noexcept = default;
+    Completion& operator=(Completion&&) = delete;
+    // Destroyed without running (its io_context destroyed): the waiting
+    // coroutine goes with it.
+    ~Completion() {
+      if (state && state->waiter) {
+        auto waiter = std::move(*state->waiter);
+        state->waiter.reset();
+      }
+    }
+
+    void operator()(const beast::error_code& ec, std::size_t n) {
+      auto s = std::move(state);
+      s->pending = false;
+      if (s->owner_gone) return;
+      buffer->commit(n);
+      if (n == 0 && ec != asio::error::operation_aborted) {
+        s->gone = true;
+        if (read->on_gone) read->on_gone();
+      }
+      // Last: the waiter may end the connection, and `read` with it.
+      if (s->waiter) {
+        auto waiter = std::move(*s->waiter);
+        s->waiter.reset();
+        std::move(waiter)();
+      }
+    }
+
+   private:
+    std::shared_ptr<ClientRead::State> state;
+    ClientRead* read;
+    beast::flat_buffer* buffer;
+  };
+  read.state->pending = true;
+  socket.async_read_some(buffer.prepare(kHeaderReadBytes), Completion{read.state, read, buffer});
+}
+
+// Completes when the pending client read has.
+template <class Token>
+auto wait_client_read(ClientRead& read, Token&& token) {
+  return asio::async_initiate<Token, void()>(
+      [&read](auto handler) { read.state->waiter.emplace(std::move(handler)); }, token);
 }
 
 }  // namespace
@@ -165,6 +345,18 @@ asio::awaitable<beast::error_code> Exchange::end_stream() {
   if (ec) keep_alive_ = false;
   co_return ec;
 }
+
+Exchange::~Exchange() { stop_watching_client(); }
+
+void Exchange::watch_client(std::function<void()> on_gone) {
+  client_read_.on_gone = std::move(on_gone);
+  if (!client_read_.state->pending && !client_read_.state->gone && buffer_.size() == 0)
+    start_client_read(client_read_, stream_.socket(), buffer_);
+}
+
+void Exchange::stop_watching_client() noexcept { client_read_.on_gone = nullptr; }
+
+bool Exchange::client_gone() const noexcept { return client_read_.state->gone; }
 
 asio::awaitable<bool> Exchange::client_closed() {
   auto& socket = stream_.socket();
@@ -280,20 +472,23 @@ asio::awaitable<void> HttpServer::accept_loop() {
   }
 }
 
-asio::awaitable<void> HttpServer::serve_connection(tcp::socket socket) {
+asio::awaitable<void> HttpServer::serve_connection(tcp::socket tcp_socket) {
   struct Release {
     std::atomic<std::size_t>& n;
     ~Release() { n.fetch_sub(1); }
   } release{connections_};
 
   boost::system::error_code ec;
-  const tcp::endpoint remote = socket.remote_endpoint(ec);
-  beast::tcp_stream stream{std::move(socket)};
+  const tcp::endpoint remote = tcp_socket.remote_endpoint(ec);
+  beast::tcp_stream stream{std::move(tcp_socket)};
   beast::flat_buffer buffer;
+  ConnectionDeadline deadline{stream.get_executor()};
+  ClientRead client_read{stream.socket()};
   bool first = true;
 
   auto send_error = [&](std::string_view target, http::status status,
                         std::string_view message) -> asio::awaitable<void> {
+    deadline.disarm();  // the reply and the lingering close keep time of their own
     Response res = options_.error_response(target, status, message);
     res.version(11);
     res.keep_alive(false);
@@ -324,23 +519,24 @@ asio::awaitable<void> HttpServer::serve_connection(tcp::socket socket) {
     parser.header_limit(static_cast<std::uint32_t>(options_.max_header_bytes));
     parser.body_limit(options_.max_body_bytes);
 
-    // Deadlines are timers raced against the reads, not the stream's own
-    // timeout: that one closes the socket, and the 408 could not be sent.
-    asio::steady_timer deadline{stream.get_executor()};
-    if (!first && buffer.size() == 0) {
-      // Idle between requests for up to keep_alive_timeout; from the next
-      // request's first byte on, read_timeout holds as for the first request,
-      // so a kept-alive connection is no slower road for a dribbling client.
-      deadline.expires_after(options_.keep_alive_timeout);
-      auto idle = co_await (stream.socket().async_wait(tcp::socket::wait_read, kAsTuple) ||
-                            deadline.async_wait(kAsTuple));
-      if (idle.index() == 1 || std::get<0>(std::get<0>(idle))) break;
+    // The deadline cancels the read rather than closing the socket, so that a
+    // 408 can still be sent. A kept-alive connection may idle between
+    // requests for up to keep_alive_timeout; from the next request's first
+    // byte on, read_timeout holds as for the first request (the whole
+    // request, header and body), so a kept-alive connection is no slower
+    // road for a dribbling client.
+    const bool idle = !first && buffer.size() == 0;
+    if (idle) {
+      // The read the handler's client watch left pending (or a new one) is
+      // this wait; bytes it brings start the request.
+      deadline.arm(stream.socket(), options_.keep_alive_timeout);
+      if (!client_read.state->pending && !client_read.state->gone)
+        start_client_read(client_read, stream.socket(), buffer);
+      if (client_read.state->pending) co_await wait_client_read(client_read, asio::use_awaitable);
+      if (buffer.size() == 0) break;  // closed, failed, or idle past the keep-alive timeout
     }
-    deadline.expires_after(options_.read_timeout);  // the whole request: header and body
-    auto header = co_await (http::async_read_header(stream, buffer, parser, kAsTuple) ||
-                            deadline.async_wait(kAsTuple));
-    const beast::error_code hec = header.index() == 1 ? beast::error_code{beast::error::timeout}
-                                                      : std::get<0>(std::get<0>(header));
+    deadline.arm(stream.socket(), options_.read_timeout);
+    const beast::error_code hec = co_await read_header(stream.socket(), buffer, parser, deadline);
     if (hec) {
       if (hec == http::error::header_limit) {
         co_await send_error("", http::status::request_header_fields_too_large,
@@ -363,15 +559,6 @@ asio::awaitable<void> HttpServer::serve_connection(tcp::socket socket) {
                           "request has both Content-Length and Transfer-Encoding");
       break;
     }
-    if (auto len = parser.content_length()) {
-      parser.get().body().reserve(*len + kBodyPadding);
-      // Beast sizes each read by the buffer's free capacity (512 bytes at
-      // least), which after a header is about that: a 100 KB prompt would
-      // take some 200 reads, each re-arming the timeout. Room for 64 KB
-      // makes it two or three.
-      const std::size_t room = std::min<std::size_t>(*len, kBodyReadBytes);
-      if (buffer.capacity() - buffer.size() < room) buffer.reserve(buffer.size() + room);
-    }
     if (parser.get()[http::field::expect] == "100-continue" && !parser.is_done()) {
       static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
       stream.expires_after(options_.read_timeout);
@@ -379,9 +566,14 @@ asio::awaitable<void> HttpServer::serve_connection(tcp::socket socket) {
       stream.expires_never();
     }
     if (!parser.is_done()) {
-      auto body = co_await (http::async_read(stream, buffer, parser, kAsTuple) || deadline.async_wait(kAsTuple));
-      const beast::error_code bec = body.index() == 1 ? beast::error_code{beast::error::timeout}
-                                                      : std::get<0>(std::get<0>(body));
+      beast::error_code bec;
+      if (const auto length = parser.content_length(); length && !parser.chunked()) {
+        // The parser holds the header only; the body is read past it.
+        bec = co_await read_sized_body(stream.socket(), buffer, parser.get().body(), *length,
+                                       deadline);
+      } else {
+        bec = co_await read_parsed_body(stream.socket(), buffer, parser, deadline);
+      }
       if (bec) {
         if (bec == http::error::body_limit) {
           co_await send_error(target, http::status::payload_too_large, "request body too large");
@@ -394,13 +586,15 @@ asio::awaitable<void> HttpServer::serve_connection(tcp::socket socket) {
         break;
       }
     }
-    stream.expires_never();
+    deadline.disarm();
 
     Request request = parser.release();
     if (request.body().capacity() < request.body().size() + kBodyPadding)
       request.body().reserve(request.body().size() + kBodyPadding);
-    Exchange exchange{stream, buffer, request, remote};
+    Exchange exchange{stream, buffer, request, remote, deadline, client_read};
     co_await handler_(exchange);
+    exchange.stop_watching_client();
+    deadline.disarm();
     if (!exchange.responded()) {
       Response res = options_.error_response(target, http::status::internal_server_error,
                                              "no response produced");

@@ -26,6 +26,8 @@
 #include <thread>
 #include <vector>
 
+#include "net/connection_deadline.h"
+
 namespace lmwarden::net {
 
 namespace asio = boost::asio;
@@ -53,17 +55,26 @@ struct ServerOptions {
       error_response;
 };
 
+// The connection's pending read of its client (see Exchange::watch_client).
+struct ClientRead;
+
 // One request and the means to answer it.
 class Exchange {
  public:
   Exchange(beast::tcp_stream& stream, beast::flat_buffer& buffer, Request& request,
-           const tcp::endpoint& remote)
-      : stream_(stream), buffer_(buffer), request_(request), remote_(remote),
-        keep_alive_(request.keep_alive()) {}
+           const tcp::endpoint& remote, ConnectionDeadline& deadline, ClientRead& client_read)
+      : stream_(stream), buffer_(buffer), request_(request), remote_(remote), deadline_(deadline),
+        client_read_(client_read), keep_alive_(request.keep_alive()) {}
+  ~Exchange();
+  Exchange(const Exchange&) = delete;
+  Exchange& operator=(const Exchange&) = delete;
 
   Request& request() noexcept { return request_; }
   const tcp::endpoint& remote() const noexcept { return remote_; }
   beast::tcp_stream& stream() noexcept { return stream_; }
+  // The connection's one deadline: a handler arms it for what it waits on
+  // (the relay: its upstream reads) and disarms it after.
+  ConnectionDeadline& deadline() noexcept { return deadline_; }
 
   // Whole response. Sets keep-alive from the request unless already closing.
   asio::awaitable<beast::error_code> respond(Response response);
@@ -84,8 +95,22 @@ class Exchange {
   // awaitable operators.
   asio::awaitable<bool> client_closed();
 
+  // The same watch without a coroutine of its own: a read of the client's
+  // socket stays pending while the handler works, and `on_gone` runs if it
+  // ends in EOF or an error (the client left; keep-alive is then off). The
+  // read is the connection's next read: bytes it brings (the next request)
+  // go to the connection's buffer, and after the handler the server waits on
+  // it as its wait between requests. So the watch costs no system call
+  // beyond that read: unlike async_wait, which Asio re-registers (epoll_ctl)
+  // every time, a read needs no epoll change. Not started when a pipelined
+  // request is already buffered. `on_gone` must stay valid until
+  // stop_watching_client(), which the server also calls after every handler.
+  void watch_client(std::function<void()> on_gone);
+  void stop_watching_client() noexcept;
+  bool client_gone() const noexcept;
+
   bool responded() const noexcept { return state_ != State::kNone; }
-  bool keep_alive() const noexcept { return keep_alive_; }
+  bool keep_alive() const noexcept { return keep_alive_ && !client_gone(); }
   void close_after() noexcept { keep_alive_ = false; }
 
  private:
@@ -94,6 +119,8 @@ class Exchange {
   beast::flat_buffer& buffer_;
   Request& request_;
   const tcp::endpoint& remote_;
+  ConnectionDeadline& deadline_;
+  ClientRead& client_read_;
   State state_ = State::kNone;
   bool chunked_ = false;
   bool keep_alive_;  // the client's wish, read before a handler rewrites the request

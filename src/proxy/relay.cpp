@@ -3,6 +3,7 @@
 #include <array>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/buffers_range.hpp>
 #include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/rfc7230.hpp>
@@ -52,6 +53,38 @@ net::beast::error_code drain_buffered(http::response_parser<http::buffer_body>& 
     if (used == 0) break;
   }
   return {};
+}
+
+// Sends the request as its serializer lays it out (header and body), in as
+// few writes as the socket allows. What the socket takes at once costs one
+// sendmsg and no trip through the scheduler: an asynchronous write that
+// completes at once still posts its completion, and the event loop then polls
+// epoll once more before running it.
+net::asio::awaitable<net::beast::error_code> send_request(net::tcp::socket& socket,
+                                                          net::Request& request) {
+  http::request_serializer<http::string_body> serializer{request};
+  net::beast::error_code ec;
+  if (!socket.non_blocking()) socket.non_blocking(true, ec);
+  while (!ec && !serializer.is_done()) {
+    std::array<net::asio::const_buffer, 64> pieces;
+    std::size_t count = 0;
+    serializer.next(ec, [&](net::beast::error_code&, const auto& buffers) {
+      for (net::asio::const_buffer b : net::beast::buffers_range_ref(buffers)) {
+        if (count == pieces.size()) break;
+        pieces[count++] = b;
+      }
+    });
+    if (ec) break;
+    const std::span<const net::asio::const_buffer> gathered(pieces.data(), count);
+    std::size_t sent = socket.write_some(gathered, ec);
+    if (ec == net::asio::error::would_block || ec == net::asio::error::try_again) {
+      auto [wec, n] = co_await socket.async_write_some(gathered, kAsTuple);  // waits for room
+      ec = wec;
+      sent = n;
+    }
+    if (!ec) serializer.consume(sent);
+  }
+  co_return ec;
 }
 
 bool is_reset(const net::beast::error_code& ec) {
@@ -107,9 +140,29 @@ net::asio::awaitable<AttemptResult> forward_once(AttemptContext& ctx,
       ~LiveGuard() { if (slot) *slot = nullptr; }
     } live{ctx.live_upstream};
     if (ctx.live_upstream) *ctx.live_upstream = &upstream;
+    if (ctx.exchange.client_gone())
+      co_return AttemptResult{Outcome::kClientGone, {}, "client went away", ""};
 
-    upstream.expires_after(ctx.timeouts.first_byte);
-    auto [wec, wn] = co_await http::async_write(upstream, request, kAsTuple);
+    // Upstream timeouts run on the client connection's one deadline (no timer
+    // armed per read); it closes this socket when they pass. Armed only while
+    // an upstream operation is pending, so a slow client write never counts
+    // as upstream silence.
+    struct Disarm {
+      net::ConnectionDeadline& deadline;
+      ~Disarm() { deadline.disarm(); }
+    } disarm{ctx.exchange.deadline()};
+    // An upstream operation's error, as the relay reports it.
+    auto classify = [&](net::beast::error_code ec) {
+      if (ec && ctx.exchange.client_gone()) ec = net::asio::error::operation_aborted;
+      else if (ec && ctx.exchange.deadline().expired()) ec = net::beast::error::timeout;
+      return ec;
+    };
+
+    ctx.exchange.deadline().arm(upstream.socket(), ctx.timeouts.first_byte,
+                                net::ConnectionDeadline::OnExpiry::kClose);
+    const auto wec = classify(co_await send_request(upstream.socket(), request));
+    if (wec == net::asio::error::operation_aborted)
+      co_return AttemptResult{Outcome::kClientGone, {}, "client went away", ""};
     if (wec) {
       if (conn.reused && is_reset(wec)) continue;
       co_return AttemptResult{Outcome::kRetryable, http::status::bad_gateway,
@@ -117,13 +170,15 @@ net::asio::awaitable<AttemptResult> forward_once(AttemptContext& ctx,
     }
 
     if (ctx.observer) ctx.observer->on_request_sent();
-    net::beast::flat_buffer buffer;
-    buffer.reserve(kReplyReadBytes);  // reads are sized by free capacity (512 bytes at least)
+    conn.buffer.reserve(kReplyReadBytes);  // reads are sized by free capacity (512 bytes at least)
     http::response_parser<http::buffer_body> parser;
     parser.body_limit(boost::none);  // replies stream for as long as they need
-    auto [hec, hn] = co_await http::async_read_header(upstream, buffer, parser, kAsTuple);
+    auto [hec0, hn] =
+        co_await http::async_read_header(upstream.socket(), conn.buffer, parser, kAsTuple);
+    ctx.exchange.deadline().disarm();
+    const auto hec = classify(hec0);
     if (hec) {
-      if (conn.reused && is_reset(hec) && buffer.size() == 0) continue;
+      if (conn.reused && is_reset(hec) && conn.buffer.size() == 0) continue;
       if (hec == net::beast::error::timeout)
         co_return AttemptResult{Outcome::kFailed, http::status::gateway_timeout,
                                 "upstream " + backend.url + " sent no reply within the first-byte timeout",
@@ -159,13 +214,16 @@ net::asio::awaitable<AttemptResult> forward_once(AttemptContext& ctx,
       reply.body().size = chunk.size();
       net::beast::error_code rec;
       if (!header_sent) {
-        if (!parser.is_done()) rec = drain_buffered(parser, buffer);
+        if (!parser.is_done()) rec = drain_buffered(parser, conn.buffer);
       } else {
         if (parser.is_done()) break;
-        upstream.expires_after(ctx.timeouts.idle);
-        auto [ec, rn] = co_await http::async_read_some(upstream, buffer, parser, kAsTuple);
-        if (ec != http::error::need_buffer) rec = ec;
-        if (!rec) rec = drain_buffered(parser, buffer);
+        ctx.exchange.deadline().arm(upstream.socket(), ctx.timeouts.idle,
+                                    net::ConnectionDeadline::OnExpiry::kClose);
+        auto [ec, rn] =
+            co_await http::async_read_some(upstream.socket(), conn.buffer, parser, kAsTuple);
+        ctx.exchange.deadline().disarm();
+        if (ec != http::error::need_buffer) rec = classify(ec);
+        if (!rec) rec = drain_buffered(parser, conn.buffer);
       }
       const std::size_t got = chunk.size() - reply.body().size;
       const std::string_view whole{chunk.data(), got};
@@ -203,7 +261,6 @@ net::asio::awaitable<AttemptResult> forward_once(AttemptContext& ctx,
                                 idle ? "idle_timeout" : "reset"};
       }
     }
-    upstream.expires_never();
     if (ctx.observer)
       for (std::string_view piece : ctx.observer->on_end())
         if (auto ec = co_await ctx.exchange.write_body(piece))

@@ -38,8 +38,9 @@ net::asio::awaitable<std::pair<net::beast::error_code, UpstreamConnection>> Upst
       // keep-alive connections after seconds (uvicorn: 5 s), and a stale one
       // is still caught by forward_once, which retries on a fresh connection.
       if (now - idle.since < kTrustedIdle || still_open(*idle.stream))
-        co_return std::pair{net::beast::error_code{},
-                            UpstreamConnection{std::move(idle.stream), key, true}};
+        co_return std::pair{
+            net::beast::error_code{},
+            UpstreamConnection{std::move(idle.stream), key, true, std::move(idle.buffer)}};
     }
   }
 
@@ -70,9 +71,11 @@ net::asio::awaitable<std::pair<net::beast::error_code, UpstreamConnection>> Upst
 
 void UpstreamPool::release(UpstreamConnection connection) {
   if (!connection.stream || !connection.stream->socket().is_open()) return;
+  if (connection.buffer.size() > 0) return;  // bytes past the reply: not reusable
   auto& idle = idle_[connection.key];
   if (idle.size() >= max_idle_) return;  // closes it
-  idle.push_back(Idle{std::move(connection.stream), std::chrono::steady_clock::now()});
+  idle.push_back(Idle{std::move(connection.stream), std::move(connection.buffer),
+                      std::chrono::steady_clock::now()});
 }
 
 std::size_t UpstreamPool::idle_count() const noexcept {

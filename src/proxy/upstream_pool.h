@@ -18,6 +18,9 @@ struct UpstreamConnection {
   std::unique_ptr<net::beast::tcp_stream> stream;
   std::string key;      // host:port
   bool reused = false;  // came from the idle pool (may have been closed by the peer)
+  // Reply read buffer, kept with the connection so that a request does not
+  // allocate one; empty whenever the connection is idle.
+  net::beast::flat_buffer buffer;
 };
 
 class UpstreamPool {
@@ -31,7 +34,7 @@ class UpstreamPool {
       bool allow_reuse = true);
 
   // Returns a connection whose last response was read completely and which
-  // both sides keep alive.
+  // both sides keep alive. One with unread bytes left is closed instead.
   void release(UpstreamConnection connection);
 
   std::size_t idle_count() const noexcept;
@@ -39,6 +42,7 @@ class UpstreamPool {
  private:
   struct Idle {
     std::unique_ptr<net::beast::tcp_stream> stream;
+    net::beast::flat_buffer buffer;
     std::chrono::steady_clock::time_point since;  // when it was released
   };
 

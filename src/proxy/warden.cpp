@@ -1,6 +1,5 @@
 #include "proxy/warden.h"
 
-#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <spdlog/spdlog.h>
 
 #include "common/hash.h"
@@ -14,7 +13,6 @@
 namespace lmwarden::proxy {
 
 namespace http = net::http;
-using namespace net::asio::experimental::awaitable_operators;
 
 // ---------------------------------------------------------------- ModelState
 
@@ -414,19 +412,19 @@ net::asio::awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dial
             next_request_id_.fetch_add(1, std::memory_order_relaxed), std::string(request.target()),
             exchange.remote().address().to_string()};
 
-  // Race the attempts against the client going away: if it does, the live
-  // upstream connection is closed at once, so the engine aborts the request
-  // and frees its KV blocks.
-  auto watch = [&]() -> net::asio::awaitable<void> {
-    if (co_await exchange.client_closed()) {
-      f.client_gone = true;
-      if (f.live_upstream) {
-        net::beast::error_code ignored;
-        f.live_upstream->socket().close(ignored);
-      }
+  // Watch for the client going away during the attempts: if it does, the
+  // live upstream connection is closed at once, so the engine aborts the
+  // request and frees its KV blocks. (A pending read of the client's socket,
+  // not a racing coroutine: no system call and no allocation per request.)
+  exchange.watch_client([&f] {
+    f.client_gone = true;
+    if (f.live_upstream) {
+      net::beast::error_code ignored;
+      f.live_upstream->socket().close(ignored);
     }
-  };
-  co_await (run_attempts(f) || watch());
+  });
+  co_await run_attempts(f);
+  exchange.stop_watching_client();
   if (f.client_gone) {
     exchange.close_after();
     spdlog::info("req={} model={} client went away; upstream request closed", f.id, model->config.name);

@@ -1,0 +1,82 @@
+#include "net/connection_deadline.h"
+
+#include <utility>
+
+namespace lmwarden::net {
+
+struct ConnectionDeadline::State {
+  explicit State(const boost::asio::any_io_executor& executor) : timer(executor) {}
+  boost::asio::steady_timer timer;
+  Clock::time_point deadline = Clock::time_point::max();  // max: nothing armed
+  Clock::time_point wake = Clock::time_point::max();      // the timer's expiry while waiting
+  Clock::duration horizon = Clock::duration::max();       // shortest timeout armed so far
+  boost::asio::ip::tcp::socket* target = nullptr;
+  OnExpiry action = OnExpiry::kCancel;
+  unsigned epoch = 0;  // of the wait that counts; a superseded one returns quietly
+  bool waiting = false;
+  bool expired = false;
+  bool stopped = false;
+};
+
+ConnectionDeadline::ConnectionDeadline(const boost::asio::any_io_executor& executor)
+    : state_(std::make_shared<State>(executor)) {}
+
+ConnectionDeadline::~ConnectionDeadline() {
+  state_->stopped = true;
+  state_->target = nullptr;
+  state_->timer.cancel();
+}
+
+void ConnectionDeadline::arm(boost::asio::ip::tcp::socket& target, Clock::duration timeout,
+                             OnExpiry action) noexcept {
+  State& s = *state_;
+  const auto now = Clock::now();
+  s.deadline = now + timeout;
+  s.target = &target;
+  s.action = action;
+  s.expired = false;
+  if (timeout < s.horizon) s.horizon = timeout;
+  if (!s.waiting || s.deadline < s.wake) schedule(state_, now);
+}
+
+void ConnectionDeadline::disarm() noexcept {
+  state_->deadline = Clock::time_point::max();
+  state_->target = nullptr;
+}
+
+bool ConnectionDeadline::expired() const noexcept {
+  return state_->expired;
+}
+
+void ConnectionDeadline::schedule(const std::shared_ptr<State>& state,
+                                  Clock::time_point now) noexcept {
+  State& s = *state;
+  s.wake = s.deadline - now > s.horizon ? now + s.horizon : s.deadline;
+  s.timer.expires_at(s.wake);  // a wait already pending completes as superseded
+  const unsigned epoch = ++s.epoch;
+  s.waiting = true;
+  s.timer.async_wait([state, epoch](const boost::system::error_code&) { on_timer(state, epoch); });
+}
+
+void ConnectionDeadline::on_timer(const std::shared_ptr<State>& state, unsigned epoch) noexcept {
+  State& s = *state;
+  if (s.stopped || epoch != s.epoch) return;
+  s.waiting = false;
+  if (s.deadline == Clock::time_point::max()) return;  // nothing armed: the next arm() waits again
+  const auto now = Clock::now();
+  if (now < s.deadline) {
+    schedule(state, now);
+    return;
+  }
+  s.expired = true;
+  s.deadline = Clock::time_point::max();
+  if (auto* socket = std::exchange(s.target, nullptr)) {
+    boost::system::error_code ignored;
+    if (s.action == OnExpiry::kClose)
+      socket->close(ignored);
+    else
+      socket->cancel(ignored);
+  }
+}
+
+}  // namespace lmwarden::net
