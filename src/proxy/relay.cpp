@@ -9,6 +9,7 @@
 #include <boost/beast/http/rfc7230.hpp>
 #include <boost/beast/http/write.hpp>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,8 @@ void drop_hop_by_hop(Fields& fields) {
 
 // Upstream reply reads: up to this much per read.
 constexpr std::size_t kReplyReadBytes = 16 * 1024;
+// Reply body decoded per pass (one gathered write to the client).
+constexpr std::size_t kRelayChunkBytes = 16 * 1024;
 
 // async_read_some hands over one parsed element at a time (one chunk of a
 // chunked reply: one SSE event from vLLM). Events that arrived together are
@@ -207,7 +210,8 @@ net::asio::awaitable<AttemptResult> forward_once(AttemptContext& ctx,
     // First pass: no read; the body bytes that came with the header (all of
     // a small reply) leave with it in one write. Then one read per pass, and
     // whatever else is already buffered with it.
-    std::array<char, 16 * 1024> chunk;
+    if (!conn.relay_chunk) conn.relay_chunk = std::make_unique<char[]>(kRelayChunkBytes);
+    const std::span<char> chunk{conn.relay_chunk.get(), kRelayChunkBytes};
     bool header_sent = false;
     for (;;) {
       reply.body().data = chunk.data();

@@ -40,7 +40,8 @@ net::asio::awaitable<std::pair<net::beast::error_code, UpstreamConnection>> Upst
       if (now - idle.since < kTrustedIdle || still_open(*idle.stream))
         co_return std::pair{
             net::beast::error_code{},
-            UpstreamConnection{std::move(idle.stream), key, true, std::move(idle.buffer)}};
+            UpstreamConnection{std::move(idle.stream), key, true, std::move(idle.buffer),
+                               std::move(idle.relay_chunk)}};
     }
   }
 
@@ -75,7 +76,7 @@ void UpstreamPool::release(UpstreamConnection connection) {
   auto& idle = idle_[connection.key];
   if (idle.size() >= max_idle_) return;  // closes it
   idle.push_back(Idle{std::move(connection.stream), std::move(connection.buffer),
-                      std::chrono::steady_clock::now()});
+                      std::move(connection.relay_chunk), std::chrono::steady_clock::now()});
 }
 
 std::size_t UpstreamPool::idle_count() const noexcept {

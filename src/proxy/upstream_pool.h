@@ -21,6 +21,9 @@ struct UpstreamConnection {
   // Reply read buffer, kept with the connection so that a request does not
   // allocate one; empty whenever the connection is idle.
   net::beast::flat_buffer buffer;
+  // Where the relay decodes reply body pieces (kRelayChunkBytes, made on
+  // first use), kept for the same reason.
+  std::unique_ptr<char[]> relay_chunk;
 };
 
 class UpstreamPool {
@@ -43,6 +46,7 @@ class UpstreamPool {
   struct Idle {
     std::unique_ptr<net::beast::tcp_stream> stream;
     net::beast::flat_buffer buffer;
+    std::unique_ptr<char[]> relay_chunk;
     std::chrono::steady_clock::time_point since;  // when it was released
   };
 

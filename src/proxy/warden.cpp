@@ -362,7 +362,8 @@ net::asio::awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dial
   for (const auto& field : request) headers.emplace_back(field.name_string(), field.value());
   const std::string& body = request.body();
 
-  core::IdentityOptions default_options;
+  // Built once: the default sources are a vector of strings (allocations).
+  static const core::IdentityOptions default_options;
   auto extracted = core::extract_request_facts(headers, body, body.capacity(), default_options);
   if (extracted.error != core::BodyError::kNone) {
     co_await exchange.respond(error_response(dialect, http::status::bad_request,
