@@ -10,7 +10,6 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
-#include <boost/assert.hpp>
 #include <boost/beast/core/buffers_range.hpp>
 #include <boost/beast/core/buffers_suffix.hpp>
 #include <boost/beast/http/chunk_encode.hpp>
@@ -193,10 +192,10 @@ struct ClientRead {
     // recurses; it is only ever move-constructed here.)
     std::optional<asio::any_completion_handler<void()>> waiter;
   };
+  tcp::socket& socket;
   // Shared with the read's completion handler: if the io_context is destroyed
   // with the read pending, destroying that handler also destroys the waiter
   // (and so the waiting coroutine), which would otherwise own itself.
-  tcp::socket& socket;
   std::shared_ptr<State> state = std::make_shared<State>();
   std::function<void()> on_gone;  // the current handler's watch, if any
 };
