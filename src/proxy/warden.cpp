@@ -102,7 +102,7 @@ ModelState::ModelState(const config::ModelConfig& model, const ModelState& previ
       telemetry(*telemetry_owner) {}
 
 ModelState* ModelSet::find(std::string_view name) const noexcept {
-  auto it = by_name.find(std::string(name));
+  auto it = by_name.find(name);
   return it == by_name.end() ? nullptr : it->second;
 }
 
@@ -158,6 +158,7 @@ std::shared_ptr<ModelSet> make_model_set(config::Config config, const ModelSet* 
     ModelState* state = set->models.back().get();
     set->by_name[m.name] = state;
     for (const auto& alias : m.aliases) set->by_name[alias] = state;
+    set->body_fields.add(state->identity.sources);
   }
   return set;
 }
@@ -362,30 +363,27 @@ net::asio::awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dial
   for (const auto& field : request) headers.emplace_back(field.name_string(), field.value());
   const std::string& body = request.body();
 
-  // Built once: the default sources are a vector of strings (allocations).
-  static const core::IdentityOptions default_options;
-  auto extracted = core::extract_request_facts(headers, body, body.capacity(), default_options);
-  if (extracted.error != core::BodyError::kNone) {
-    co_await exchange.respond(error_response(dialect, http::status::bad_request,
-                                             "invalid request body: " + extracted.error_detail));
-    co_return;
-  }
+  // One pass over the body collects the model's name and every field any
+  // model's session sources read; the named model's sources then decide.
   InProgress in_progress{in_progress_};
   auto set = models();
+  core::BodyScan scan = core::scan_body(body, body.capacity(), set->body_fields);
+  if (scan.error != core::BodyError::kNone) {
+    co_await exchange.respond(error_response(dialect, http::status::bad_request,
+                                             "invalid request body: " + scan.error_detail));
+    co_return;
+  }
   ModelState* model = nullptr;
-  if (extracted.facts.model.empty()) {
+  if (scan.model.empty()) {
     if (set->models.size() == 1) model = set->models.front().get();
   } else {
-    model = set->find(extracted.facts.model);
+    model = set->find(scan.model);
   }
   if (!model) {
-    const auto message = extracted.facts.model.empty()
-                             ? std::string("the request names no model")
-                             : "model '" + extracted.facts.model + "' is not served here";
-    co_await exchange.respond(error_response(dialect, extracted.facts.model.empty()
-                                                          ? http::status::bad_request
-                                                          : http::status::not_found,
-                                             message));
+    const auto message = scan.model.empty() ? std::string("the request names no model")
+                                            : "model '" + scan.model + "' is not served here";
+    const auto status = scan.model.empty() ? http::status::bad_request : http::status::not_found;
+    co_await exchange.respond(error_response(dialect, status, message));
     co_return;
   }
   if (!model->api_keys.empty() && !client_key_accepted(request, model->api_keys)) {
@@ -393,23 +391,21 @@ net::asio::awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dial
                                              "a valid API key is required (Authorization: Bearer or x-api-key)"));
     co_return;
   }
-  if (model->identity.sources != default_options.sources ||
-      model->identity.honor_client_rank != default_options.honor_client_rank) {
-    extracted = core::extract_request_facts(headers, body, body.capacity(), model->identity);
-  }
+  core::RequestFacts facts{std::move(scan.model), scan.stream, scan.stream_include_usage,
+                           core::resolve_identity(headers, scan, set->body_fields, model->identity)};
 
   // Ask for the usage chunk the client did not, so that every streamed request
   // is measured; the accounting strips it from what this client receives.
   bool injected_usage = false;
-  if (model->config.inject_stream_usage && dialect == Dialect::kOpenAi && extracted.facts.stream &&
-      !extracted.facts.stream_include_usage) {
+  if (model->config.inject_stream_usage && dialect == Dialect::kOpenAi && facts.stream &&
+      !facts.stream_include_usage) {
     if (auto rewritten = telemetry::with_stream_usage(body)) {
       request.body() = std::move(*rewritten);
       injected_usage = true;
     }
   }
 
-  Forward f{std::move(set), exchange, dialect, *model, std::move(extracted.facts), injected_usage,
+  Forward f{std::move(set), exchange, dialect, *model, std::move(facts), injected_usage,
             next_request_id_.fetch_add(1, std::memory_order_relaxed), std::string(request.target()),
             exchange.remote().address().to_string()};
 

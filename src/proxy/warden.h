@@ -53,9 +53,18 @@ struct ModelState {
 // The configuration in force and its models. Immutable once published: a
 // reload publishes a new one, and each request keeps the one it started with.
 struct ModelSet {
+  // Hashes names for by_name, so a lookup needs no string built.
+  struct NameHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view name) const noexcept { return std::hash<std::string_view>{}(name); }
+  };
+
   config::Config config;
   std::vector<std::shared_ptr<ModelState>> models;
-  std::unordered_map<std::string, ModelState*> by_name;  // names and aliases
+  std::unordered_map<std::string, ModelState*, NameHash, std::equal_to<>> by_name;  // names and aliases
+  // The body fields of every model's session sources: the model is named
+  // inside the body, so one scan collects what any model may need.
+  core::BodyFields body_fields;
   std::uint64_t generation = 0;
 
   ModelState* find(std::string_view name_or_alias) const noexcept;

@@ -256,5 +256,45 @@ TEST(ProxyRouting, RealClaudeCodeRequestsStickToOneRank) {
   EXPECT_EQ(ranks.size(), 1u);
 }
 
+// Each model reads the session from its own sources, and one pass over the
+// body serves them all: a body field that is one model's session id is
+// nothing to the other model.
+TEST(ProxyRouting, EachModelReadsTheSessionFromItsOwnSources) {
+  FakeVllm plain{4}, tagged{4};
+  const std::string yaml =
+      "listen: 127.0.0.1:0\nmodels:\n"
+      "  - name: m\n    backends:\n      - url: http://127.0.0.1:" + std::to_string(plain.port()) +
+      "\n        data_parallel_size: 4\n"
+      "  - name: tagged\n    session_sources: [body:user]\n    backends:\n"
+      "      - url: http://127.0.0.1:" + std::to_string(tagged.port()) + "\n        data_parallel_size: 4\n";
+  auto cfg = config::load_config_string(yaml, "test.yaml");
+  ASSERT_TRUE(cfg) << cfg.error().message();
+  RunningWarden warden{std::move(cfg).value()};
+  auto send = [&](const std::string& model, const std::string& user) {
+    const json body{{"model", model}, {"user", user}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}};
+    return http_request(warden.port(), http::verb::post, "/v1/chat/completions", body.dump()).status;
+  };
+  for (int turn = 0; turn < 3; ++turn)
+    for (std::string user : {"u1", "u2", "u3"}) {
+      ASSERT_EQ(send("tagged", user), 200u);
+      ASSERT_EQ(send("m", user), 200u);
+    }
+  auto totals = [](const json& card) {
+    std::map<std::string, int> n;
+    for (const auto& r : card["replicas"])
+      for (const char* kind : {"new", "sticky", "anonymous"}) n[kind] += r[kind].get<int>();
+    return n;
+  };
+  const auto by_user = totals(warden.card("tagged"));
+  EXPECT_EQ(by_user.at("new"), 3);
+  EXPECT_EQ(by_user.at("sticky"), 6);
+  EXPECT_EQ(by_user.at("anonymous"), 0);
+  const auto plain_totals = totals(warden.card("m"));
+  EXPECT_EQ(plain_totals.at("anonymous"), 9);
+  EXPECT_EQ(plain_totals.at("new"), 0);
+  EXPECT_EQ(tagged.seen().size(), 9u);
+  EXPECT_EQ(plain.seen().size(), 9u);
+}
+
 }  // namespace
 }  // namespace lmwarden::testing
