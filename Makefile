@@ -28,7 +28,7 @@ test: build-dev
 
 # The integration suites (every thread of the warden and the simulator at
 # work) under ThreadSanitizer, in build/tsan.
-TSAN_TARGETS = lmwarden proxy_itests sim_itests e2e_itests bench_itests fault_itests hostile_itests
+TSAN_TARGETS = lmwarden proxy_itests sim_itests e2e_itests bench_itests fault_itests hostile_itests net_itests
 test-tsan: bootstrap
 	@cmake --preset tsan >/dev/null
 	@cmake --build --preset tsan -j $(JOBS) --target $(TSAN_TARGETS)
