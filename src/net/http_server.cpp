@@ -64,6 +64,17 @@ constexpr std::size_t kHeaderReadBytes = 16 * 1024;
 // with the body's end; and what the client watch reads at most.
 constexpr std::size_t kSpillBytes = 4 * 1024;
 
+// One read of the client under the connection deadline: nothing is read once
+// the deadline has passed, and a read it cut short reads as a timeout.
+template <class MutableBuffers>
+asio::awaitable<std::pair<beast::error_code, std::size_t>> read_before_deadline(
+    tcp::socket& socket, MutableBuffers into, const ConnectionDeadline& deadline) {
+  if (deadline.expired()) co_return std::pair{beast::error_code{beast::error::timeout}, std::size_t{0}};
+  auto [ec, n] = co_await socket.async_read_some(into, kAsTuple);
+  if (ec == asio::error::operation_aborted && deadline.expired()) ec = beast::error::timeout;
+  co_return std::pair{ec, n};
+}
+
 // Reads until `parser` holds a whole header (Beast's async_read_header, with
 // the connection deadline instead of a timer per read).
 asio::awaitable<beast::error_code> read_header(tcp::socket& socket, beast::flat_buffer& buffer,
@@ -77,16 +88,13 @@ asio::awaitable<beast::error_code> read_header(tcp::socket& socket, beast::flat_
       if (ec != http::error::need_more) co_return ec;
       ec = {};
     }
-    if (deadline.expired()) co_return beast::error::timeout;
-    auto [rec, n] = co_await socket.async_read_some(buffer.prepare(kHeaderReadBytes), kAsTuple);
+    auto [rec, n] = co_await read_before_deadline(socket, buffer.prepare(kHeaderReadBytes), deadline);
     buffer.commit(n);
     if (rec == asio::error::eof) {
       if (!parser.got_some()) co_return http::error::end_of_stream;
       parser.put_eof(ec);
       co_return ec;
     }
-    if (rec == asio::error::operation_aborted && deadline.expired())
-      co_return beast::error::timeout;
     if (rec) co_return rec;
   }
 }
@@ -105,16 +113,13 @@ asio::awaitable<beast::error_code> read_sized_body(tcp::socket& socket, beast::f
   body.resize(length);
   std::size_t got = have;
   while (got < length) {
-    if (deadline.expired()) co_return beast::error::timeout;
     const std::array<asio::mutable_buffer, 2> into{asio::buffer(body.data() + got, length - got),
                                                    buffer.prepare(kSpillBytes)};
-    auto [rec, n] = co_await socket.async_read_some(into, kAsTuple);
+    auto [rec, n] = co_await read_before_deadline(socket, into, deadline);
     const std::size_t mine = std::min(n, length - got);
     got += mine;
     buffer.commit(n - mine);
     if (rec == asio::error::eof) co_return http::error::partial_message;
-    if (rec == asio::error::operation_aborted && deadline.expired())
-      co_return beast::error::timeout;
     if (rec) co_return rec;
   }
   co_return beast::error_code{};
@@ -135,16 +140,13 @@ asio::awaitable<beast::error_code> read_parsed_body(tcp::socket& socket, beast::
       if (parser.is_done()) co_return ec;
       if (used > 0 && buffer.size() > 0) continue;
     }
-    if (deadline.expired()) co_return beast::error::timeout;
-    auto [rec, n] = co_await socket.async_read_some(buffer.prepare(kHeaderReadBytes), kAsTuple);
+    auto [rec, n] = co_await read_before_deadline(socket, buffer.prepare(kHeaderReadBytes), deadline);
     buffer.commit(n);
     if (rec == asio::error::eof) {
       parser.put_eof(ec);
       if (!ec && !parser.is_done()) ec = http::error::partial_message;
       co_return ec;
     }
-    if (rec == asio::error::operation_aborted && deadline.expired())
-      co_return beast::error::timeout;
     if (rec) co_return rec;
   }
 }

@@ -353,7 +353,6 @@ struct Warden::Forward {
   std::string original_target;
   std::string client_address;
   net::beast::tcp_stream* live_upstream = nullptr;
-  bool client_gone = false;
 };
 
 net::asio::awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dialect) {
@@ -414,7 +413,6 @@ net::asio::awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dial
   // request and frees its KV blocks. (A pending read of the client's socket,
   // not a racing coroutine: no system call and no allocation per request.)
   exchange.watch_client([&f] {
-    f.client_gone = true;
     if (f.live_upstream) {
       net::beast::error_code ignored;
       f.live_upstream->socket().close(ignored);
@@ -422,7 +420,7 @@ net::asio::awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dial
   });
   co_await run_attempts(f);
   exchange.stop_watching_client();
-  if (f.client_gone) {
+  if (exchange.client_gone()) {
     exchange.close_after();
     spdlog::info("req={} model={} client went away; upstream request closed", f.id, model->config.name);
   }
@@ -467,7 +465,7 @@ net::asio::awaitable<void> Warden::run_attempts(Forward& f) {
     AttemptContext ctx{f.exchange, pool_for_this_thread(f.exchange), config.timeouts, f.dialect,
                        f.original_target, f.client_address, &accounting, &f.live_upstream};
     last = co_await forward_once(ctx, backend, decision.rank, attempt < config.retries);
-    if (f.client_gone) last.outcome = Outcome::kClientGone;
+    if (f.exchange.client_gone()) last.outcome = Outcome::kClientGone;
     if (!last.error_kind.empty()) f.model.telemetry.replica(decision.replica).count_error(last.error_kind);
     switch (last.outcome) {
       case Outcome::kRelayed:

@@ -7,6 +7,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <chrono>
 #include <optional>
@@ -23,10 +24,16 @@ using Clock = std::chrono::steady_clock;
 struct SocketPair {
   asio::io_context io;
   tcp::socket near{io}, far{io};
+  asio::steady_timer later{io};
   SocketPair() {
     tcp::acceptor acceptor{io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)};
     far.connect(acceptor.local_endpoint());
     acceptor.accept(near);
+  }
+  // The far side sends one byte after `delay` (while `io` runs).
+  void send_later(milliseconds delay) {
+    later.expires_after(delay);
+    later.async_wait([this](boost::system::error_code) { asio::write(far, asio::buffer("z", 1)); });
   }
 };
 
@@ -98,8 +105,7 @@ TEST(ConnectionDeadline, DisarmedDeadlineNeverFires) {
   deadline.disarm();
   // The timer still wakes at 20 ms; it must find nothing armed. The data
   // arrives well after that.
-  asio::steady_timer later{pair.io, milliseconds(150)};
-  later.async_wait([&](boost::system::error_code) { asio::write(pair.far, asio::buffer("y", 1)); });
+  pair.send_later(milliseconds(150));
   const auto r = read_once(pair);
   ASSERT_TRUE(r);
   EXPECT_FALSE(r->ec) << r->ec.message();
@@ -140,8 +146,7 @@ TEST(ConnectionDeadline, DestroyedWhileArmedLeavesTheSocketAlone) {
     ConnectionDeadline deadline{pair.io.get_executor()};
     deadline.arm(pair.near, milliseconds(20));
   }
-  asio::steady_timer later{pair.io, milliseconds(100)};
-  later.async_wait([&](boost::system::error_code) { asio::write(pair.far, asio::buffer("z", 1)); });
+  pair.send_later(milliseconds(100));
   const auto r = read_once(pair);
   ASSERT_TRUE(r);
   EXPECT_FALSE(r->ec) << r->ec.message();
