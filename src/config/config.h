@@ -42,6 +42,9 @@ struct BackendConfig {
   std::string url;   // as written, e.g. http://127.0.0.1:8000
   std::string host;  // parsed from url
   std::uint16_t port = 80;
+  // host:port as a Host header writes it ("[::1]:8000" for IPv6); also the
+  // key of the upstream connection pool.
+  std::string authority;
   std::string base_path;  // path prefix from url, "" when none (no trailing '/')
   int data_parallel_size = 1;
   // Name of an environment variable with an API key to send upstream as

@@ -26,6 +26,17 @@
 #include <system_error>
 
 namespace lmwarden::net {
+
+std::size_t write_now(tcp::socket& socket, std::span<const asio::const_buffer> buffers,
+                      beast::error_code& ec) {
+  ec = {};
+  if (!socket.non_blocking()) socket.non_blocking(true, ec);
+  std::size_t sent = 0;
+  if (!ec) sent = socket.write_some(buffers, ec);
+  if (ec == asio::error::would_block || ec == asio::error::try_again) ec = {};
+  return sent;
+}
+
 namespace {
 
 constexpr auto kAsTuple = asio::as_tuple(asio::use_awaitable);
@@ -36,19 +47,14 @@ constexpr std::chrono::milliseconds kMaxLinger{5'000};
 // Timeout of a write the client does not take at once.
 constexpr auto kWriteTimeout = std::chrono::seconds(60);
 
-// Writes `buffers` to the client. What the socket takes at once is sent
-// without suspending and without arming the stream's timer (one sendmsg: the
-// usual case for replies and SSE events); the rest, for a client that reads
-// slowly, is written asynchronously under kWriteTimeout.
+// Writes `buffers` to the client: what the socket takes at once without
+// arming the stream's timer (the usual case for replies and SSE events); the
+// rest, for a client that reads slowly, asynchronously under kWriteTimeout.
 asio::awaitable<beast::error_code> send_all(beast::tcp_stream& stream,
                                             std::span<const asio::const_buffer> buffers) {
-  auto& socket = stream.socket();
   beast::error_code ec;
-  if (!socket.non_blocking()) socket.non_blocking(true, ec);
-  std::size_t sent = 0;
-  if (!ec) sent = socket.write_some(buffers, ec);
-  if (!ec && sent == asio::buffer_size(buffers)) co_return ec;
-  if (ec && ec != asio::error::would_block && ec != asio::error::try_again) co_return ec;
+  const std::size_t sent = write_now(stream.socket(), buffers, ec);
+  if (ec || sent == asio::buffer_size(buffers)) co_return ec;
   beast::buffers_suffix<std::span<const asio::const_buffer>> rest(buffers);
   rest.consume(sent);
   stream.expires_after(kWriteTimeout);
@@ -204,6 +210,10 @@ struct ClientRead {
 
 namespace {
 
+// Exchanges whose handler is running, per I/O thread (a connection never
+// leaves its thread).
+thread_local std::size_t exchanges_on_this_thread = 0;
+
 void start_client_read(ClientRead& read, tcp::socket& socket, beast::flat_buffer& buffer) {
   class Completion {
    public:
@@ -270,52 +280,53 @@ asio::awaitable<beast::error_code> Exchange::respond(Response response) {
   co_return ec;
 }
 
-asio::awaitable<beast::error_code> Exchange::begin_stream(ResponseHeader header, bool chunked,
+asio::awaitable<beast::error_code> Exchange::begin_stream(const ResponseHeader& header,
+                                                         bool chunked,
                                                          std::string_view first_body) {
-  header.keep_alive(keep_alive_);
-  keep_alive_ = header.keep_alive();
-  chunked_ = chunked;
-  if (chunked) {
-    header.chunked(true);
+  std::string head = "HTTP/1.1 " + std::to_string(header.result_int()) + " ";
+  head.append(header.reason()).append("\r\n");
+  for (const auto& f : header) {
+    switch (f.name()) {
+      case http::field::connection:
+      case http::field::transfer_encoding:
+        continue;
+      case http::field::content_length:
+        if (chunked) continue;
+        [[fallthrough]];
+      default:
+        head.append(f.name_string()).append(": ").append(f.value()).append("\r\n");
+    }
   }
+  co_return co_await begin_stream(head, std::nullopt, chunked, first_body);
+}
+
+asio::awaitable<beast::error_code> Exchange::begin_stream(std::string_view head,
+                                                         std::optional<std::uint64_t> content_length,
+                                                         bool chunked, std::string_view first_body) {
+  chunked_ = !content_length && chunked;
   state_ = State::kStreaming;
-  // Header buffers from the serializer, then the first piece (chunk-framed
-  // when chunked), gathered into one write. Beast yields a buffer per field
-  // line: room for a few dozen fields.
-  http::response_serializer<http::empty_body> serializer{header};
-  std::array<asio::const_buffer, 64> pieces;
-  std::size_t count = 0;
-  bool fits = true;
-  beast::error_code ec;
-  serializer.split(true);
-  serializer.next(ec, [&](beast::error_code&, const auto& buffers) {
-    for (asio::const_buffer b : beast::buffers_range_ref(buffers)) {
-      if (count + 3 < pieces.size())
-        pieces[count++] = b;
-      else
-        fits = false;
-    }
-  });
-  if (ec || !fits) {
-    // A header of more fields than that: the serializer writes it.
-    http::response_serializer<http::empty_body> again{header};
-    stream_.expires_after(kWriteTimeout);
-    auto [e, n] = co_await http::async_write_header(stream_, again, kAsTuple);
-    stream_.expires_never();
-    if (e) keep_alive_ = false;
-    if (e || first_body.empty()) co_return e;
-    co_return co_await write_body(first_body);
+  // The framing lines, the blank line, then the first piece (chunk-framed
+  // when chunked): one gathered write with the head.
+  char framing[96];
+  char* end = framing;
+  auto put = [&end](std::string_view text) { end = std::copy(text.begin(), text.end(), end); };
+  if (!keep_alive_) put("Connection: close\r\n");
+  if (content_length) {
+    put("Content-Length: ");
+    end = std::to_chars(end, framing + sizeof framing, *content_length).ptr;
+    put("\r\n");
+  } else if (chunked_) {
+    put("Transfer-Encoding: chunked\r\n");
   }
-  char size_line[20];
-  if (!first_body.empty()) {
-    if (chunked) {
-      const int len = std::snprintf(size_line, sizeof size_line, "%zx\r\n", first_body.size());
-      pieces[count++] = asio::const_buffer(size_line, static_cast<std::size_t>(len));
-    }
-    pieces[count++] = asio::const_buffer(first_body.data(), first_body.size());
-    if (chunked) pieces[count++] = asio::const_buffer("\r\n", 2);
+  put("\r\n");
+  if (chunked_ && !first_body.empty()) {
+    end = std::to_chars(end, framing + sizeof framing, first_body.size(), 16).ptr;
+    put("\r\n");
   }
-  ec = co_await send_all(stream_, std::span<const asio::const_buffer>(pieces.data(), count));
+  std::array<asio::const_buffer, 4> pieces{
+      asio::buffer(head), asio::const_buffer(framing, static_cast<std::size_t>(end - framing)),
+      asio::buffer(first_body), asio::const_buffer("\r\n", chunked_ && !first_body.empty() ? 2 : 0)};
+  const beast::error_code ec = co_await send_all(stream_, pieces);
   if (ec) keep_alive_ = false;
   co_return ec;
 }
@@ -326,8 +337,10 @@ asio::awaitable<beast::error_code> Exchange::write_body(std::string_view bytes) 
   std::size_t count = 0;
   char size_line[20];
   if (chunked_) {
-    const int len = std::snprintf(size_line, sizeof size_line, "%zx\r\n", bytes.size());
-    pieces[count++] = asio::const_buffer(size_line, static_cast<std::size_t>(len));
+    char* end = std::to_chars(size_line, size_line + sizeof size_line - 2, bytes.size(), 16).ptr;
+    *end++ = '\r';
+    *end++ = '\n';
+    pieces[count++] = asio::const_buffer(size_line, static_cast<std::size_t>(end - size_line));
   }
   pieces[count++] = asio::const_buffer(bytes.data(), bytes.size());
   if (chunked_) pieces[count++] = asio::const_buffer("\r\n", 2);
@@ -349,13 +362,23 @@ asio::awaitable<beast::error_code> Exchange::end_stream() {
 
 Exchange::~Exchange() { stop_watching_client(); }
 
-void Exchange::watch_client(std::function<void()> on_gone) {
-  client_read_.on_gone = std::move(on_gone);
+void Exchange::on_client_gone(std::function<void()> callback) {
+  client_read_.on_gone = std::move(callback);
+}
+
+void Exchange::watch_client() {
   if (!client_read_.state->pending && !client_read_.state->gone && buffer_.size() == 0)
     start_client_read(client_read_, stream_.socket(), buffer_);
 }
 
 void Exchange::stop_watching_client() noexcept { client_read_.on_gone = nullptr; }
+
+bool Exchange::others_in_progress() const noexcept { return exchanges_on_this_thread > 1; }
+
+asio::awaitable<void> Exchange::yield_to_ready_work() {
+  // Queued behind what is ready now, and behind the reactor's next poll.
+  return asio::post(stream_.get_executor(), asio::use_awaitable);
+}
 
 bool Exchange::client_gone() const noexcept { return client_read_.state->gone; }
 
@@ -531,8 +554,13 @@ asio::awaitable<void> HttpServer::serve_connection(tcp::socket tcp_socket) {
       // The read the handler's client watch left pending (or a new one) is
       // this wait; bytes it brings start the request.
       deadline.arm(stream.socket(), options_.keep_alive_timeout);
-      if (!client_read.state->pending && !client_read.state->gone)
+      if (!client_read.state->pending && !client_read.state->gone) {
+        // Busy: the client has usually sent its next request by the time the
+        // work already ready here has run, and the read then finds it.
+        if (exchanges_on_this_thread > 0)
+          co_await asio::post(stream.get_executor(), asio::use_awaitable);
         start_client_read(client_read, stream.socket(), buffer);
+      }
       if (client_read.state->pending) co_await wait_client_read(client_read, asio::use_awaitable);
       if (buffer.size() == 0) break;  // closed, failed, or idle past the keep-alive timeout
     }
@@ -554,7 +582,8 @@ asio::awaitable<void> HttpServer::serve_connection(tcp::socket tcp_socket) {
       break;
     }
     first = false;
-    const std::string target(parser.get().target());
+    // The parser's target; it moves into the request with its storage.
+    const std::string_view target = parser.get().target();
     if (ambiguous_framing(parser)) {
       co_await send_error(target, http::status::bad_request,
                           "request has both Content-Length and Transfer-Encoding");
@@ -593,11 +622,17 @@ asio::awaitable<void> HttpServer::serve_connection(tcp::socket tcp_socket) {
     if (request.body().capacity() < request.body().size() + kBodyPadding)
       request.body().reserve(request.body().size() + kBodyPadding);
     Exchange exchange{stream, buffer, request, remote, deadline, client_read};
-    co_await handler_(exchange);
+    {
+      struct InProgress {
+        InProgress() noexcept { ++exchanges_on_this_thread; }
+        ~InProgress() { --exchanges_on_this_thread; }
+      } in_progress;
+      co_await handler_(exchange);
+    }
     exchange.stop_watching_client();
     deadline.disarm();
     if (!exchange.responded()) {
-      Response res = options_.error_response(target, http::status::internal_server_error,
+      Response res = options_.error_response(request.target(), http::status::internal_server_error,
                                              "no response produced");
       co_await exchange.respond(std::move(res));
     }

@@ -21,6 +21,8 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -55,6 +57,14 @@ struct ServerOptions {
       error_response;
 };
 
+// Writes what the socket takes at once, without suspending and without a trip
+// through the scheduler (one sendmsg: an asynchronous write that completes at
+// once still posts its completion, and the event loop polls epoll once more
+// before running it). Returns the bytes written; a full socket buffer is not
+// an error (the caller then waits for room).
+std::size_t write_now(tcp::socket& socket, std::span<const asio::const_buffer> buffers,
+                      beast::error_code& ec);
+
 // The connection's pending read of its client (see Exchange::watch_client).
 struct ClientRead;
 
@@ -83,8 +93,16 @@ class Exchange {
   // `chunked`), then body pieces, each written as soon as it is given.
   // `first_body`, when given, is the first body piece: it leaves with the
   // header in one write (a small reply then costs one send, not two).
-  asio::awaitable<beast::error_code> begin_stream(ResponseHeader header, bool chunked,
+  asio::awaitable<beast::error_code> begin_stream(const ResponseHeader& header, bool chunked,
                                                   std::string_view first_body = {});
+  // The same from a header already in wire form: `head` is the status line
+  // and the fields, each line ending in CRLF, without the framing fields
+  // (Connection, Content-Length, Transfer-Encoding) and without the blank
+  // line; the exchange adds those: `content_length` when known, else chunked
+  // framing when `chunked`, else none (a bodiless reply).
+  asio::awaitable<beast::error_code> begin_stream(std::string_view head,
+                                                  std::optional<std::uint64_t> content_length,
+                                                  bool chunked, std::string_view first_body = {});
   asio::awaitable<beast::error_code> write_body(std::string_view bytes);
   asio::awaitable<beast::error_code> end_stream();
 
@@ -96,18 +114,30 @@ class Exchange {
   asio::awaitable<bool> client_closed();
 
   // The same watch without a coroutine of its own: a read of the client's
-  // socket stays pending while the handler works, and `on_gone` runs if it
-  // ends in EOF or an error (the client left; keep-alive is then off). The
-  // read is the connection's next read: bytes it brings (the next request)
-  // go to the connection's buffer, and after the handler the server waits on
-  // it as its wait between requests. So the watch costs no system call
-  // beyond that read: unlike async_wait, which Asio re-registers (epoll_ctl)
-  // every time, a read needs no epoll change. Not started when a pipelined
-  // request is already buffered. `on_gone` must stay valid until
-  // stop_watching_client(), which the server also calls after every handler.
-  void watch_client(std::function<void()> on_gone);
+  // socket stays pending while the handler works, and the callback given to
+  // on_client_gone runs if it ends in EOF or an error (the client left;
+  // keep-alive is then off). The read is the connection's next read: bytes it
+  // brings (the next request) go to the connection's buffer, and after the
+  // handler the server waits on it as its wait between requests. So the
+  // watch costs no system call beyond that read: unlike async_wait, which
+  // Asio re-registers (epoll_ctl) every time, a read needs no epoll change.
+  // The handler starts it (watch_client) when it is about to wait on
+  // something else, such as an upstream server; starting it again is a no-op.
+  // Not started when a pipelined request is already buffered. The callback
+  // must stay valid until stop_watching_client(), which the server also calls
+  // after every handler.
+  void on_client_gone(std::function<void()> callback);
+  void watch_client();
   void stop_watching_client() noexcept;
   bool client_gone() const noexcept;
+
+  // Whether other exchanges are in progress on this I/O thread. A handler
+  // about to read what a fast peer is sending may first let their ready work
+  // run (co_await yield_to_ready_work()): by then the bytes have usually
+  // arrived, and the read finds them at once instead of finding nothing (a
+  // system call wasted) and waiting.
+  bool others_in_progress() const noexcept;
+  asio::awaitable<void> yield_to_ready_work();
 
   bool responded() const noexcept { return state_ != State::kNone; }
   bool keep_alive() const noexcept { return keep_alive_ && !client_gone(); }

@@ -3,8 +3,13 @@
 #include <array>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <boost/beast/core/buffers_range.hpp>
+#include <algorithm>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/buffers_suffix.hpp>
+#include <boost/beast/core/string.hpp>
 #include <boost/beast/http/buffer_body.hpp>
+#include <boost/container/small_vector.hpp>
+#include <charconv>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/rfc7230.hpp>
 #include <boost/beast/http/write.hpp>
@@ -25,13 +30,34 @@ constexpr std::array<http::field, 8> kHopByHop = {
     http::field::te,                http::field::trailer,            http::field::transfer_encoding,
     http::field::upgrade,           http::field::proxy_authorization};
 
-template <class Fields>
-void drop_hop_by_hop(Fields& fields) {
-  // Fields the sender listed in Connection are hop-by-hop too.
-  std::vector<std::string> listed;
-  for (auto token : http::token_list{fields[http::field::connection]}) listed.emplace_back(token);
-  for (const auto& name : listed) fields.erase(name);
-  for (auto f : kHopByHop) fields.erase(f);
+// Says which fields of a message are hop-by-hop: the fixed ones and those its
+// sender listed in Connection. Views into the message's fields: no copies.
+class HopByHop {
+ public:
+  explicit HopByHop(const http::fields& fields) {
+    for (auto token : http::token_list{fields[http::field::connection]}) listed_.push_back(token);
+  }
+  bool operator()(const http::fields::value_type& f) const {
+    if (f.name() != http::field::unknown && std::ranges::find(kHopByHop, f.name()) != kHopByHop.end())
+      return true;
+    return std::ranges::any_of(listed_, [&](std::string_view token) {
+      return net::beast::iequals(token, f.name_string());
+    });
+  }
+
+ private:
+  boost::container::small_vector<std::string_view, 4> listed_;
+};
+
+void append_field(std::string& out, std::string_view name, std::string_view value) {
+  out.append(name).append(": ").append(value).append("\r\n");
+}
+
+template <class Integer>
+void append_number(std::string& out, Integer n) {
+  char digits[24];
+  const auto end = std::to_chars(std::begin(digits), std::end(digits), n).ptr;
+  out.append(digits, end);
 }
 
 // Upstream reply reads: up to this much per read.
@@ -58,36 +84,20 @@ net::beast::error_code drain_buffered(http::response_parser<http::buffer_body>& 
   return {};
 }
 
-// Sends the request as its serializer lays it out (header and body), in as
-// few writes as the socket allows. What the socket takes at once costs one
-// sendmsg and no trip through the scheduler: an asynchronous write that
-// completes at once still posts its completion, and the event loop then polls
-// epoll once more before running it.
+// Sends the request's head and body, in as few writes as the socket allows
+// (one sendmsg when it takes them at once; the wait for room, if any, is
+// bounded by the connection deadline the caller armed).
 net::asio::awaitable<net::beast::error_code> send_request(net::tcp::socket& socket,
-                                                          net::Request& request) {
-  http::request_serializer<http::string_body> serializer{request};
+                                                          std::string_view head,
+                                                          std::string_view body) {
+  const std::array<net::asio::const_buffer, 2> pieces{net::asio::buffer(head), net::asio::buffer(body)};
   net::beast::error_code ec;
-  if (!socket.non_blocking()) socket.non_blocking(true, ec);
-  while (!ec && !serializer.is_done()) {
-    std::array<net::asio::const_buffer, 64> pieces;
-    std::size_t count = 0;
-    serializer.next(ec, [&](net::beast::error_code&, const auto& buffers) {
-      for (net::asio::const_buffer b : net::beast::buffers_range_ref(buffers)) {
-        if (count == pieces.size()) break;
-        pieces[count++] = b;
-      }
-    });
-    if (ec) break;
-    const std::span<const net::asio::const_buffer> gathered(pieces.data(), count);
-    std::size_t sent = socket.write_some(gathered, ec);
-    if (ec == net::asio::error::would_block || ec == net::asio::error::try_again) {
-      auto [wec, n] = co_await socket.async_write_some(gathered, kAsTuple);  // waits for room
-      ec = wec;
-      sent = n;
-    }
-    if (!ec) serializer.consume(sent);
-  }
-  co_return ec;
+  const std::size_t sent = net::write_now(socket, pieces, ec);
+  if (ec || sent == head.size() + body.size()) co_return ec;
+  net::beast::buffers_suffix<std::span<const net::asio::const_buffer>> rest(pieces);
+  rest.consume(sent);
+  auto [wec, n] = co_await net::asio::async_write(socket, rest, kAsTuple);
+  co_return wec;
 }
 
 bool is_reset(const net::beast::error_code& ec) {
@@ -97,45 +107,103 @@ bool is_reset(const net::beast::error_code& ec) {
 
 }  // namespace
 
-void prepare_upstream_request(net::Request& request, const config::BackendConfig& backend,
-                              int rank, std::string_view original_target,
-                              std::string_view forwarded_for) {
-  drop_hop_by_hop(request);
-  request.erase(http::field::expect);
-  request.erase("X-data-parallel-rank");
-  if (rank >= 0) request.set("X-data-parallel-rank", std::to_string(rank));
-  if (backend.api_key_env) {
-    const char* key = std::getenv(backend.api_key_env->c_str());
-    request.erase("x-api-key");
-    request.set(http::field::authorization, std::string("Bearer ") + (key ? key : ""));
+void write_upstream_head(std::string& out, const net::Request& request,
+                         const config::BackendConfig& backend, int rank,
+                         std::string_view forwarded_for) {
+  const HopByHop hop_by_hop{request};
+  const bool own_key = backend.api_key_env.has_value();
+  auto rewritten = [&](const http::fields::value_type& f) {
+    switch (f.name()) {
+      case http::field::expect:
+      case http::field::host:
+      case http::field::content_length:
+        return true;
+      case http::field::authorization:
+        return own_key;
+      default:
+        return net::beast::iequals(f.name_string(), "X-Forwarded-For") ||
+               net::beast::iequals(f.name_string(), "X-data-parallel-rank") ||
+               (own_key && net::beast::iequals(f.name_string(), "x-api-key"));
+    }
+  };
+
+  out.clear();
+  out.append(request.method_string()).append(" ").append(backend.base_path);
+  out.append(request.target()).append(" HTTP/1.1\r\n");
+  for (const auto& f : request)
+    if (!hop_by_hop(f) && !rewritten(f)) append_field(out, f.name_string(), f.value());
+  if (rank >= 0) {
+    out.append("X-data-parallel-rank: ");
+    append_number(out, rank);
+    out.append("\r\n");
   }
-  // Append to a chain the client (or a proxy before us) already started.
-  std::string xff(request["X-Forwarded-For"]);
-  if (!forwarded_for.empty()) xff = xff.empty() ? std::string(forwarded_for) : xff + ", " + std::string(forwarded_for);
-  if (!xff.empty()) request.set("X-Forwarded-For", xff);
-  request.set(http::field::host, backend.host + ":" + std::to_string(backend.port));
-  request.target(backend.base_path + std::string(original_target));
-  request.version(11);
-  request.keep_alive(true);
-  request.prepare_payload();  // Content-Length from the body we hold (never chunked)
+  if (own_key) {
+    const char* key = std::getenv(backend.api_key_env->c_str());
+    out.append("Authorization: Bearer ").append(key ? key : "").append("\r\n");
+  }
+  // Extends a chain the client (or a proxy before us) already started; the
+  // values of several X-Forwarded-For fields join into one list.
+  bool chain = false;
+  const auto [first, last] = request.equal_range("X-Forwarded-For");
+  for (auto it = first; it != last; ++it) {
+    out.append(chain ? ", " : "X-Forwarded-For: ").append(it->value());
+    chain = true;
+  }
+  if (!forwarded_for.empty()) out.append(chain ? ", " : "X-Forwarded-For: ").append(forwarded_for);
+  if (chain || !forwarded_for.empty()) out.append("\r\n");
+  append_field(out, "Host", backend.authority);
+  // The body is held whole, so it goes with its length, never chunked; a
+  // bodiless GET or HEAD gets none (as Beast's prepare_payload decides).
+  const auto verb = request.method();
+  if (!request.body().empty() || verb == http::verb::post || verb == http::verb::put ||
+      verb == http::verb::options) {
+    out.append("Content-Length: ");
+    append_number(out, request.body().size());
+    out.append("\r\n");
+  }
+  out.append("\r\n");
+}
+
+void write_client_head(std::string& out, const http::response_header<>& reply) {
+  const HopByHop hop_by_hop{reply};
+  out.clear();
+  out.append("HTTP/1.1 ");
+  append_number(out, reply.result_int());
+  out.append(" ");
+  if (const std::string_view reason = reply.reason(); !reason.empty())
+    out.append(reason);
+  else
+    out.append(http::obsolete_reason(reply.result()));
+  out.append("\r\n");
+  for (const auto& f : reply)
+    if (!hop_by_hop(f) && f.name() != http::field::content_length)
+      append_field(out, f.name_string(), f.value());
 }
 
 net::asio::awaitable<AttemptResult> forward_once(AttemptContext& ctx,
                                                  const config::BackendConfig& backend, int rank,
                                                  bool may_retry) {
   using Outcome = AttemptResult::Outcome;
-  net::Request& request = ctx.exchange.request();
-  prepare_upstream_request(request, backend, rank, ctx.original_target, ctx.forwarded_for);
+  const net::Request& request = ctx.exchange.request();
 
   // A pooled connection may have been closed by the server an instant ago; if
   // it fails before any reply byte, try once more on a fresh connection.
   for (int fresh = 0; fresh < 2; ++fresh) {
-    auto [cec, conn] = co_await ctx.pool.acquire(backend, ctx.timeouts.connect, fresh == 0);
-    if (cec) {
-      const bool timeout = cec == net::beast::error::timeout;
-      co_return AttemptResult{Outcome::kRetryable, http::status::bad_gateway,
-                              "cannot connect to " + backend.url + ": " + cec.message(),
-                              timeout ? "connect_timeout" : "connect"};
+    std::optional<UpstreamConnection> idle;
+    if (fresh == 0) idle = ctx.pool.take_idle(backend);
+    UpstreamConnection conn;
+    if (idle) {
+      conn = std::move(*idle);
+    } else {
+      ctx.exchange.watch_client();  // connecting can take up to the connect timeout
+      auto [cec, opened] = co_await ctx.pool.connect(backend, ctx.timeouts.connect);
+      if (cec) {
+        const bool timeout = cec == net::beast::error::timeout;
+        co_return AttemptResult{Outcome::kRetryable, http::status::bad_gateway,
+                                "cannot connect to " + backend.url + ": " + cec.message(),
+                                timeout ? "connect_timeout" : "connect"};
+      }
+      conn = std::move(opened);
     }
     auto& upstream = *conn.stream;
     struct LiveGuard {
@@ -163,7 +231,8 @@ net::asio::awaitable<AttemptResult> forward_once(AttemptContext& ctx,
 
     ctx.exchange.deadline().arm(upstream.socket(), ctx.timeouts.first_byte,
                                 net::ConnectionDeadline::OnExpiry::kClose);
-    const auto wec = classify(co_await send_request(upstream.socket(), request));
+    write_upstream_head(conn.head, request, backend, rank, ctx.forwarded_for);
+    const auto wec = classify(co_await send_request(upstream.socket(), conn.head, request.body()));
     if (wec == net::asio::error::operation_aborted)
       co_return AttemptResult{Outcome::kClientGone, {}, "client went away", ""};
     if (wec) {
@@ -174,6 +243,19 @@ net::asio::awaitable<AttemptResult> forward_once(AttemptContext& ctx,
 
     if (ctx.observer) ctx.observer->on_request_sent();
     conn.buffer.reserve(kReplyReadBytes);  // reads are sized by free capacity (512 bytes at least)
+    // With other requests in progress here, the reply is read only after
+    // their ready work has run: a fast server has usually answered by then,
+    // and one read takes the reply instead of a read that finds nothing and
+    // a wait. The client watch is started only when the reply is awaited.
+    bool reply_arrived = false;
+    if (ctx.exchange.others_in_progress() && upstream.socket().non_blocking()) {
+      co_await ctx.exchange.yield_to_ready_work();
+      net::beast::error_code rec;
+      const std::size_t n = upstream.socket().read_some(conn.buffer.prepare(kReplyReadBytes), rec);
+      conn.buffer.commit(n);
+      reply_arrived = n > 0;
+    }
+    if (!reply_arrived) ctx.exchange.watch_client();
     http::response_parser<http::buffer_body> parser;
     parser.body_limit(boost::none);  // replies stream for as long as they need
     auto [hec0, hn] =
@@ -199,17 +281,17 @@ net::asio::awaitable<AttemptResult> forward_once(AttemptContext& ctx,
                               "status_5xx"};
     }
 
-    net::ResponseHeader header{reply.result(), 11};
-    for (const auto& field : reply) header.insert(field.name_string(), field.value());
-    drop_hop_by_hop(header);
-    const auto length = parser.content_length();
+    // The request head has gone: its buffer takes the reply's.
+    write_client_head(conn.head, reply);
+    std::optional<std::uint64_t> length;
+    if (const auto declared = parser.content_length()) length = *declared;
     const bool chunked = !length && !parser.is_done();
-    if (length) header.content_length(*length);
     const bool event_stream = reply[http::field::content_type].starts_with("text/event-stream");
     if (ctx.observer) ctx.observer->on_response_header(status, reply[http::field::content_type], chunked);
     // First pass: no read; the body bytes that came with the header (all of
     // a small reply) leave with it in one write. Then one read per pass, and
     // whatever else is already buffered with it.
+    if (!parser.is_done()) ctx.exchange.watch_client();  // more of the reply to wait for
     if (!conn.relay_chunk) conn.relay_chunk = std::make_unique<char[]>(kRelayChunkBytes);
     const std::span<char> chunk{conn.relay_chunk.get(), kRelayChunkBytes};
     bool header_sent = false;
@@ -243,7 +325,7 @@ net::asio::awaitable<AttemptResult> forward_once(AttemptContext& ctx,
       if (!header_sent) {
         header_sent = true;
         const std::string_view first = pieces.empty() ? std::string_view{} : pieces[next++];
-        if (auto ec = co_await ctx.exchange.begin_stream(std::move(header), chunked, first))
+        if (auto ec = co_await ctx.exchange.begin_stream(conn.head, length, chunked, first))
           co_return AttemptResult{Outcome::kClientGone, {}, "client went away: " + ec.message(), ""};
       }
       for (; next < pieces.size(); ++next)

@@ -55,7 +55,6 @@ struct AttemptContext {
   UpstreamPool& pool;
   const config::Timeouts& timeouts;
   Dialect dialect;
-  std::string_view original_target;  // the client's target, before any base path
   std::string_view forwarded_for;    // client address for X-Forwarded-For
   RelayObserver* observer = nullptr;
   // Set while an upstream connection is in use, so that a client disconnect
@@ -63,10 +62,21 @@ struct AttemptContext {
   net::beast::tcp_stream** live_upstream = nullptr;
 };
 
-// Rewrites the request header for this backend and rank (-1: no rank header).
-void prepare_upstream_request(net::Request& request, const config::BackendConfig& backend,
-                              int rank, std::string_view original_target,
-                              std::string_view forwarded_for);
+// Writes into `out` (replacing what it held) the header of `request` as this
+// backend and rank (-1: no rank header) receive it, in wire form: the target
+// under the backend's base path; hop-by-hop fields, Expect and any rank header
+// the client sent dropped; X-Forwarded-For extended with `forwarded_for`; Host
+// set; credentials replaced when the backend has its own API key; and the
+// body's Content-Length. The request itself is left as the client sent it.
+void write_upstream_head(std::string& out, const net::Request& request,
+                         const config::BackendConfig& backend, int rank,
+                         std::string_view forwarded_for);
+
+// Writes into `out` (replacing what it held) the status line and fields of an
+// upstream reply as the client receives them, in the form
+// Exchange::begin_stream takes: hop-by-hop fields and Content-Length dropped
+// (the exchange writes the framing).
+void write_client_head(std::string& out, const net::http::response_header<>& reply);
 
 // Forwards once. `may_retry`: whether a 5xx reply (before anything was relayed)
 // should be reported as retryable rather than relayed.

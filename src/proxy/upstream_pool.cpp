@@ -23,28 +23,27 @@ bool still_open(net::beast::tcp_stream& stream) {
 
 }  // namespace
 
-net::asio::awaitable<std::pair<net::beast::error_code, UpstreamConnection>> UpstreamPool::acquire(
-    const config::BackendConfig& backend, std::chrono::milliseconds connect_timeout,
-    bool allow_reuse) {
-  std::string key = backend.host + ":" + std::to_string(backend.port);
-  if (allow_reuse) {
-    auto it = idle_.find(key);
-    const auto now = std::chrono::steady_clock::now();
-    while (it != idle_.end() && !it->second.empty()) {
-      Idle idle = std::move(it->second.back());
-      it->second.pop_back();
-      // A connection idle for less than kTrustedIdle is taken without the
-      // probe (a syscall per request under load): servers close idle
-      // keep-alive connections after seconds (uvicorn: 5 s), and a stale one
-      // is still caught by forward_once, which retries on a fresh connection.
-      if (now - idle.since < kTrustedIdle || still_open(*idle.stream))
-        co_return std::pair{
-            net::beast::error_code{},
-            UpstreamConnection{std::move(idle.stream), key, true, std::move(idle.buffer),
-                               std::move(idle.relay_chunk)}};
+std::optional<UpstreamConnection> UpstreamPool::take_idle(const config::BackendConfig& backend) {
+  const auto it = idle_.find(backend.authority);
+  if (it == idle_.end()) return std::nullopt;
+  const auto now = std::chrono::steady_clock::now();
+  while (!it->second.empty()) {
+    Idle idle = std::move(it->second.back());
+    it->second.pop_back();
+    // A connection idle for less than kTrustedIdle is taken without the
+    // probe (a syscall per request under load): servers close idle
+    // keep-alive connections after seconds (uvicorn: 5 s), and a stale one
+    // is still caught by forward_once, which retries on a fresh connection.
+    if (now - idle.since < kTrustedIdle || still_open(*idle.connection.stream)) {
+      idle.connection.reused = true;
+      return std::move(idle.connection);
     }
   }
+  return std::nullopt;
+}
 
+net::asio::awaitable<std::pair<net::beast::error_code, UpstreamConnection>> UpstreamPool::connect(
+    const config::BackendConfig& backend, std::chrono::milliseconds connect_timeout) {
   auto stream = std::make_unique<net::beast::tcp_stream>(io_);
   net::beast::error_code ec;
   const auto address = net::asio::ip::make_address(backend.host, ec);
@@ -67,16 +66,19 @@ net::asio::awaitable<std::pair<net::beast::error_code, UpstreamConnection>> Upst
     net::beast::error_code ignored;
     stream->socket().set_option(net::tcp::no_delay(true), ignored);
   }
-  co_return std::pair{ec, UpstreamConnection{std::move(stream), std::move(key), false}};
+  UpstreamConnection connection;
+  connection.stream = std::move(stream);
+  connection.key = backend.authority;
+  co_return std::pair{ec, std::move(connection)};
 }
 
 void UpstreamPool::release(UpstreamConnection connection) {
   if (!connection.stream || !connection.stream->socket().is_open()) return;
   if (connection.buffer.size() > 0) return;  // bytes past the reply: not reusable
-  auto& idle = idle_[connection.key];
-  if (idle.size() >= max_idle_) return;  // closes it
-  idle.push_back(Idle{std::move(connection.stream), std::move(connection.buffer),
-                      std::move(connection.relay_chunk), std::chrono::steady_clock::now()});
+  auto it = idle_.find(connection.key);
+  if (it == idle_.end()) it = idle_.emplace(connection.key, std::vector<Idle>{}).first;
+  if (it->second.size() >= max_idle_) return;  // closes it
+  it->second.push_back(Idle{std::move(connection), std::chrono::steady_clock::now()});
 }
 
 std::size_t UpstreamPool::idle_count() const noexcept {

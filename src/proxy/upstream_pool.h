@@ -3,8 +3,11 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -24,6 +27,8 @@ struct UpstreamConnection {
   // Where the relay decodes reply body pieces (kRelayChunkBytes, made on
   // first use), kept for the same reason.
   std::unique_ptr<char[]> relay_chunk;
+  // The request head in wire form, then the reply's head for the client.
+  std::string head;
 };
 
 class UpstreamPool {
@@ -31,10 +36,13 @@ class UpstreamPool {
   explicit UpstreamPool(net::asio::io_context& io, std::size_t max_idle_per_server = 64)
       : io_(io), max_idle_(max_idle_per_server) {}
 
-  // An idle connection to the backend, or a new one within `connect_timeout`.
-  net::asio::awaitable<std::pair<net::beast::error_code, UpstreamConnection>> acquire(
-      const config::BackendConfig& backend, std::chrono::milliseconds connect_timeout,
-      bool allow_reuse = true);
+  // An idle connection to the backend that is still usable, if there is one.
+  // Not a coroutine: taking a pooled connection costs no suspension.
+  std::optional<UpstreamConnection> take_idle(const config::BackendConfig& backend);
+
+  // A new connection to the backend within `connect_timeout`.
+  net::asio::awaitable<std::pair<net::beast::error_code, UpstreamConnection>> connect(
+      const config::BackendConfig& backend, std::chrono::milliseconds connect_timeout);
 
   // Returns a connection whose last response was read completely and which
   // both sides keep alive. One with unread bytes left is closed instead.
@@ -44,15 +52,18 @@ class UpstreamPool {
 
  private:
   struct Idle {
-    std::unique_ptr<net::beast::tcp_stream> stream;
-    net::beast::flat_buffer buffer;
-    std::unique_ptr<char[]> relay_chunk;
+    UpstreamConnection connection;
     std::chrono::steady_clock::time_point since;  // when it was released
+  };
+  // Keyed by host:port, found by a view (no key built per request).
+  struct KeyHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view key) const noexcept { return std::hash<std::string_view>{}(key); }
   };
 
   net::asio::io_context& io_;
   std::size_t max_idle_;
-  std::unordered_map<std::string, std::vector<Idle>> idle_;
+  std::unordered_map<std::string, std::vector<Idle>, KeyHash, std::equal_to<>> idle_;
 };
 
 }  // namespace lmwarden::proxy

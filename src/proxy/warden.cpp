@@ -1,5 +1,6 @@
 #include "proxy/warden.h"
 
+#include <boost/container/small_vector.hpp>
 #include <spdlog/spdlog.h>
 
 #include "common/hash.h"
@@ -245,7 +246,7 @@ UpstreamPool& Warden::pool_for_this_thread(net::Exchange& exchange) {
 
 net::asio::awaitable<void> Warden::handle(net::Exchange& exchange) {
   auto& request = exchange.request();
-  const std::string target(request.target());
+  const std::string_view target = request.target();  // the request's target is never rewritten
   const std::string_view path = path_of(target);
   const auto method = request.method();
 
@@ -350,15 +351,13 @@ struct Warden::Forward {
   core::RequestFacts facts;
   bool injected_usage;
   std::uint64_t id;
-  std::string original_target;
   std::string client_address;
   net::beast::tcp_stream* live_upstream = nullptr;
 };
 
 net::asio::awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dialect) {
   auto& request = exchange.request();
-  std::vector<core::HeaderField> headers;
-  headers.reserve(32);
+  boost::container::small_vector<core::HeaderField, 32> headers;  // in the frame: no allocation
   for (const auto& field : request) headers.emplace_back(field.name_string(), field.value());
   const std::string& body = request.body();
 
@@ -391,7 +390,8 @@ net::asio::awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dial
     co_return;
   }
   core::RequestFacts facts{std::move(scan.model), scan.stream, scan.stream_include_usage,
-                           core::resolve_identity(headers, scan, set->body_fields, model->identity)};
+                           core::resolve_identity(core::HeaderList(headers.data(), headers.size()), scan,
+                                                  set->body_fields, model->identity)};
 
   // Ask for the usage chunk the client did not, so that every streamed request
   // is measured; the accounting strips it from what this client receives.
@@ -405,14 +405,14 @@ net::asio::awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dial
   }
 
   Forward f{std::move(set), exchange, dialect, *model, std::move(facts), injected_usage,
-            next_request_id_.fetch_add(1, std::memory_order_relaxed), std::string(request.target()),
+            next_request_id_.fetch_add(1, std::memory_order_relaxed),
             exchange.remote().address().to_string()};
 
-  // Watch for the client going away during the attempts: if it does, the
-  // live upstream connection is closed at once, so the engine aborts the
-  // request and frees its KV blocks. (A pending read of the client's socket,
-  // not a racing coroutine: no system call and no allocation per request.)
-  exchange.watch_client([&f] {
+  // If the client goes away while an attempt waits on its upstream, the live
+  // upstream connection is closed at once, so the engine aborts the request
+  // and frees its KV blocks. The relay starts the watch (a pending read of
+  // the client's socket, not a racing coroutine) when it waits.
+  exchange.on_client_gone([&f] {
     if (f.live_upstream) {
       net::beast::error_code ignored;
       f.live_upstream->socket().close(ignored);
@@ -463,7 +463,7 @@ net::asio::awaitable<void> Warden::run_attempts(Forward& f) {
     RequestAccounting accounting{f.model.telemetry, f.injected_usage, decision.replica,
                                  [&in_flight] { in_flight.finish(); }};
     AttemptContext ctx{f.exchange, pool_for_this_thread(f.exchange), config.timeouts, f.dialect,
-                       f.original_target, f.client_address, &accounting, &f.live_upstream};
+                       f.client_address, &accounting, &f.live_upstream};
     last = co_await forward_once(ctx, backend, decision.rank, attempt < config.retries);
     if (f.exchange.client_gone()) last.outcome = Outcome::kClientGone;
     if (!last.error_kind.empty()) f.model.telemetry.replica(decision.replica).count_error(last.error_kind);
