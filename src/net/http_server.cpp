@@ -503,7 +503,8 @@ asio::awaitable<void> HttpServer::serve_connection(tcp::socket tcp_socket) {
   } release{connections_};
 
   boost::system::error_code ec;
-  const tcp::endpoint remote = tcp_socket.remote_endpoint(ec);
+  Exchange::Peer remote{tcp_socket.remote_endpoint(ec), {}};
+  remote.address = remote.endpoint.address().to_string();
   beast::tcp_stream stream{std::move(tcp_socket)};
   beast::flat_buffer buffer;
   ConnectionDeadline deadline{stream.get_executor()};

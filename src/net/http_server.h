@@ -71,8 +71,14 @@ struct ClientRead;
 // One request and the means to answer it.
 class Exchange {
  public:
+  // The client's address, written once per connection.
+  struct Peer {
+    tcp::endpoint endpoint;
+    std::string address;  // e.g. "127.0.0.1"
+  };
+
   Exchange(beast::tcp_stream& stream, beast::flat_buffer& buffer, Request& request,
-           const tcp::endpoint& remote, ConnectionDeadline& deadline, ClientRead& client_read)
+           const Peer& remote, ConnectionDeadline& deadline, ClientRead& client_read)
       : stream_(stream), buffer_(buffer), request_(request), remote_(remote), deadline_(deadline),
         client_read_(client_read), keep_alive_(request.keep_alive()) {}
   ~Exchange();
@@ -80,7 +86,8 @@ class Exchange {
   Exchange& operator=(const Exchange&) = delete;
 
   Request& request() noexcept { return request_; }
-  const tcp::endpoint& remote() const noexcept { return remote_; }
+  const tcp::endpoint& remote() const noexcept { return remote_.endpoint; }
+  std::string_view remote_address() const noexcept { return remote_.address; }
   beast::tcp_stream& stream() noexcept { return stream_; }
   // The connection's one deadline: a handler arms it for what it waits on
   // (the relay: its upstream reads) and disarms it after.
@@ -148,7 +155,7 @@ class Exchange {
   beast::tcp_stream& stream_;
   beast::flat_buffer& buffer_;
   Request& request_;
-  const tcp::endpoint& remote_;
+  const Peer& remote_;
   ConnectionDeadline& deadline_;
   ClientRead& client_read_;
   State state_ = State::kNone;

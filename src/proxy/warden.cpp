@@ -351,7 +351,7 @@ struct Warden::Forward {
   core::RequestFacts facts;
   bool injected_usage;
   std::uint64_t id;
-  std::string client_address;
+  std::string_view client_address;
   net::beast::tcp_stream* live_upstream = nullptr;
 };
 
@@ -406,7 +406,7 @@ net::asio::awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dial
 
   Forward f{std::move(set), exchange, dialect, *model, std::move(facts), injected_usage,
             next_request_id_.fetch_add(1, std::memory_order_relaxed),
-            exchange.remote().address().to_string()};
+            exchange.remote_address()};
 
   // If the client goes away while an attempt waits on its upstream, the live
   // upstream connection is closed at once, so the engine aborts the request
@@ -429,7 +429,6 @@ net::asio::awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dial
 net::asio::awaitable<void> Warden::run_attempts(Forward& f) {
   using Outcome = AttemptResult::Outcome;
   const auto& identity = f.facts.identity;
-  const std::string conv = identity.kind == core::IdentityKind::kSession ? short_hash(identity.session_hash) : "-";
   std::vector<int> tried;
   AttemptResult last;
 
@@ -457,8 +456,10 @@ net::asio::awaitable<void> Warden::run_attempts(Forward& f) {
     }
     InFlight in_flight{f.model, decision};
     const auto& backend = f.model.config.backends[static_cast<std::size_t>(decision.backend)];
-    spdlog::debug("req={} model={} replica={} route={} conv={}", f.id, f.model.config.name,
-                  decision.replica, core::to_string(decision.kind), conv);
+    if (spdlog::should_log(spdlog::level::debug))
+      spdlog::debug("req={} model={} replica={} route={} conv={}", f.id, f.model.config.name,
+                    decision.replica, core::to_string(decision.kind),
+                    identity.kind == core::IdentityKind::kSession ? short_hash(identity.session_hash) : "-");
 
     RequestAccounting accounting{f.model.telemetry, f.injected_usage, decision.replica,
                                  [&in_flight] { in_flight.finish(); }};
