@@ -291,7 +291,6 @@ net::asio::awaitable<AttemptResult> forward_once(AttemptContext& ctx,
     // First pass: no read; the body bytes that came with the header (all of
     // a small reply) leave with it in one write. Then one read per pass, and
     // whatever else is already buffered with it.
-    if (!parser.is_done()) ctx.exchange.watch_client();  // more of the reply to wait for
     if (!conn.relay_chunk) conn.relay_chunk = std::make_unique<char[]>(kRelayChunkBytes);
     const std::span<char> chunk{conn.relay_chunk.get(), kRelayChunkBytes};
     bool header_sent = false;
@@ -303,6 +302,7 @@ net::asio::awaitable<AttemptResult> forward_once(AttemptContext& ctx,
         if (!parser.is_done()) rec = drain_buffered(parser, conn.buffer);
       } else {
         if (parser.is_done()) break;
+        ctx.exchange.watch_client();  // more of the reply to wait for
         ctx.exchange.deadline().arm(upstream.socket(), ctx.timeouts.idle,
                                     net::ConnectionDeadline::OnExpiry::kClose);
         auto [ec, rn] =
