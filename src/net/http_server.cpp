@@ -47,14 +47,13 @@ constexpr std::chrono::milliseconds kMaxLinger{5'000};
 // Timeout of a write the client does not take at once.
 constexpr auto kWriteTimeout = std::chrono::seconds(60);
 
-// Writes `buffers` to the client: what the socket takes at once without
-// arming the stream's timer (the usual case for replies and SSE events); the
-// rest, for a client that reads slowly, asynchronously under kWriteTimeout.
-asio::awaitable<beast::error_code> send_all(beast::tcp_stream& stream,
-                                            std::span<const asio::const_buffer> buffers) {
-  beast::error_code ec;
-  const std::size_t sent = write_now(stream.socket(), buffers, ec);
-  if (ec || sent == asio::buffer_size(buffers)) co_return ec;
+// Writes to the client are write_now first (what the socket takes at once,
+// without arming the stream's timer and without a coroutine: the usual case
+// for replies and SSE events), then send_rest for what it left, which a
+// client that reads slowly gets asynchronously under kWriteTimeout.
+asio::awaitable<beast::error_code> send_rest(beast::tcp_stream& stream,
+                                             std::span<const asio::const_buffer> buffers,
+                                             std::size_t sent) {
   beast::buffers_suffix<std::span<const asio::const_buffer>> rest(buffers);
   rest.consume(sent);
   stream.expires_after(kWriteTimeout);
@@ -81,43 +80,51 @@ asio::awaitable<std::pair<beast::error_code, std::size_t>> read_before_deadline(
   co_return std::pair{ec, n};
 }
 
+// Parses the header bytes already buffered: need_more when it is not all there.
+beast::error_code parse_buffered_header(beast::flat_buffer& buffer,
+                                        http::request_parser<http::string_body>& parser) {
+  if (buffer.size() == 0) return http::error::need_more;
+  beast::error_code ec;
+  buffer.consume(parser.put(buffer.data(), ec));
+  return ec;
+}
+
 // Reads until `parser` holds a whole header (Beast's async_read_header, with
-// the connection deadline instead of a timer per read).
+// the connection deadline instead of a timer per read). Called once
+// parse_buffered_header said need_more.
 asio::awaitable<beast::error_code> read_header(tcp::socket& socket, beast::flat_buffer& buffer,
                                                http::request_parser<http::string_body>& parser,
                                                ConnectionDeadline& deadline) {
-  beast::error_code ec;
   for (;;) {
-    if (buffer.size() > 0) {
-      const std::size_t used = parser.put(buffer.data(), ec);
-      buffer.consume(used);
-      if (ec != http::error::need_more) co_return ec;
-      ec = {};
-    }
     auto [rec, n] = co_await read_before_deadline(socket, buffer.prepare(kHeaderReadBytes), deadline);
     buffer.commit(n);
     if (rec == asio::error::eof) {
       if (!parser.got_some()) co_return http::error::end_of_stream;
+      beast::error_code ec;
       parser.put_eof(ec);
       co_return ec;
     }
     if (rec) co_return rec;
+    if (const auto ec = parse_buffered_header(buffer, parser); ec != http::error::need_more) co_return ec;
   }
 }
 
-// Reads the rest of a Content-Length body straight into `body`, after what
-// the header's read already brought: no copy out of the connection's buffer.
-// Each read also offers room in `buffer` (one readv), so that bytes past the
-// body, a pipelined request, are kept.
-asio::awaitable<beast::error_code> read_sized_body(tcp::socket& socket, beast::flat_buffer& buffer,
-                                                   std::string& body, std::size_t length,
-                                                   ConnectionDeadline& deadline) {
+// Starts a body of `length` bytes (its Content-Length) with what the buffer
+// holds; returns how many bytes that was.
+std::size_t take_buffered_body(beast::flat_buffer& buffer, std::string& body, std::size_t length) {
   body.reserve(length + kBodyPadding);
   const std::size_t have = std::min(buffer.size(), length);
   body.assign(static_cast<const char*>(buffer.data().data()), have);
   buffer.consume(have);
+  return have;
+}
+
+// Reads the rest of a body that take_buffered_body started with `got` bytes
+// straight into it; bytes past its end stay in the buffer.
+asio::awaitable<beast::error_code> read_sized_body(tcp::socket& socket, beast::flat_buffer& buffer,
+                                                   std::string& body, std::size_t got,
+                                                   std::size_t length, ConnectionDeadline& deadline) {
   body.resize(length);
-  std::size_t got = have;
   while (got < length) {
     const std::array<asio::mutable_buffer, 2> into{asio::buffer(body.data() + got, length - got),
                                                    buffer.prepare(kSpillBytes)};
@@ -131,7 +138,6 @@ asio::awaitable<beast::error_code> read_sized_body(tcp::socket& socket, beast::f
   co_return beast::error_code{};
 }
 
-// Reads a body the parser must decode (chunked), under the connection deadline.
 asio::awaitable<beast::error_code> read_parsed_body(tcp::socket& socket, beast::flat_buffer& buffer,
                                                     http::request_parser<http::string_body>& parser,
                                                     ConnectionDeadline& deadline) {
@@ -326,7 +332,9 @@ asio::awaitable<beast::error_code> Exchange::begin_stream(std::string_view head,
   std::array<asio::const_buffer, 4> pieces{
       asio::buffer(head), asio::const_buffer(framing, static_cast<std::size_t>(end - framing)),
       asio::buffer(first_body), asio::const_buffer("\r\n", chunked_ && !first_body.empty() ? 2 : 0)};
-  const beast::error_code ec = co_await send_all(stream_, pieces);
+  beast::error_code ec;
+  const std::size_t sent = write_now(stream_.socket(), pieces, ec);
+  if (!ec && sent < asio::buffer_size(pieces)) ec = co_await send_rest(stream_, pieces, sent);
   if (ec) keep_alive_ = false;
   co_return ec;
 }
@@ -344,8 +352,10 @@ asio::awaitable<beast::error_code> Exchange::write_body(std::string_view bytes) 
   }
   pieces[count++] = asio::const_buffer(bytes.data(), bytes.size());
   if (chunked_) pieces[count++] = asio::const_buffer("\r\n", 2);
-  const beast::error_code ec =
-      co_await send_all(stream_, std::span<const asio::const_buffer>(pieces.data(), count));
+  const std::span<const asio::const_buffer> all(pieces.data(), count);
+  beast::error_code ec;
+  const std::size_t sent = write_now(stream_.socket(), all, ec);
+  if (!ec && sent < asio::buffer_size(all)) ec = co_await send_rest(stream_, all, sent);
   if (ec) keep_alive_ = false;
   co_return ec;
 }
@@ -354,8 +364,11 @@ asio::awaitable<beast::error_code> Exchange::end_stream() {
   state_ = State::kDone;
   if (!chunked_) co_return beast::error_code{};
   static constexpr std::string_view kLastChunk = "0\r\n\r\n";
-  const asio::const_buffer last(kLastChunk.data(), kLastChunk.size());
-  const beast::error_code ec = co_await send_all(stream_, std::span<const asio::const_buffer>(&last, 1));
+  static const asio::const_buffer kLastChunkBuffer(kLastChunk.data(), kLastChunk.size());
+  const std::span<const asio::const_buffer> last(&kLastChunkBuffer, 1);
+  beast::error_code ec;
+  const std::size_t sent = write_now(stream_.socket(), last, ec);
+  if (!ec && sent < kLastChunk.size()) ec = co_await send_rest(stream_, last, sent);
   if (ec) keep_alive_ = false;
   co_return ec;
 }
@@ -566,7 +579,10 @@ asio::awaitable<void> HttpServer::serve_connection(tcp::socket tcp_socket) {
       if (buffer.size() == 0) break;  // closed, failed, or idle past the keep-alive timeout
     }
     deadline.arm(stream.socket(), options_.read_timeout);
-    const beast::error_code hec = co_await read_header(stream.socket(), buffer, parser, deadline);
+    // A header already buffered (the usual case once a client is busy) is
+    // parsed without a coroutine of its own.
+    beast::error_code hec = parse_buffered_header(buffer, parser);
+    if (hec == http::error::need_more) hec = co_await read_header(stream.socket(), buffer, parser, deadline);
     if (hec) {
       if (hec == http::error::header_limit) {
         co_await send_error("", http::status::request_header_fields_too_large,
@@ -599,9 +615,12 @@ asio::awaitable<void> HttpServer::serve_connection(tcp::socket tcp_socket) {
     if (!parser.is_done()) {
       beast::error_code bec;
       if (const auto length = parser.content_length(); length && !parser.chunked()) {
-        // The parser holds the header only; the body is read past it.
-        bec = co_await read_sized_body(stream.socket(), buffer, parser.get().body(), *length,
-                                       deadline);
+        // The parser holds the header only; the body is read past it. One
+        // already buffered is taken without a coroutine of its own.
+        auto& body = parser.get().body();
+        const std::size_t got = take_buffered_body(buffer, body, *length);
+        if (got < *length)
+          bec = co_await read_sized_body(stream.socket(), buffer, body, got, *length, deadline);
       } else {
         bec = co_await read_parsed_body(stream.socket(), buffer, parser, deadline);
       }

@@ -1,6 +1,7 @@
 #include "proxy/warden.h"
 
 #include <boost/container/small_vector.hpp>
+#include <optional>
 #include <spdlog/spdlog.h>
 
 #include "common/hash.h"
@@ -78,6 +79,45 @@ net::Response ui_response(const ui::Asset& asset, std::string_view if_none_match
     res.body() = std::string(asset.body);
   }
   return res;
+}
+
+// What a forwarded request is, read from it without suspending (so its
+// header list lives on the stack, not in a coroutine frame): the model that
+// serves it and the facts that route it, or the refusal to send instead.
+struct Admission {
+  ModelState* model = nullptr;
+  core::RequestFacts facts;
+  std::optional<net::Response> refusal;
+};
+
+Admission admit(const net::Request& request, Dialect dialect, const ModelSet& set) {
+  // One pass over the body collects the model's name and every field any
+  // model's session sources read; the named model's sources then decide.
+  core::BodyScan scan = core::scan_body(request.body(), request.body().capacity(), set.body_fields);
+  if (scan.error != core::BodyError::kNone)
+    return {.refusal = error_response(dialect, http::status::bad_request,
+                                      "invalid request body: " + scan.error_detail)};
+  ModelState* model = nullptr;
+  if (scan.model.empty()) {
+    if (set.models.size() == 1) model = set.models.front().get();
+  } else {
+    model = set.find(scan.model);
+  }
+  if (!model) {
+    if (scan.model.empty())
+      return {.refusal = error_response(dialect, http::status::bad_request, "the request names no model")};
+    return {.refusal = error_response(dialect, http::status::not_found,
+                                      "model '" + scan.model + "' is not served here")};
+  }
+  if (!model->api_keys.empty() && !client_key_accepted(request, model->api_keys))
+    return {.refusal = error_response(dialect, http::status::unauthorized,
+                                      "a valid API key is required (Authorization: Bearer or x-api-key)")};
+  boost::container::small_vector<core::HeaderField, 32> headers;
+  for (const auto& field : request) headers.emplace_back(field.name_string(), field.value());
+  core::Identity identity = core::resolve_identity(core::HeaderList(headers.data(), headers.size()),
+                                                   scan, set.body_fields, model->identity);
+  return {.model = model,
+          .facts = {std::move(scan.model), scan.stream, scan.stream_include_usage, std::move(identity)}};
 }
 
 }  // namespace
@@ -244,19 +284,24 @@ UpstreamPool& Warden::pool_for_this_thread(net::Exchange& exchange) {
   return *pools_.at(&ctx);
 }
 
+// Not a coroutine: a forwarded request goes straight to forward's frame, the
+// rest to serve_local's.
 net::asio::awaitable<void> Warden::handle(net::Exchange& exchange) {
+  const std::string_view target = exchange.request().target();  // never rewritten
+  if (is_forwarded_route(path_of(target)) && exchange.request().method() == http::verb::post)
+    return forward(exchange, dialect_of(target));
+  return serve_local(exchange);
+}
+
+net::asio::awaitable<void> Warden::serve_local(net::Exchange& exchange) {
   auto& request = exchange.request();
-  const std::string_view target = request.target();  // the request's target is never rewritten
+  const std::string_view target = request.target();
   const std::string_view path = path_of(target);
   const auto method = request.method();
 
-  if (is_forwarded_route(path)) {
-    if (method != http::verb::post) {
-      co_await exchange.respond(error_response(dialect_of(target), http::status::method_not_allowed,
-                                               "use POST for " + std::string(path)));
-      co_return;
-    }
-    co_await forward(exchange, dialect_of(target));
+  if (is_forwarded_route(path)) {  // not a POST
+    co_await exchange.respond(error_response(dialect_of(target), http::status::method_not_allowed,
+                                             "use POST for " + std::string(path)));
     co_return;
   }
   if (path == "/" && method == http::verb::head) {
@@ -357,41 +402,16 @@ struct Warden::Forward {
 
 net::asio::awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dialect) {
   auto& request = exchange.request();
-  boost::container::small_vector<core::HeaderField, 32> headers;  // in the frame: no allocation
-  for (const auto& field : request) headers.emplace_back(field.name_string(), field.value());
   const std::string& body = request.body();
-
-  // One pass over the body collects the model's name and every field any
-  // model's session sources read; the named model's sources then decide.
   InProgress in_progress{in_progress_};
   auto set = models();
-  core::BodyScan scan = core::scan_body(body, body.capacity(), set->body_fields);
-  if (scan.error != core::BodyError::kNone) {
-    co_await exchange.respond(error_response(dialect, http::status::bad_request,
-                                             "invalid request body: " + scan.error_detail));
+  Admission admission = admit(request, dialect, *set);
+  if (admission.refusal) {
+    co_await exchange.respond(std::move(*admission.refusal));
     co_return;
   }
-  ModelState* model = nullptr;
-  if (scan.model.empty()) {
-    if (set->models.size() == 1) model = set->models.front().get();
-  } else {
-    model = set->find(scan.model);
-  }
-  if (!model) {
-    const auto message = scan.model.empty() ? std::string("the request names no model")
-                                            : "model '" + scan.model + "' is not served here";
-    const auto status = scan.model.empty() ? http::status::bad_request : http::status::not_found;
-    co_await exchange.respond(error_response(dialect, status, message));
-    co_return;
-  }
-  if (!model->api_keys.empty() && !client_key_accepted(request, model->api_keys)) {
-    co_await exchange.respond(error_response(dialect, http::status::unauthorized,
-                                             "a valid API key is required (Authorization: Bearer or x-api-key)"));
-    co_return;
-  }
-  core::RequestFacts facts{std::move(scan.model), scan.stream, scan.stream_include_usage,
-                           core::resolve_identity(core::HeaderList(headers.data(), headers.size()), scan,
-                                                  set->body_fields, model->identity)};
+  ModelState* model = admission.model;
+  core::RequestFacts& facts = admission.facts;
 
   // Ask for the usage chunk the client did not, so that every streamed request
   // is measured; the accounting strips it from what this client receives.

@@ -112,6 +112,8 @@ class Warden {
  private:
   struct Forward;
   net::asio::awaitable<void> forward(net::Exchange& exchange, Dialect dialect);
+  // Everything the warden answers itself: health, metrics, the UI, the API.
+  net::asio::awaitable<void> serve_local(net::Exchange& exchange);
   net::asio::awaitable<void> run_attempts(Forward& f);
   net::asio::awaitable<void> handle_api(net::Exchange& exchange, std::string_view path);
   UpstreamPool& pool_for_this_thread(net::Exchange& exchange);
