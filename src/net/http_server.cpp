@@ -220,6 +220,12 @@ namespace {
 // leaves its thread).
 thread_local std::size_t exchanges_on_this_thread = 0;
 
+// Resumes the caller after the work already ready on its thread, and after
+// the reactor's next poll.
+asio::awaitable<void> let_ready_work_run(const asio::any_io_executor& executor) {
+  return asio::post(executor, asio::use_awaitable);
+}
+
 void start_client_read(ClientRead& read, tcp::socket& socket, beast::flat_buffer& buffer) {
   class Completion {
    public:
@@ -289,20 +295,12 @@ asio::awaitable<beast::error_code> Exchange::respond(Response response) {
 asio::awaitable<beast::error_code> Exchange::begin_stream(const ResponseHeader& header,
                                                          bool chunked,
                                                          std::string_view first_body) {
-  std::string head = "HTTP/1.1 " + std::to_string(header.result_int()) + " ";
-  head.append(header.reason()).append("\r\n");
-  for (const auto& f : header) {
-    switch (f.name()) {
-      case http::field::connection:
-      case http::field::transfer_encoding:
-        continue;
-      case http::field::content_length:
-        if (chunked) continue;
-        [[fallthrough]];
-      default:
-        head.append(f.name_string()).append(": ").append(f.value()).append("\r\n");
-    }
-  }
+  // The framing fields are the exchange's to write.
+  std::string head;
+  write_status_and_fields(head, header, [chunked](const http::fields::value_type& f) {
+    return f.name() != http::field::connection && f.name() != http::field::transfer_encoding &&
+           !(chunked && f.name() == http::field::content_length);
+  });
   co_return co_await begin_stream(head, std::nullopt, chunked, first_body);
 }
 
@@ -389,8 +387,7 @@ void Exchange::stop_watching_client() noexcept { client_read_.on_gone = nullptr;
 bool Exchange::others_in_progress() const noexcept { return exchanges_on_this_thread > 1; }
 
 asio::awaitable<void> Exchange::yield_to_ready_work() {
-  // Queued behind what is ready now, and behind the reactor's next poll.
-  return asio::post(stream_.get_executor(), asio::use_awaitable);
+  return let_ready_work_run(stream_.get_executor());
 }
 
 bool Exchange::client_gone() const noexcept { return client_read_.state->gone; }
@@ -571,8 +568,7 @@ asio::awaitable<void> HttpServer::serve_connection(tcp::socket tcp_socket) {
       if (!client_read.state->pending && !client_read.state->gone) {
         // Busy: the client has usually sent its next request by the time the
         // work already ready here has run, and the read then finds it.
-        if (exchanges_on_this_thread > 0)
-          co_await asio::post(stream.get_executor(), asio::use_awaitable);
+        if (exchanges_on_this_thread > 0) co_await let_ready_work_run(stream.get_executor());
         start_client_read(client_read, stream.socket(), buffer);
       }
       if (client_read.state->pending) co_await wait_client_read(client_read, asio::use_awaitable);

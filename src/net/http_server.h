@@ -65,6 +65,22 @@ struct ServerOptions {
 std::size_t write_now(tcp::socket& socket, std::span<const asio::const_buffer> buffers,
                       beast::error_code& ec);
 
+// Appends one field line, "Name: value" and CRLF.
+inline void append_field(std::string& out, std::string_view name, std::string_view value) {
+  out.append(name).append(": ").append(value).append("\r\n");
+}
+
+// Appends `header`'s status line (its reason phrase, or the standard one) and
+// the fields `keep` accepts, each line ending in CRLF: the wire form
+// Exchange::begin_stream takes.
+template <class Keep>
+void write_status_and_fields(std::string& out, const http::response_header<>& header, Keep keep) {
+  out.append("HTTP/1.1 ").append(std::to_string(header.result_int())).append(" ");
+  out.append(header.reason()).append("\r\n");
+  for (const auto& f : header)
+    if (keep(f)) append_field(out, f.name_string(), f.value());
+}
+
 // The connection's pending read of its client (see Exchange::watch_client).
 struct ClientRead;
 

@@ -1,22 +1,22 @@
 #include "proxy/relay.h"
 
+#include <algorithm>
 #include <array>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <algorithm>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/buffers_suffix.hpp>
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http/buffer_body.hpp>
-#include <boost/container/small_vector.hpp>
-#include <charconv>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/rfc7230.hpp>
-#include <boost/beast/http/write.hpp>
+#include <boost/container/small_vector.hpp>
+#include <charconv>
+#include <concepts>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
-#include <vector>
 
 namespace lmwarden::proxy {
 namespace {
@@ -49,15 +49,14 @@ class HopByHop {
   boost::container::small_vector<std::string_view, 4> listed_;
 };
 
-void append_field(std::string& out, std::string_view name, std::string_view value) {
-  out.append(name).append(": ").append(value).append("\r\n");
-}
+using net::append_field;
 
-template <class Integer>
-void append_number(std::string& out, Integer n) {
+// A field line whose value is a number, without a temporary string.
+template <std::integral Integer>
+void append_field(std::string& out, std::string_view name, Integer n) {
   char digits[24];
   const auto end = std::to_chars(std::begin(digits), std::end(digits), n).ptr;
-  out.append(digits, end);
+  append_field(out, name, std::string_view(digits, static_cast<std::size_t>(end - digits)));
 }
 
 // Upstream reply reads: up to this much per read.
@@ -132,11 +131,7 @@ void write_upstream_head(std::string& out, const net::Request& request,
   out.append(request.target()).append(" HTTP/1.1\r\n");
   for (const auto& f : request)
     if (!hop_by_hop(f) && !rewritten(f)) append_field(out, f.name_string(), f.value());
-  if (rank >= 0) {
-    out.append("X-data-parallel-rank: ");
-    append_number(out, rank);
-    out.append("\r\n");
-  }
+  if (rank >= 0) append_field(out, "X-data-parallel-rank", rank);
   if (own_key) {
     const char* key = std::getenv(backend.api_key_env->c_str());
     out.append("Authorization: Bearer ").append(key ? key : "").append("\r\n");
@@ -156,28 +151,17 @@ void write_upstream_head(std::string& out, const net::Request& request,
   // bodiless GET or HEAD gets none (as Beast's prepare_payload decides).
   const auto verb = request.method();
   if (!request.body().empty() || verb == http::verb::post || verb == http::verb::put ||
-      verb == http::verb::options) {
-    out.append("Content-Length: ");
-    append_number(out, request.body().size());
-    out.append("\r\n");
-  }
+      verb == http::verb::options)
+    append_field(out, "Content-Length", request.body().size());
   out.append("\r\n");
 }
 
 void write_client_head(std::string& out, const http::response_header<>& reply) {
   const HopByHop hop_by_hop{reply};
   out.clear();
-  out.append("HTTP/1.1 ");
-  append_number(out, reply.result_int());
-  out.append(" ");
-  if (const std::string_view reason = reply.reason(); !reason.empty())
-    out.append(reason);
-  else
-    out.append(http::obsolete_reason(reply.result()));
-  out.append("\r\n");
-  for (const auto& f : reply)
-    if (!hop_by_hop(f) && f.name() != http::field::content_length)
-      append_field(out, f.name_string(), f.value());
+  net::write_status_and_fields(out, reply, [&](const http::fields::value_type& f) {
+    return !hop_by_hop(f) && f.name() != http::field::content_length;
+  });
 }
 
 net::asio::awaitable<AttemptResult> forward_once(AttemptContext& ctx,

@@ -396,7 +396,6 @@ struct Warden::Forward {
   core::RequestFacts facts;
   bool injected_usage;
   std::uint64_t id;
-  std::string_view client_address;
   net::beast::tcp_stream* live_upstream = nullptr;
 };
 
@@ -425,8 +424,7 @@ net::asio::awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dial
   }
 
   Forward f{std::move(set), exchange, dialect, *model, std::move(facts), injected_usage,
-            next_request_id_.fetch_add(1, std::memory_order_relaxed),
-            exchange.remote_address()};
+            next_request_id_.fetch_add(1, std::memory_order_relaxed)};
 
   // If the client goes away while an attempt waits on its upstream, the live
   // upstream connection is closed at once, so the engine aborts the request
@@ -484,7 +482,7 @@ net::asio::awaitable<void> Warden::run_attempts(Forward& f) {
     RequestAccounting accounting{f.model.telemetry, f.injected_usage, decision.replica,
                                  [&in_flight] { in_flight.finish(); }};
     AttemptContext ctx{f.exchange, pool_for_this_thread(f.exchange), config.timeouts, f.dialect,
-                       f.client_address, &accounting, &f.live_upstream};
+                       f.exchange.remote_address(), &accounting, &f.live_upstream};
     last = co_await forward_once(ctx, backend, decision.rank, attempt < config.retries);
     if (f.exchange.client_gone()) last.outcome = Outcome::kClientGone;
     if (!last.error_kind.empty()) f.model.telemetry.replica(decision.replica).count_error(last.error_kind);
