@@ -4,7 +4,14 @@
 Per case and target, the best of the rounds: the highest requests/s of the
 throughput runs, the lowest p50 and p99 of the latency runs (1 connection).
 Added latency = proxy's latency - direct latency. Ratios are lmwarden/nginx:
-above 1 is better for requests/s and events/s, below 1 is better for latency.
+above 1 is better for requests/s and events/s, below 1 is better for latency
+and CPU.
+
+Each throughput run also has a .cpu record (run.sh): the proxy's and the
+responder's CPU time over the run and each CPU's busy ticks. From it come the
+proxy's CPU time per request (lowest of the rounds) and, for the best run,
+how busy each CPU was: when the CPU that carries wrk and the responder is
+saturated, requests/s measures the load side as much as the proxy.
 """
 import argparse
 import glob
@@ -27,7 +34,11 @@ runs = {}
 for path in glob.glob(os.path.join(a.results, "*.json")):
     r, case, target, mode, _ = os.path.basename(path).split(".")
     with open(path) as f:
-        runs.setdefault((case, target, mode), []).append(json.load(f))
+        run = json.load(f)
+    if os.path.exists(path + ".cpu"):
+        with open(path + ".cpu") as f:
+            run["cpu"] = json.load(f)
+    runs.setdefault((case, target, mode), []).append(run)
 
 
 def errors(rs):
@@ -36,6 +47,31 @@ def errors(rs):
 
 def rps(r):
     return r["requests"] / (r["duration_us"] / 1e6)
+
+
+def cpu_us_per_request(r, who):
+    c = r.get("cpu")
+    if not c or not r["requests"]:
+        return None
+    return c[who + "_ticks"] / c["ticks_per_s"] * 1e6 / r["requests"]
+
+
+def cpu_busy(r):
+    """Each CPU's busy share over the run, from /proc/stat busy/idle pairs."""
+    c = r.get("cpu")
+    if not c:
+        return None
+    before, after = c["cpu_before"], c["cpu_after"]
+    shares = []
+    for i in range(0, min(len(before), len(after)) - 1, 2):
+        busy, idle = after[i] - before[i], after[i + 1] - before[i + 1]
+        shares.append(round(busy / (busy + idle), 2) if busy + idle > 0 else None)
+    return shares
+
+
+def lowest(values):
+    values = [v for v in values if v is not None]
+    return round(min(values), 2) if values else None
 
 
 summary = {"cases": {}, "setup": {
@@ -56,6 +92,10 @@ for case in CASES:
             "latency_us_p50": min(r["latency_us"]["p50"] for r in lat),
             "latency_us_p99": min(r["latency_us"]["p99"] for r in lat),
             "errors": errors(load) + errors(lat),
+            "proxy_cpu_us_per_request": lowest(cpu_us_per_request(r, "proxy") for r in load)
+            if target != "direct" else None,
+            "responder_cpu_us_per_request": lowest(cpu_us_per_request(r, "responder") for r in load),
+            "cpu_busy_share": cpu_busy(best),
         }
         if case == "sse256":
             c[target]["sse_events_per_s"] = round(c[target]["requests_per_s"] * a.events)
@@ -71,6 +111,8 @@ for case in CASES:
         "requests_per_s": ratio(w["requests_per_s"], n["requests_per_s"]),
         "added_p50": ratio(w["added_us_p50"], n["added_us_p50"]),
         "added_p99": ratio(w["added_us_p99"], n["added_us_p99"]),
+        "proxy_cpu_per_request": ratio(w["proxy_cpu_us_per_request"] or 0,
+                                       n["proxy_cpu_us_per_request"] or 0),
     }
     if case == "sse256":
         c["ratio_lmwarden_over_nginx"]["sse_events_per_s"] = ratio(w["sse_events_per_s"], n["sse_events_per_s"])
@@ -82,21 +124,27 @@ with open(a.out, "w") as f:
 print(f"\nrequests/s: wrk -t1 -c{a.connections}, best of {a.rounds} × {a.seconds}s; "
       f"latency: 1 connection, best of {a.rounds} × {a.latency_seconds}s; "
       f"proxies on {a.threads or 1} thread(s){' pinned to CPU 1' if a.pinned else ''}\n")
-print("| case | target | requests/s | p50 µs | p99 µs | added p50 µs | added p99 µs | SSE events/s |")
-print("|---|---|---:|---:|---:|---:|---:|---:|")
+print("| case | target | requests/s | p50 µs | p99 µs | added p50 µs | added p99 µs | SSE events/s "
+      "| proxy CPU µs/request | responder CPU µs/request | CPUs busy |")
+print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
 for case in CASES:
     for target in TARGETS:
         t = summary["cases"][case][target]
         added50 = t.get("added_us_p50", "")
         added99 = t.get("added_us_p99", "")
         ev = f"{t['sse_events_per_s']:,}" if "sse_events_per_s" in t else ""
+        pcpu = t["proxy_cpu_us_per_request"] if t["proxy_cpu_us_per_request"] is not None else ""
+        rcpu = t["responder_cpu_us_per_request"] if t["responder_cpu_us_per_request"] is not None else ""
+        busy = " / ".join(f"{b:.0%}" for b in t["cpu_busy_share"] or [] if b is not None)
         print(f"| {case} | {target} | {t['requests_per_s']:,.0f} | {t['latency_us_p50']} | "
-              f"{t['latency_us_p99']} | {added50} | {added99} | {ev} |")
-print("\n| case | lmwarden/nginx requests/s | lmwarden/nginx added p50 | lmwarden/nginx added p99 | lmwarden/nginx SSE events/s |")
-print("|---|---:|---:|---:|---:|")
+              f"{t['latency_us_p99']} | {added50} | {added99} | {ev} | {pcpu} | {rcpu} | {busy} |")
+print("\n| case | lmwarden/nginx requests/s | lmwarden/nginx added p50 | lmwarden/nginx added p99 "
+      "| lmwarden/nginx SSE events/s | lmwarden/nginx proxy CPU per request |")
+print("|---|---:|---:|---:|---:|---:|")
 for case in CASES:
     r = summary["cases"][case]["ratio_lmwarden_over_nginx"]
-    print(f"| {case} | {r['requests_per_s']} | {r['added_p50']} | {r['added_p99']} | {r.get('sse_events_per_s', '')} |")
+    print(f"| {case} | {r['requests_per_s']} | {r['added_p50']} | {r['added_p99']} "
+          f"| {r.get('sse_events_per_s', '')} | {r['proxy_cpu_per_request'] or ''} |")
 bad = {(case, t): summary["cases"][case][t]["errors"] for case in CASES for t in TARGETS
        if summary["cases"][case][t]["errors"]}
 if bad:

@@ -101,6 +101,7 @@ wait_http() {
 
 "${pin_load[@]}" "$responder" --port 0 --events "$events" --max-seconds 1800 >"$work/responder.log" 2>&1 &
 pids+=($!)
+responder_pid=$!
 upstream_port="$(port_from_log "$work/responder.log" bench_responder)"
 
 nginx_port="$(free_port)"
@@ -110,6 +111,7 @@ sed -e "s|@DIR@|$work|g" -e "s|@PORT@|$nginx_port|g" -e "s|@UPSTREAM_PORT@|$upst
 "${pin_proxy[@]}" "$nginx_bin" -p "$work" -c "$work/nginx.conf" -e "$work/nginx-error.log" \
   >"$work/nginx.log" 2>&1 &
 pids+=($!)
+nginx_pid=$!
 wait_http "$nginx_port"
 
 cat >"$work/lmwarden.yaml" <<YAML
@@ -123,6 +125,7 @@ YAML
 "${pin_proxy[@]}" "$lmwarden" serve --config "$work/lmwarden.yaml" --log-level warn \
   >"$work/lmwarden.log" 2>&1 &
 pids+=($!)
+lmwarden_pid=$!
 lmwarden_port="$(port_from_log "$work/lmwarden.log" "lmwarden serve")"
 
 # --- requests ----------------------------------------------------------------
@@ -134,10 +137,41 @@ declare -A path=([small]="/v1/chat/completions" [claude100k]="/v1/messages?beta=
                  [sse256]="/v1/chat/completions")
 cases=(small claude100k sse256)
 targets=(direct nginx lmwarden)
+# Whose CPU time counts as the proxy's: the nginx master and its workers, the
+# lmwarden process (taskset execs the server, so $! was the server's pid).
+declare -A proxy_pids=([direct]="")
+proxy_pids[nginx]="$nginx_pid $(pgrep -P "$nginx_pid" | xargs)"
+proxy_pids[lmwarden]="$lmwarden_pid"
+
+# CPU time (clock ticks, user + system, all threads) of the given processes.
+cpu_ticks() {
+  local total=0 pid stat
+  for pid in "$@"; do
+    stat="$(cat "/proc/$pid/stat" 2>/dev/null)" || continue
+    stat="${stat##*) }"  # after the command name
+    read -r -a f <<<"$stat"
+    total=$((total + f[11] + f[12]))  # utime, stime
+  done
+  echo "$total"
+}
+# Busy ticks of each CPU ("busy idle" pairs from /proc/stat, one per CPU).
+cpu_busy() {
+  awk '/^cpu[0-9]/ {busy = $2 + $3 + $4 + $7 + $8 + $9; print busy, $5 + $6}' /proc/stat | tr '\n' ' '
+}
 
 run_wrk() {  # target case connections seconds result-file
+  local proxy_before responder_before busy_before
+  proxy_before="$(cpu_ticks ${proxy_pids[$1]})"
+  responder_before="$(cpu_ticks "$responder_pid")"
+  busy_before="$(cpu_busy)"
   "${pin_load[@]}" wrk -t1 -c"$3" -d"$4s" --timeout 10s -s "$here/wrk.lua" "${url[$1]}" -- \
     POST "${path[$2]}" "$work/$2.headers" "$work/$2.body" >"$work/wrk.out" 2>&1 || true
+  # Where the CPU went: the proxy's and the responder's time, and each CPU's
+  # busy share (with the default pinning, CPU 0 carries wrk and the responder).
+  printf '{"ticks_per_s": %s, "proxy_ticks": %s, "responder_ticks": %s, "cpu_before": [%s], "cpu_after": [%s]}\n' \
+    "$(getconf CLK_TCK)" "$(($(cpu_ticks ${proxy_pids[$1]}) - proxy_before))" \
+    "$(($(cpu_ticks "$responder_pid") - responder_before))" \
+    "$(echo $busy_before | tr ' ' ',')" "$(cpu_busy | xargs | tr ' ' ',')" >"$5.cpu"
   if ! grep '^JSON ' "$work/wrk.out" | cut -c6- >"$5" || [ ! -s "$5" ]; then
     echo "bench-proxy: wrk failed for $1 $2:" >&2
     cat "$work/wrk.out" >&2

@@ -67,7 +67,8 @@ std::size_t write_now(tcp::socket& socket, std::span<const asio::const_buffer> b
 
 // Appends one field line, "Name: value" and CRLF.
 inline void append_field(std::string& out, std::string_view name, std::string_view value) {
-  out.append(name).append(": ").append(value).append("\r\n");
+  using namespace std::string_view_literals;  // lengths known where the text is written
+  out.append(name).append(": "sv).append(value).append("\r\n"sv);
 }
 
 // Appends `header`'s status line (its reason phrase, or the standard one) and
@@ -75,8 +76,9 @@ inline void append_field(std::string& out, std::string_view name, std::string_vi
 // Exchange::begin_stream takes.
 template <class Keep>
 void write_status_and_fields(std::string& out, const http::response_header<>& header, Keep keep) {
-  out.append("HTTP/1.1 ").append(std::to_string(header.result_int())).append(" ");
-  out.append(header.reason()).append("\r\n");
+  using namespace std::string_view_literals;
+  out.append("HTTP/1.1 "sv).append(std::to_string(header.result_int())).append(" "sv);
+  out.append(header.reason()).append("\r\n"sv);
   for (const auto& f : header)
     if (keep(f)) append_field(out, f.name_string(), f.value());
 }

@@ -17,11 +17,13 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace lmwarden::proxy {
 namespace {
 
 namespace http = net::http;
+using namespace std::string_view_literals;  // appended text of known length
 constexpr auto kAsTuple = net::asio::as_tuple(net::asio::use_awaitable);
 
 // RFC 9110 §7.6.1: connection-specific fields never cross the proxy.
@@ -127,25 +129,25 @@ void write_upstream_head(std::string& out, const net::Request& request,
   };
 
   out.clear();
-  out.append(request.method_string()).append(" ").append(backend.base_path);
-  out.append(request.target()).append(" HTTP/1.1\r\n");
+  out.append(request.method_string()).append(" "sv).append(backend.base_path);
+  out.append(request.target()).append(" HTTP/1.1\r\n"sv);
   for (const auto& f : request)
     if (!hop_by_hop(f) && !rewritten(f)) append_field(out, f.name_string(), f.value());
   if (rank >= 0) append_field(out, "X-data-parallel-rank", rank);
   if (own_key) {
     const char* key = std::getenv(backend.api_key_env->c_str());
-    out.append("Authorization: Bearer ").append(key ? key : "").append("\r\n");
+    out.append("Authorization: Bearer "sv).append(key ? key : "").append("\r\n"sv);
   }
   // Extends a chain the client (or a proxy before us) already started; the
   // values of several X-Forwarded-For fields join into one list.
   bool chain = false;
   const auto [first, last] = request.equal_range("X-Forwarded-For");
   for (auto it = first; it != last; ++it) {
-    out.append(chain ? ", " : "X-Forwarded-For: ").append(it->value());
+    out.append(chain ? ", "sv : "X-Forwarded-For: "sv).append(it->value());
     chain = true;
   }
-  if (!forwarded_for.empty()) out.append(chain ? ", " : "X-Forwarded-For: ").append(forwarded_for);
-  if (chain || !forwarded_for.empty()) out.append("\r\n");
+  if (!forwarded_for.empty()) out.append(chain ? ", "sv : "X-Forwarded-For: "sv).append(forwarded_for);
+  if (chain || !forwarded_for.empty()) out.append("\r\n"sv);
   append_field(out, "Host", backend.authority);
   // The body is held whole, so it goes with its length, never chunked; a
   // bodiless GET or HEAD gets none (as Beast's prepare_payload decides).
@@ -153,7 +155,7 @@ void write_upstream_head(std::string& out, const net::Request& request,
   if (!request.body().empty() || verb == http::verb::post || verb == http::verb::put ||
       verb == http::verb::options)
     append_field(out, "Content-Length", request.body().size());
-  out.append("\r\n");
+  out.append("\r\n"sv);
 }
 
 void write_client_head(std::string& out, const http::response_header<>& reply) {

@@ -1,6 +1,9 @@
 #include "telemetry/usage_json.h"
 
+#include <array>
+#include <bitset>
 #include <cmath>
+#include <cstring>
 
 namespace lmwarden::telemetry {
 namespace {
@@ -24,34 +27,58 @@ dom::parser& shared_parser() noexcept {
   return parser;
 }
 
-void read_count(dom::object obj, std::string_view key, std::optional<std::uint64_t>& out) noexcept {
+// A token count: an integer; a float form (12.0) is accepted, junk is not.
+void read_count(dom::element value, std::optional<std::uint64_t>& out) noexcept {
   double d = 0;
-  // Token counts are integers; a float form (12.0) is accepted, junk is not.
-  if (obj.at_key(key).get_double().get(d) != simdjson::SUCCESS) return;
+  if (value.get_double().get(d) != simdjson::SUCCESS) return;
   if (!std::isfinite(d) || d < 0 || d > 9.0e15 || d != std::floor(d)) return;
   out = static_cast<std::uint64_t>(d);
 }
 
-void read_nested_count(dom::object obj, std::string_view outer, std::string_view key,
-                       std::optional<std::uint64_t>& out) noexcept {
-  dom::object inner;
-  if (obj.at_key(outer).get_object().get(inner) != simdjson::SUCCESS) return;
-  read_count(inner, key, out);
+// One pass over an object's fields: fn(i, value) for the first field named
+// names[i], as at_key would find it (each at_key is a scan of its own).
+template <std::size_t N, typename Fn>
+void for_named_fields(dom::object obj, const std::array<std::string_view, N>& names, Fn&& fn) noexcept {
+  std::bitset<N> seen;
+  for (const dom::key_value_pair field : obj) {
+    for (std::size_t i = 0; i < N; ++i) {
+      if (!seen[i] && field.key == names[i]) {
+        seen[i] = true;
+        fn(i, field.value);
+        break;
+      }
+    }
+  }
 }
 
-// Reads the usage object under `key` of `parent`; null or absent reads nothing.
-void read_usage_object(dom::object parent, std::string_view key, UsageFields& into) noexcept {
+void read_nested_count(dom::element value, std::optional<std::uint64_t>& out) noexcept {
+  dom::object inner;
+  if (value.get_object().get(inner) != simdjson::SUCCESS) return;
+  dom::element count;
+  if (inner.at_key("cached_tokens").get(count) == simdjson::SUCCESS) read_count(count, out);
+}
+
+// Reads a usage object; anything but an object (null included) reads nothing.
+void read_usage_object(dom::element value, UsageFields& into) noexcept {
   dom::object usage;
-  if (parent.at_key(key).get_object().get(usage) != simdjson::SUCCESS) return;
+  if (value.get_object().get(usage) != simdjson::SUCCESS) return;
+  static constexpr std::array<std::string_view, 8> kNames{
+      "prompt_tokens",           "completion_tokens",           "prompt_tokens_details",
+      "input_tokens",            "output_tokens",               "cache_read_input_tokens",
+      "cache_creation_input_tokens", "input_tokens_details"};
   UsageFields f;
-  read_count(usage, "prompt_tokens", f.prompt_tokens);
-  read_count(usage, "completion_tokens", f.completion_tokens);
-  read_nested_count(usage, "prompt_tokens_details", "cached_tokens", f.prompt_cached_tokens);
-  read_count(usage, "input_tokens", f.input_tokens);
-  read_count(usage, "output_tokens", f.output_tokens);
-  read_count(usage, "cache_read_input_tokens", f.cache_read_input_tokens);
-  read_count(usage, "cache_creation_input_tokens", f.cache_creation_input_tokens);
-  read_nested_count(usage, "input_tokens_details", "cached_tokens", f.input_cached_tokens);
+  for_named_fields(usage, kNames, [&f](std::size_t i, dom::element v) {
+    switch (i) {
+      case 0: read_count(v, f.prompt_tokens); break;
+      case 1: read_count(v, f.completion_tokens); break;
+      case 2: read_nested_count(v, f.prompt_cached_tokens); break;
+      case 3: read_count(v, f.input_tokens); break;
+      case 4: read_count(v, f.output_tokens); break;
+      case 5: read_count(v, f.cache_read_input_tokens); break;
+      case 6: read_count(v, f.cache_creation_input_tokens); break;
+      case 7: read_nested_count(v, f.input_cached_tokens); break;
+    }
+  });
   f.seen = true;
   into.merge(f);
 }
@@ -91,13 +118,43 @@ void PaddedBuffer::append(std::string_view s) {
   bytes_.append(s);
 }
 
+bool mentions_usage(std::string_view text) noexcept {
+  // Anchored on the key's 'g', its rarest letter in a stream's JSON: memchr
+  // (vectorised) hops from one 'g' to the next, and the key is compared around
+  // each. A search anchored on the first byte would stop at every '"'.
+  static constexpr std::string_view kKey = "\"usage\"";
+  static constexpr std::size_t kAnchor = 4;
+  static_assert(kKey[kAnchor] == 'g');
+  if (text.size() < kKey.size()) return false;
+  const char* at = text.data() + kAnchor;
+  const char* const last = text.data() + text.size() - (kKey.size() - kAnchor);
+  while (at <= last) {
+    at = static_cast<const char*>(std::memchr(at, 'g', static_cast<std::size_t>(last - at) + 1));
+    if (at == nullptr) return false;
+    if (std::memcmp(at - kAnchor, kKey.data(), kKey.size()) == 0) return true;
+    ++at;
+  }
+  return false;
+}
+
 bool merge_usage(simdjson::padded_string_view doc, UsageFields& into) noexcept {
   return with_root(doc, [&into](dom::object root) {
-    read_usage_object(root, "usage", into);
-    for (std::string_view wrapper : {std::string_view("message"), std::string_view("response")}) {
-      dom::object inner;
-      if (root.at_key(wrapper).get_object().get(inner) == simdjson::SUCCESS) {
-        read_usage_object(inner, "usage", into);
+    // Document order is not merge order: a top-level usage is merged first,
+    // then message.usage, then response.usage.
+    static constexpr std::array<std::string_view, 3> kNames{"usage", "message", "response"};
+    std::array<dom::element, 3> found;
+    std::bitset<3> present;
+    for_named_fields(root, kNames, [&](std::size_t i, dom::element v) {
+      found[i] = v;
+      present[i] = true;
+    });
+    if (present[0]) read_usage_object(found[0], into);
+    for (std::size_t i = 1; i < 3; ++i) {
+      dom::object wrapper;
+      dom::element usage;
+      if (present[i] && found[i].get_object().get(wrapper) == simdjson::SUCCESS &&
+          wrapper.at_key("usage").get(usage) == simdjson::SUCCESS) {
+        read_usage_object(usage, into);
       }
     }
     return true;
@@ -110,7 +167,8 @@ bool is_usage_only_chunk(simdjson::padded_string_view doc, UsageFields& usage) n
     if (root.at_key("choices").get_array().get(choices) != simdjson::SUCCESS) return false;
     if (choices.size() != 0) return false;
     UsageFields f;
-    read_usage_object(root, "usage", f);
+    dom::element value;
+    if (root.at_key("usage").get(value) == simdjson::SUCCESS) read_usage_object(value, f);
     if (!f.seen) return false;
     usage.merge(f);
     return true;

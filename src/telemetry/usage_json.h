@@ -56,6 +56,10 @@ class PaddedBuffer {
   std::string bytes_;
 };
 
+// Whether `text` contains the key "usage" (quoted): the cheap test a stream's
+// every event takes before anything is parsed.
+bool mentions_usage(std::string_view text) noexcept;
+
 // Parses `doc` and merges every usage object in it into `into`. Returns false
 // when the document is not a JSON object (nothing merged).
 bool merge_usage(simdjson::padded_string_view doc, UsageFields& into) noexcept;

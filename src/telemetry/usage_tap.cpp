@@ -6,7 +6,6 @@
 namespace lmwarden::telemetry {
 namespace {
 
-constexpr std::string_view kUsageKey = "\"usage\"";
 constexpr std::string_view kDone = "[DONE]";
 
 bool is_json_space(char c) noexcept {
@@ -156,7 +155,7 @@ void UsageTap::inspect(std::string_view data) {
     saw_done_ = true;
     return;
   }
-  if (data.find(kUsageKey) == std::string_view::npos) return;
+  if (!mentions_usage(data)) return;
   if (data.data() == document_.view().data()) {
     merge_usage(document_.padded(), fields_);
     return;

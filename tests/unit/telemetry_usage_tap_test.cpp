@@ -196,6 +196,30 @@ TEST(UsageTap, OversizedEventIsSkippedNotBuffered) {
   EXPECT_EQ(tap.usage().prompt_tokens, 1200u);
 }
 
+TEST(UsageJson, MentionsUsageFindsTheQuotedKeyAnywhere) {
+  EXPECT_TRUE(mentions_usage("\"usage\""));
+  EXPECT_TRUE(mentions_usage("{\"choices\":[],\"usage\":{\"prompt_tokens\":1}}"));
+  EXPECT_TRUE(mentions_usage(std::string(5000, '"') + "\"usage\""));
+  EXPECT_FALSE(mentions_usage(""));
+  EXPECT_FALSE(mentions_usage("usage"));
+  EXPECT_FALSE(mentions_usage("{\"usages\":1,\"usage_\":2,\"Usage\":3}"));
+  EXPECT_FALSE(mentions_usage("\"usag\"e\""));
+  // Against a plain search, on text made of pieces of the key (near misses
+  // and hits alike).
+  std::mt19937 rng(7);
+  const std::string_view pieces[] = {"\"", "u", "usage", "\"usag", "sage\"", "e\"", "x", "\"usage\""};
+  int hits = 0;
+  for (int i = 0; i < 20000; ++i) {
+    std::string text;
+    for (int n = static_cast<int>(rng() % 12); n > 0; --n) text += pieces[rng() % std::size(pieces)];
+    const bool expected = text.find("\"usage\"") != std::string::npos;
+    hits += expected;
+    EXPECT_EQ(mentions_usage(text), expected) << text;
+  }
+  EXPECT_GT(hits, 1000);
+  EXPECT_LT(hits, 19000);
+}
+
 // Found by fuzz/usage_tap_fuzz.cpp: a usage object whose nested string is cut
 // and resumed. Must read as nothing, not crash the JSON reader.
 TEST(UsageTap, MalformedNestedUsageIsIgnored) {
