@@ -14,6 +14,8 @@
 # latency added by the proxy is not hidden by queueing). Rounds are
 # interleaved and the best of BENCH_ROUNDS is kept per figure, which rejects
 # interference from other work on the machine without favouring any target.
+# Each throughput run also records the proxy's and the responder's CPU time
+# and each CPU's busy share, for the report's CPU-per-request figures.
 #
 # CPUs: with 2 or more cores, wrk and the upstream share CPU 0 and the proxy
 # under test (nginx: 1 worker; lmwarden: threads: 1) has CPU 1 to itself.
