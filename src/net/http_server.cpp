@@ -24,6 +24,7 @@
 #include <optional>
 #include <spdlog/spdlog.h>
 #include <system_error>
+#include <tuple>
 
 namespace lmwarden::net {
 
@@ -35,6 +36,16 @@ std::size_t write_now(tcp::socket& socket, std::span<const asio::const_buffer> b
   if (!ec) sent = socket.write_some(buffers, ec);
   if (ec == asio::error::would_block || ec == asio::error::try_again) ec = {};
   return sent;
+}
+
+std::size_t read_now(tcp::socket& socket, std::span<const asio::mutable_buffer> buffers,
+                     beast::error_code& ec) {
+  ec = {};
+  if (!socket.non_blocking()) socket.non_blocking(true, ec);
+  std::size_t got = 0;
+  if (!ec) got = socket.read_some(buffers, ec);
+  if (ec == asio::error::would_block || ec == asio::error::try_again) ec = {};
+  return got;
 }
 
 namespace {
@@ -128,7 +139,11 @@ asio::awaitable<beast::error_code> read_sized_body(tcp::socket& socket, beast::f
   while (got < length) {
     const std::array<asio::mutable_buffer, 2> into{asio::buffer(body.data() + got, length - got),
                                                    buffer.prepare(kSpillBytes)};
-    auto [rec, n] = co_await read_before_deadline(socket, into, deadline);
+    // What has already arrived (most of a large body, usually) is taken at
+    // once; only a read that finds nothing waits.
+    beast::error_code rec;
+    std::size_t n = read_now(socket, into, rec);
+    if (!rec && n == 0) std::tie(rec, n) = co_await read_before_deadline(socket, into, deadline);
     const std::size_t mine = std::min(n, length - got);
     got += mine;
     buffer.commit(n - mine);

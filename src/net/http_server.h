@@ -65,6 +65,11 @@ struct ServerOptions {
 std::size_t write_now(tcp::socket& socket, std::span<const asio::const_buffer> buffers,
                       beast::error_code& ec);
 
+// The same for reading: what the socket holds now, without suspending (one
+// recvmsg); 0 bytes and no error when nothing has arrived yet.
+std::size_t read_now(tcp::socket& socket, std::span<const asio::mutable_buffer> buffers,
+                     beast::error_code& ec);
+
 // Appends one field line, "Name: value" and CRLF.
 inline void append_field(std::string& out, std::string_view name, std::string_view value) {
   using namespace std::string_view_literals;  // lengths known where the text is written

@@ -234,10 +234,11 @@ net::asio::awaitable<AttemptResult> forward_once(AttemptContext& ctx,
     // and one read takes the reply instead of a read that finds nothing and
     // a wait. The client watch is started only when the reply is awaited.
     bool reply_arrived = false;
-    if (ctx.exchange.others_in_progress() && upstream.socket().non_blocking()) {
+    if (ctx.exchange.others_in_progress()) {
       co_await ctx.exchange.yield_to_ready_work();
       net::beast::error_code rec;
-      const std::size_t n = upstream.socket().read_some(conn.buffer.prepare(kReplyReadBytes), rec);
+      const std::array<net::asio::mutable_buffer, 1> into{conn.buffer.prepare(kReplyReadBytes)};
+      const std::size_t n = net::read_now(upstream.socket(), into, rec);
       conn.buffer.commit(n);
       reply_arrived = n > 0;
     }
