@@ -28,24 +28,30 @@
 
 namespace lmwarden::net {
 
-std::size_t write_now(tcp::socket& socket, std::span<const asio::const_buffer> buffers,
-                      beast::error_code& ec) {
+namespace {
+
+// Runs one socket operation in non-blocking mode; "would block" is no error
+// (the operation then reports 0 bytes).
+template <class Operation>
+std::size_t without_waiting(tcp::socket& socket, beast::error_code& ec, Operation operation) {
   ec = {};
   if (!socket.non_blocking()) socket.non_blocking(true, ec);
-  std::size_t sent = 0;
-  if (!ec) sent = socket.write_some(buffers, ec);
+  std::size_t bytes = 0;
+  if (!ec) bytes = operation(ec);
   if (ec == asio::error::would_block || ec == asio::error::try_again) ec = {};
-  return sent;
+  return bytes;
+}
+
+}  // namespace
+
+std::size_t write_now(tcp::socket& socket, std::span<const asio::const_buffer> buffers,
+                      beast::error_code& ec) {
+  return without_waiting(socket, ec, [&](beast::error_code& e) { return socket.write_some(buffers, e); });
 }
 
 std::size_t read_now(tcp::socket& socket, std::span<const asio::mutable_buffer> buffers,
                      beast::error_code& ec) {
-  ec = {};
-  if (!socket.non_blocking()) socket.non_blocking(true, ec);
-  std::size_t got = 0;
-  if (!ec) got = socket.read_some(buffers, ec);
-  if (ec == asio::error::would_block || ec == asio::error::try_again) ec = {};
-  return got;
+  return without_waiting(socket, ec, [&](beast::error_code& e) { return socket.read_some(buffers, e); });
 }
 
 namespace {
