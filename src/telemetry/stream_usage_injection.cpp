@@ -132,8 +132,7 @@ std::span<const std::string_view> InjectedUsageStripper::finish() {
 // usage chunk. Cheap textual checks first: almost every event is a content
 // delta without "usage".
 bool InjectedUsageStripper::is_usage_event(std::string_view event) {
-  if (!mentions_usage(event) ||
-      event.find("\"choices\"") == std::string_view::npos) {
+  if (!mentions_usage(event) || event.find("\"choices\"") == std::string_view::npos) {
     return false;
   }
   data_.clear();

@@ -38,7 +38,8 @@ void read_count(dom::element value, std::optional<std::uint64_t>& out) noexcept 
 // One pass over an object's fields: fn(i, value) for the first field named
 // names[i], as at_key would find it (each at_key is a scan of its own).
 template <std::size_t N, typename Fn>
-void for_named_fields(dom::object obj, const std::array<std::string_view, N>& names, Fn&& fn) noexcept {
+void for_named_fields(dom::object obj, const std::array<std::string_view, N>& names,
+                      Fn&& fn) noexcept {
   std::bitset<N> seen;
   for (const dom::key_value_pair field : obj) {
     for (std::size_t i = 0; i < N; ++i) {
@@ -58,25 +59,40 @@ void read_nested_count(dom::element value, std::optional<std::uint64_t>& out) no
   if (inner.at_key("cached_tokens").get(count) == simdjson::SUCCESS) read_count(count, out);
 }
 
+// The counts a usage object may hold, by field name; `nested`: the field is
+// an object whose cached_tokens is the count.
+struct Count {
+  std::string_view name;
+  std::optional<std::uint64_t> UsageFields::*field;
+  bool nested = false;
+};
+constexpr std::array<Count, 8> kCounts{{
+    {"prompt_tokens", &UsageFields::prompt_tokens},
+    {"completion_tokens", &UsageFields::completion_tokens},
+    {"prompt_tokens_details", &UsageFields::prompt_cached_tokens, true},
+    {"input_tokens", &UsageFields::input_tokens},
+    {"output_tokens", &UsageFields::output_tokens},
+    {"cache_read_input_tokens", &UsageFields::cache_read_input_tokens},
+    {"cache_creation_input_tokens", &UsageFields::cache_creation_input_tokens},
+    {"input_tokens_details", &UsageFields::input_cached_tokens, true},
+}};
+constexpr auto kCountNames = [] {
+  std::array<std::string_view, kCounts.size()> names;
+  for (std::size_t i = 0; i < kCounts.size(); ++i) names[i] = kCounts[i].name;
+  return names;
+}();
+
 // Reads a usage object; anything but an object (null included) reads nothing.
 void read_usage_object(dom::element value, UsageFields& into) noexcept {
   dom::object usage;
   if (value.get_object().get(usage) != simdjson::SUCCESS) return;
-  static constexpr std::array<std::string_view, 8> kNames{
-      "prompt_tokens",           "completion_tokens",           "prompt_tokens_details",
-      "input_tokens",            "output_tokens",               "cache_read_input_tokens",
-      "cache_creation_input_tokens", "input_tokens_details"};
   UsageFields f;
-  for_named_fields(usage, kNames, [&f](std::size_t i, dom::element v) {
-    switch (i) {
-      case 0: read_count(v, f.prompt_tokens); break;
-      case 1: read_count(v, f.completion_tokens); break;
-      case 2: read_nested_count(v, f.prompt_cached_tokens); break;
-      case 3: read_count(v, f.input_tokens); break;
-      case 4: read_count(v, f.output_tokens); break;
-      case 5: read_count(v, f.cache_read_input_tokens); break;
-      case 6: read_count(v, f.cache_creation_input_tokens); break;
-      case 7: read_nested_count(v, f.input_cached_tokens); break;
+  for_named_fields(usage, kCountNames, [&f](std::size_t i, dom::element v) {
+    const Count& count = kCounts[i];
+    if (count.nested) {
+      read_nested_count(v, f.*count.field);
+    } else {
+      read_count(v, f.*count.field);
     }
   });
   f.seen = true;

@@ -207,11 +207,13 @@ TEST(UsageJson, MentionsUsageFindsTheQuotedKeyAnywhere) {
   // Against a plain search, on text made of pieces of the key (near misses
   // and hits alike).
   std::mt19937 rng(7);
-  const std::string_view pieces[] = {"\"", "u", "usage", "\"usag", "sage\"", "e\"", "x", "\"usage\""};
+  const std::string_view pieces[] = {"\"",     "u",   "usage", "\"usag",
+                                     "sage\"", "e\"", "x",     "\"usage\""};
   int hits = 0;
   for (int i = 0; i < 20000; ++i) {
     std::string text;
-    for (int n = static_cast<int>(rng() % 12); n > 0; --n) text += pieces[rng() % std::size(pieces)];
+    for (int n = static_cast<int>(rng() % 12); n > 0; --n)
+      text += pieces[rng() % std::size(pieces)];
     const bool expected = text.find("\"usage\"") != std::string::npos;
     hits += expected;
     EXPECT_EQ(mentions_usage(text), expected) << text;
