@@ -46,12 +46,14 @@ std::size_t without_waiting(tcp::socket& socket, beast::error_code& ec, Operatio
 
 std::size_t write_now(tcp::socket& socket, std::span<const asio::const_buffer> buffers,
                       beast::error_code& ec) {
-  return without_waiting(socket, ec, [&](beast::error_code& e) { return socket.write_some(buffers, e); });
+  return without_waiting(socket, ec,
+                         [&](beast::error_code& e) { return socket.write_some(buffers, e); });
 }
 
 std::size_t read_now(tcp::socket& socket, std::span<const asio::mutable_buffer> buffers,
                      beast::error_code& ec) {
-  return without_waiting(socket, ec, [&](beast::error_code& e) { return socket.read_some(buffers, e); });
+  return without_waiting(socket, ec,
+                         [&](beast::error_code& e) { return socket.read_some(buffers, e); });
 }
 
 namespace {

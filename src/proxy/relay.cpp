@@ -146,7 +146,8 @@ void write_upstream_head(std::string& out, const net::Request& request,
     out.append(chain ? ", "sv : "X-Forwarded-For: "sv).append(it->value());
     chain = true;
   }
-  if (!forwarded_for.empty()) out.append(chain ? ", "sv : "X-Forwarded-For: "sv).append(forwarded_for);
+  if (!forwarded_for.empty())
+    out.append(chain ? ", "sv : "X-Forwarded-For: "sv).append(forwarded_for);
   if (chain || !forwarded_for.empty()) out.append("\r\n"sv);
   append_field(out, "Host", backend.authority);
   // The body is held whole, so it goes with its length, never chunked; a
