@@ -1,0 +1,120 @@
+#include "net/request_reader.h"
+
+#include <algorithm>
+#include <array>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <tuple>
+#include <utility>
+
+namespace lmwarden::net {
+namespace {
+
+constexpr auto kAsTuple = asio::as_tuple(asio::use_awaitable);
+
+// Room for bytes past a request body (a pipelined request), read together
+// with the body's end.
+constexpr std::size_t kSpillBytes = 4 * 1024;
+
+// One read of the client under the connection deadline: nothing is read once
+// the deadline has passed, and a read it cut short reads as a timeout.
+template <class MutableBuffers>
+asio::awaitable<std::pair<beast::error_code, std::size_t>> read_before_deadline(
+    tcp::socket& socket, MutableBuffers into, const ConnectionDeadline& deadline) {
+  if (deadline.expired())
+    co_return std::pair{beast::error_code{beast::error::timeout}, std::size_t{0}};
+  auto [ec, n] = co_await socket.async_read_some(into, kAsTuple);
+  if (ec == asio::error::operation_aborted && deadline.expired()) ec = beast::error::timeout;
+  co_return std::pair{ec, n};
+}
+
+}  // namespace
+
+beast::error_code parse_buffered_header(beast::flat_buffer& buffer, RequestParser& parser) {
+  if (buffer.size() == 0) return http::error::need_more;
+  beast::error_code ec;
+  buffer.consume(parser.put(buffer.data(), ec));
+  return ec;
+}
+
+asio::awaitable<beast::error_code> read_header(tcp::socket& socket, beast::flat_buffer& buffer,
+                                               RequestParser& parser,
+                                               ConnectionDeadline& deadline) {
+  for (;;) {
+    auto [rec, n] =
+        co_await read_before_deadline(socket, buffer.prepare(kHeaderReadBytes), deadline);
+    buffer.commit(n);
+    if (rec == asio::error::eof) {
+      if (!parser.got_some()) co_return http::error::end_of_stream;
+      beast::error_code ec;
+      parser.put_eof(ec);
+      co_return ec;
+    }
+    if (rec) co_return rec;
+    if (const auto ec = parse_buffered_header(buffer, parser); ec != http::error::need_more)
+      co_return ec;
+  }
+}
+
+std::size_t take_buffered_body(beast::flat_buffer& buffer, std::string& body, std::size_t length) {
+  body.reserve(length + kBodyPadding);
+  const std::size_t have = std::min(buffer.size(), length);
+  body.assign(static_cast<const char*>(buffer.data().data()), have);
+  buffer.consume(have);
+  return have;
+}
+
+asio::awaitable<beast::error_code> read_sized_body(tcp::socket& socket, beast::flat_buffer& buffer,
+                                                   std::string& body, std::size_t got,
+                                                   std::size_t length,
+                                                   ConnectionDeadline& deadline) {
+  body.resize(length);
+  while (got < length) {
+    const std::array<asio::mutable_buffer, 2> into{asio::buffer(body.data() + got, length - got),
+                                                   buffer.prepare(kSpillBytes)};
+    // What has already arrived (most of a large body, usually) is taken at
+    // once; only a read that finds nothing waits.
+    beast::error_code rec;
+    std::size_t n = read_now(socket, into, rec);
+    if (!rec && n == 0) std::tie(rec, n) = co_await read_before_deadline(socket, into, deadline);
+    const std::size_t mine = std::min(n, length - got);
+    got += mine;
+    buffer.commit(n - mine);
+    if (rec == asio::error::eof) co_return http::error::partial_message;
+    if (rec) co_return rec;
+  }
+  co_return beast::error_code{};
+}
+
+asio::awaitable<beast::error_code> read_parsed_body(tcp::socket& socket, beast::flat_buffer& buffer,
+                                                    RequestParser& parser,
+                                                    ConnectionDeadline& deadline) {
+  parser.eager(true);
+  beast::error_code ec;
+  for (;;) {
+    if (buffer.size() > 0) {
+      const std::size_t used = parser.put(buffer.data(), ec);
+      buffer.consume(used);
+      if (ec && ec != http::error::need_more) co_return ec;
+      ec = {};
+      if (parser.is_done()) co_return ec;
+      if (used > 0 && buffer.size() > 0) continue;
+    }
+    auto [rec, n] =
+        co_await read_before_deadline(socket, buffer.prepare(kHeaderReadBytes), deadline);
+    buffer.commit(n);
+    if (rec == asio::error::eof) {
+      parser.put_eof(ec);
+      if (!ec && !parser.is_done()) ec = http::error::partial_message;
+      co_return ec;
+    }
+    if (rec) co_return rec;
+  }
+}
+
+bool ambiguous_framing(const RequestParser& parser) {
+  const auto& h = parser.get();
+  return h.count(http::field::content_length) > 0 && h.count(http::field::transfer_encoding) > 0;
+}
+
+}  // namespace lmwarden::net

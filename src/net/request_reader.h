@@ -1,0 +1,52 @@
+// Reading a request off a client connection under its one deadline
+// (ConnectionDeadline): the header, then a body by Content-Length straight
+// into the request's string, or a chunked one through Beast's parser. The
+// server's connection loop (http_server.cpp) calls these; a header or body
+// already buffered is taken without a coroutine of its own.
+#pragma once
+
+#include <boost/beast/http/parser.hpp>
+#include <cstddef>
+#include <string>
+
+#include "net/http_server.h"
+
+namespace lmwarden::net {
+
+using RequestParser = http::request_parser<http::string_body>;
+
+// Bytes asked of the socket per read of a request header (and by the client
+// watch): a usual header and the start of its body come in one read.
+inline constexpr std::size_t kHeaderReadBytes = 16 * 1024;
+
+// Parses the header bytes already buffered: need_more when it is not all there.
+beast::error_code parse_buffered_header(beast::flat_buffer& buffer, RequestParser& parser);
+
+// Reads until `parser` holds a whole header (Beast's async_read_header, with
+// the connection deadline instead of a timer per read). Called once
+// parse_buffered_header said need_more.
+asio::awaitable<beast::error_code> read_header(tcp::socket& socket, beast::flat_buffer& buffer,
+                                               RequestParser& parser, ConnectionDeadline& deadline);
+
+// Starts a body of `length` bytes (its Content-Length) with what the buffer
+// holds; returns how many bytes that was. The body's string gets
+// kBodyPadding bytes of room past its end.
+std::size_t take_buffered_body(beast::flat_buffer& buffer, std::string& body, std::size_t length);
+
+// Reads the rest of a body that take_buffered_body started with `got` bytes
+// straight into it; bytes past its end stay in the buffer.
+asio::awaitable<beast::error_code> read_sized_body(tcp::socket& socket, beast::flat_buffer& buffer,
+                                                   std::string& body, std::size_t got,
+                                                   std::size_t length,
+                                                   ConnectionDeadline& deadline);
+
+// Reads a body without a Content-Length (chunked) through the parser.
+asio::awaitable<beast::error_code> read_parsed_body(tcp::socket& socket, beast::flat_buffer& buffer,
+                                                    RequestParser& parser,
+                                                    ConnectionDeadline& deadline);
+
+// A request whose framing could be read two ways (both Content-Length and
+// Transfer-Encoding) is the classic smuggling vector: refuse it outright.
+bool ambiguous_framing(const RequestParser& parser);
+
+}  // namespace lmwarden::net
