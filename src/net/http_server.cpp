@@ -1,5 +1,6 @@
 #include "net/http_server.h"
 
+#include "net/field_lookup.h"
 #include "net/request_reader.h"
 
 #include <sys/socket.h>
@@ -514,7 +515,7 @@ asio::awaitable<void> HttpServer::serve_connection(tcp::socket tcp_socket) {
                           "request has both Content-Length and Transfer-Encoding");
       break;
     }
-    if (parser.get()[http::field::expect] == "100-continue" && !parser.is_done()) {
+    if (first_value(parser.get(), http::field::expect) == "100-continue" && !parser.is_done()) {
       static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
       stream.expires_after(options_.read_timeout);
       co_await asio::async_write(stream, asio::buffer(kContinue), kAsTuple);

@@ -7,6 +7,8 @@
 #include <tuple>
 #include <utility>
 
+#include "net/field_lookup.h"
+
 namespace lmwarden::net {
 namespace {
 
@@ -114,7 +116,7 @@ asio::awaitable<beast::error_code> read_parsed_body(tcp::socket& socket, beast::
 
 bool ambiguous_framing(const RequestParser& parser) {
   const auto& h = parser.get();
-  return h.count(http::field::content_length) > 0 && h.count(http::field::transfer_encoding) > 0;
+  return has_field(h, http::field::content_length) && has_field(h, http::field::transfer_encoding);
 }
 
 }  // namespace lmwarden::net

@@ -19,6 +19,8 @@
 #include <string>
 #include <string_view>
 
+#include "net/field_lookup.h"
+
 namespace lmwarden::proxy {
 namespace {
 
@@ -33,11 +35,14 @@ constexpr std::array<http::field, 8> kHopByHop = {
     http::field::upgrade,           http::field::proxy_authorization};
 
 // Says which fields of a message are hop-by-hop: the fixed ones and those its
-// sender listed in Connection. Views into the message's fields: no copies.
+// sender listed in Connection (in any of its Connection fields). Views into
+// the message's fields: no copies.
 class HopByHop {
  public:
   explicit HopByHop(const http::fields& fields) {
-    for (auto token : http::token_list{fields[http::field::connection]}) listed_.push_back(token);
+    for (const auto& f : fields)
+      if (f.name() == http::field::connection)
+        for (auto token : http::token_list{f.value()}) listed_.push_back(token);
   }
   bool operator()(const http::fields::value_type& f) const {
     if (f.name() != http::field::unknown && std::ranges::find(kHopByHop, f.name()) != kHopByHop.end())
@@ -63,8 +68,6 @@ void append_field(std::string& out, std::string_view name, Integer n) {
 
 // Upstream reply reads: up to this much per read.
 constexpr std::size_t kReplyReadBytes = 16 * 1024;
-// Reply body decoded per pass (one gathered write to the client).
-constexpr std::size_t kRelayChunkBytes = 16 * 1024;
 
 // async_read_some hands over one parsed element at a time (one chunk of a
 // chunked reply: one SSE event from vLLM). Events that arrived together are
@@ -101,9 +104,142 @@ net::asio::awaitable<net::beast::error_code> send_request(net::tcp::socket& sock
   co_return wec;
 }
 
+// Takes a pooled connection to the backend into `conn`, if there is one. (A
+// plain function, so that the relay's coroutine frame holds one connection.)
+bool take_pooled(UpstreamPool& pool, const config::BackendConfig& backend,
+                 UpstreamConnection& conn) {
+  auto idle = pool.take_idle(backend);
+  if (idle) conn = std::move(*idle);
+  return idle.has_value();
+}
+
+void append_text(std::string& out, std::string_view text) {
+  out.append(text);
+}
+void append_text(std::string& out, unsigned n) {
+  out.append(std::to_string(n));
+}
+
+// An attempt's result, its message the parts of `text` joined, then ": " and
+// the error's message when there is one. A plain function, so that building
+// the message takes no room in the relay's coroutine frame.
+template <class... Text>
+AttemptResult attempt_result(AttemptResult::Outcome outcome, http::status status,
+                             std::string_view kind, const net::beast::error_code& ec,
+                             const Text&... text) {
+  std::string message;
+  (append_text(message, text), ...);
+  if (ec) message.append(": "sv).append(ec.message());
+  return {outcome, status, std::move(message), std::string(kind)};
+}
+
+AttemptResult client_gone(const net::beast::error_code& ec = {}) {
+  return attempt_result(AttemptResult::Outcome::kClientGone, {}, "", ec, "client went away"sv);
+}
+
 bool is_reset(const net::beast::error_code& ec) {
   return ec == net::asio::error::eof || ec == http::error::end_of_stream ||
          ec == net::asio::error::connection_reset || ec == net::asio::error::broken_pipe;
+}
+
+// An upstream operation's error, as the relay reports it.
+net::beast::error_code classify(AttemptContext& ctx, net::beast::error_code ec) {
+  if (ec && ctx.exchange.client_gone())
+    ec = net::asio::error::operation_aborted;
+  else if (ec && ctx.exchange.deadline().expired())
+    ec = net::beast::error::timeout;
+  return ec;
+}
+
+// The upstream failed (or went silent) after the reply started: a streamed
+// reply is ended cleanly with an error event in the client's dialect, and the
+// client connection closes after it.
+net::asio::awaitable<AttemptResult> cut_short(AttemptContext& ctx,
+                                              const config::BackendConfig& backend,
+                                              net::beast::error_code ec, bool event_stream) {
+  const bool idle = ec == net::beast::error::timeout;
+  const std::string message =
+      idle ? "upstream " + backend.url + " went silent mid-reply"
+           : "upstream " + backend.url + " failed mid-reply: " + ec.message();
+  if (event_stream) {
+    (void)co_await ctx.exchange.write_body(stream_error_event(ctx.dialect, message));
+    (void)co_await ctx.exchange.end_stream();
+  }
+  ctx.exchange.close_after();
+  co_return AttemptResult{AttemptResult::Outcome::kCutShort, http::status::bad_gateway, message,
+                          idle ? "idle_timeout" : "reset"};
+}
+
+// Relays the reply whose header conn's parser has read: head and body go to
+// the client as they arrive, through the observer. Then the connection goes
+// back to the pool if both sides keep it alive. (Apart from forward_once so
+// that each coroutine frame stays within what Asio recycles per thread.)
+net::asio::awaitable<AttemptResult> relay_reply(AttemptContext& ctx,
+                                                const config::BackendConfig& backend,
+                                                UpstreamConnection& conn, unsigned status) {
+  auto& parser = *conn.reader->parser;
+  auto& reply = parser.get();
+  auto& upstream = conn.stream->socket();
+  // The request head has gone: its buffer takes the reply's.
+  write_client_head(conn.head, reply);
+  std::optional<std::uint64_t> length;
+  if (const auto declared = parser.content_length()) length = *declared;
+  const bool chunked = !length && !parser.is_done();
+  const std::string_view content_type = net::first_value(reply, http::field::content_type);
+  const bool event_stream = content_type.starts_with("text/event-stream");
+  if (ctx.observer) ctx.observer->on_response_header(status, content_type, chunked);
+  // First pass: no read; the body bytes that came with the header (all of
+  // a small reply) leave with it in one write. Then one read per pass, and
+  // whatever else is already buffered with it.
+  const std::span<char> chunk{conn.reader->chunk};
+  bool header_sent = false;
+  for (;;) {
+    reply.body().data = chunk.data();
+    reply.body().size = chunk.size();
+    net::beast::error_code rec;
+    if (!header_sent) {
+      if (!parser.is_done()) rec = drain_buffered(parser, conn.buffer);
+    } else {
+      if (parser.is_done()) break;
+      ctx.exchange.watch_client();  // more of the reply to wait for
+      ctx.exchange.deadline().arm(upstream, ctx.timeouts.idle,
+                                  net::ConnectionDeadline::OnExpiry::kClose);
+      auto [ec, rn] = co_await http::async_read_some(upstream, conn.buffer, parser, kAsTuple);
+      ctx.exchange.deadline().disarm();
+      if (ec != http::error::need_buffer) rec = classify(ctx, ec);
+      if (!rec) rec = drain_buffered(parser, conn.buffer);
+    }
+    const std::size_t got = chunk.size() - reply.body().size;
+    const std::string_view whole{chunk.data(), got};
+    std::span<const std::string_view> pieces;
+    if (got > 0 && ctx.observer) {
+      pieces = ctx.observer->on_body(whole);
+    } else if (got > 0) {
+      pieces = {&whole, 1};
+    }
+    // Before the last bytes (or a bodiless reply's header) leave.
+    if (ctx.observer && parser.is_done()) ctx.observer->on_upstream_done();
+    std::size_t next = 0;
+    if (!header_sent) {
+      header_sent = true;
+      const std::string_view first = pieces.empty() ? std::string_view{} : pieces[next++];
+      if (auto ec = co_await ctx.exchange.begin_stream(conn.head, length, chunked, first))
+        co_return client_gone(ec);
+    }
+    for (; next < pieces.size(); ++next)
+      if (auto ec = co_await ctx.exchange.write_body(pieces[next])) co_return client_gone(ec);
+    if (rec == net::asio::error::operation_aborted) co_return client_gone();
+    if (rec) co_return co_await cut_short(ctx, backend, rec, chunked && event_stream);
+  }
+  if (ctx.observer)
+    for (std::string_view piece : ctx.observer->on_end())
+      if (auto ec = co_await ctx.exchange.write_body(piece)) co_return client_gone(ec);
+  if (auto ec = co_await ctx.exchange.end_stream()) co_return client_gone(ec);
+  const auto relayed = reply.result();
+  const bool keep_alive = parser.keep_alive();
+  conn.reader->parser.reset();
+  if (keep_alive) ctx.pool.release(std::move(conn));
+  co_return AttemptResult{AttemptResult::Outcome::kRelayed, relayed, {}, {}};
 }
 
 }  // namespace
@@ -122,8 +258,7 @@ void write_upstream_head(std::string& out, const net::Request& request,
       case http::field::authorization:
         return own_key;
       default:
-        return net::beast::iequals(f.name_string(), "X-Forwarded-For") ||
-               net::beast::iequals(f.name_string(), "X-data-parallel-rank") ||
+        return net::beast::iequals(f.name_string(), "X-data-parallel-rank") ||
                (own_key && net::beast::iequals(f.name_string(), "x-api-key"));
     }
   };
@@ -131,24 +266,26 @@ void write_upstream_head(std::string& out, const net::Request& request,
   out.clear();
   out.append(request.method_string()).append(" "sv).append(backend.base_path);
   out.append(request.target()).append(" HTTP/1.1\r\n"sv);
-  for (const auto& f : request)
-    if (!hop_by_hop(f) && !rewritten(f)) append_field(out, f.name_string(), f.value());
+  // X-Forwarded-For values the client (or a proxy before us) sent, in order:
+  // the chain this hop extends.
+  boost::container::small_vector<std::string_view, 2> chain;
+  for (const auto& f : request) {
+    if (hop_by_hop(f)) continue;
+    if (f.name() == http::field::unknown && net::beast::iequals(f.name_string(), "X-Forwarded-For"))
+      chain.push_back(f.value());
+    else if (!rewritten(f))
+      append_field(out, f.name_string(), f.value());
+  }
   if (rank >= 0) append_field(out, "X-data-parallel-rank", rank);
   if (own_key) {
     const char* key = std::getenv(backend.api_key_env->c_str());
     out.append("Authorization: Bearer "sv).append(key ? key : "").append("\r\n"sv);
   }
-  // Extends a chain the client (or a proxy before us) already started; the
-  // values of several X-Forwarded-For fields join into one list.
-  bool chain = false;
-  const auto [first, last] = request.equal_range("X-Forwarded-For");
-  for (auto it = first; it != last; ++it) {
-    out.append(chain ? ", "sv : "X-Forwarded-For: "sv).append(it->value());
-    chain = true;
-  }
-  if (!forwarded_for.empty())
-    out.append(chain ? ", "sv : "X-Forwarded-For: "sv).append(forwarded_for);
-  if (chain || !forwarded_for.empty()) out.append("\r\n"sv);
+  // Several X-Forwarded-For fields join into one list.
+  if (!forwarded_for.empty()) chain.push_back(forwarded_for);
+  for (std::size_t i = 0; i < chain.size(); ++i)
+    out.append(i == 0 ? "X-Forwarded-For: "sv : ", "sv).append(chain[i]);
+  if (!chain.empty()) out.append("\r\n"sv);
   append_field(out, "Host", backend.authority);
   // The body is held whole, so it goes with its length, never chunked; a
   // bodiless GET or HEAD gets none (as Beast's prepare_payload decides).
@@ -176,21 +313,14 @@ net::asio::awaitable<AttemptResult> forward_once(AttemptContext& ctx,
   // A pooled connection may have been closed by the server an instant ago; if
   // it fails before any reply byte, try once more on a fresh connection.
   for (int fresh = 0; fresh < 2; ++fresh) {
-    std::optional<UpstreamConnection> idle;
-    if (fresh == 0) idle = ctx.pool.take_idle(backend);
     UpstreamConnection conn;
-    if (idle) {
-      conn = std::move(*idle);
-    } else {
+    if (fresh > 0 || !take_pooled(ctx.pool, backend, conn)) {
       ctx.exchange.watch_client();  // connecting can take up to the connect timeout
-      auto [cec, opened] = co_await ctx.pool.connect(backend, ctx.timeouts.connect);
-      if (cec) {
-        const bool timeout = cec == net::beast::error::timeout;
-        co_return AttemptResult{Outcome::kRetryable, http::status::bad_gateway,
-                                "cannot connect to " + backend.url + ": " + cec.message(),
-                                timeout ? "connect_timeout" : "connect"};
-      }
-      conn = std::move(opened);
+      if (const auto cec = co_await ctx.pool.connect(backend, ctx.timeouts.connect, conn))
+        co_return attempt_result(
+            Outcome::kRetryable, http::status::bad_gateway,
+            cec == net::beast::error::timeout ? "connect_timeout"sv : "connect"sv, cec,
+            "cannot connect to "sv, backend.url);
     }
     auto& upstream = *conn.stream;
     struct LiveGuard {
@@ -198,8 +328,7 @@ net::asio::awaitable<AttemptResult> forward_once(AttemptContext& ctx,
       ~LiveGuard() { if (slot) *slot = nullptr; }
     } live{ctx.live_upstream};
     if (ctx.live_upstream) *ctx.live_upstream = &upstream;
-    if (ctx.exchange.client_gone())
-      co_return AttemptResult{Outcome::kClientGone, {}, "client went away", ""};
+    if (ctx.exchange.client_gone()) co_return client_gone();
 
     // Upstream timeouts run on the client connection's one deadline (no timer
     // armed per read); it closes this socket when they pass. Armed only while
@@ -209,23 +338,17 @@ net::asio::awaitable<AttemptResult> forward_once(AttemptContext& ctx,
       net::ConnectionDeadline& deadline;
       ~Disarm() { deadline.disarm(); }
     } disarm{ctx.exchange.deadline()};
-    // An upstream operation's error, as the relay reports it.
-    auto classify = [&](net::beast::error_code ec) {
-      if (ec && ctx.exchange.client_gone()) ec = net::asio::error::operation_aborted;
-      else if (ec && ctx.exchange.deadline().expired()) ec = net::beast::error::timeout;
-      return ec;
-    };
 
     ctx.exchange.deadline().arm(upstream.socket(), ctx.timeouts.first_byte,
                                 net::ConnectionDeadline::OnExpiry::kClose);
     write_upstream_head(conn.head, request, backend, rank, ctx.forwarded_for);
-    const auto wec = classify(co_await send_request(upstream.socket(), conn.head, request.body()));
-    if (wec == net::asio::error::operation_aborted)
-      co_return AttemptResult{Outcome::kClientGone, {}, "client went away", ""};
+    const auto wec =
+        classify(ctx, co_await send_request(upstream.socket(), conn.head, request.body()));
+    if (wec == net::asio::error::operation_aborted) co_return client_gone();
     if (wec) {
       if (conn.reused && is_reset(wec)) continue;
-      co_return AttemptResult{Outcome::kRetryable, http::status::bad_gateway,
-                              "sending to " + backend.url + " failed: " + wec.message(), "reset"};
+      co_return attempt_result(Outcome::kRetryable, http::status::bad_gateway, "reset", wec,
+                               "sending to "sv, backend.url, " failed"sv);
     }
 
     if (ctx.observer) ctx.observer->on_request_sent();
@@ -244,108 +367,34 @@ net::asio::awaitable<AttemptResult> forward_once(AttemptContext& ctx,
       reply_arrived = n > 0;
     }
     if (!reply_arrived) ctx.exchange.watch_client();
-    http::response_parser<http::buffer_body> parser;
+    if (!conn.reader) conn.reader = std::make_unique<ReplyReader>();
+    auto& parser = conn.reader->parser.emplace();
     parser.body_limit(boost::none);  // replies stream for as long as they need
     auto [hec0, hn] =
         co_await http::async_read_header(upstream.socket(), conn.buffer, parser, kAsTuple);
     ctx.exchange.deadline().disarm();
-    const auto hec = classify(hec0);
+    const auto hec = classify(ctx, hec0);
     if (hec) {
       if (conn.reused && is_reset(hec) && conn.buffer.size() == 0) continue;
       if (hec == net::beast::error::timeout)
-        co_return AttemptResult{Outcome::kFailed, http::status::gateway_timeout,
-                                "upstream " + backend.url + " sent no reply within the first-byte timeout",
-                                "first_byte_timeout"};
-      if (hec == net::asio::error::operation_aborted)
-        co_return AttemptResult{Outcome::kClientGone, {}, "client went away", ""};
-      co_return AttemptResult{Outcome::kRetryable, http::status::bad_gateway,
-                              "bad reply from " + backend.url + ": " + hec.message(), "protocol"};
+        co_return attempt_result(Outcome::kFailed, http::status::gateway_timeout,
+                                 "first_byte_timeout", {}, "upstream "sv, backend.url,
+                                 " sent no reply within the first-byte timeout"sv);
+      if (hec == net::asio::error::operation_aborted) co_return client_gone();
+      co_return attempt_result(Outcome::kRetryable, http::status::bad_gateway, "protocol", hec,
+                               "bad reply from "sv, backend.url);
     }
     auto& reply = parser.get();
     const unsigned status = reply.result_int();
     if (status >= 500 && may_retry) {
-      co_return AttemptResult{Outcome::kRetryable, http::status::bad_gateway,
-                              "upstream " + backend.url + " answered " + std::to_string(status),
-                              "status_5xx"};
+      co_return attempt_result(Outcome::kRetryable, http::status::bad_gateway, "status_5xx", {},
+                               "upstream "sv, backend.url, " answered "sv, status);
     }
 
-    // The request head has gone: its buffer takes the reply's.
-    write_client_head(conn.head, reply);
-    std::optional<std::uint64_t> length;
-    if (const auto declared = parser.content_length()) length = *declared;
-    const bool chunked = !length && !parser.is_done();
-    const bool event_stream = reply[http::field::content_type].starts_with("text/event-stream");
-    if (ctx.observer) ctx.observer->on_response_header(status, reply[http::field::content_type], chunked);
-    // First pass: no read; the body bytes that came with the header (all of
-    // a small reply) leave with it in one write. Then one read per pass, and
-    // whatever else is already buffered with it.
-    if (!conn.relay_chunk) conn.relay_chunk = std::make_unique<char[]>(kRelayChunkBytes);
-    const std::span<char> chunk{conn.relay_chunk.get(), kRelayChunkBytes};
-    bool header_sent = false;
-    for (;;) {
-      reply.body().data = chunk.data();
-      reply.body().size = chunk.size();
-      net::beast::error_code rec;
-      if (!header_sent) {
-        if (!parser.is_done()) rec = drain_buffered(parser, conn.buffer);
-      } else {
-        if (parser.is_done()) break;
-        ctx.exchange.watch_client();  // more of the reply to wait for
-        ctx.exchange.deadline().arm(upstream.socket(), ctx.timeouts.idle,
-                                    net::ConnectionDeadline::OnExpiry::kClose);
-        auto [ec, rn] =
-            co_await http::async_read_some(upstream.socket(), conn.buffer, parser, kAsTuple);
-        ctx.exchange.deadline().disarm();
-        if (ec != http::error::need_buffer) rec = classify(ec);
-        if (!rec) rec = drain_buffered(parser, conn.buffer);
-      }
-      const std::size_t got = chunk.size() - reply.body().size;
-      const std::string_view whole{chunk.data(), got};
-      std::span<const std::string_view> pieces;
-      if (got > 0 && ctx.observer) {
-        pieces = ctx.observer->on_body(whole);
-      } else if (got > 0) {
-        pieces = {&whole, 1};
-      }
-      // Before the last bytes (or a bodiless reply's header) leave.
-      if (ctx.observer && parser.is_done()) ctx.observer->on_upstream_done();
-      std::size_t next = 0;
-      if (!header_sent) {
-        header_sent = true;
-        const std::string_view first = pieces.empty() ? std::string_view{} : pieces[next++];
-        if (auto ec = co_await ctx.exchange.begin_stream(conn.head, length, chunked, first))
-          co_return AttemptResult{Outcome::kClientGone, {}, "client went away: " + ec.message(), ""};
-      }
-      for (; next < pieces.size(); ++next)
-        if (auto ec = co_await ctx.exchange.write_body(pieces[next]))
-          co_return AttemptResult{Outcome::kClientGone, {}, "client went away: " + ec.message(), ""};
-      if (rec) {
-        if (rec == net::asio::error::operation_aborted)
-          co_return AttemptResult{Outcome::kClientGone, {}, "client went away", ""};
-        const bool idle = rec == net::beast::error::timeout;
-        const std::string message = idle ? "upstream " + backend.url + " went silent mid-reply"
-                                         : "upstream " + backend.url + " failed mid-reply: " + rec.message();
-        if (chunked && event_stream) {
-          // Tell the client in its dialect and end the stream cleanly.
-          (void)co_await ctx.exchange.write_body(stream_error_event(ctx.dialect, message));
-          (void)co_await ctx.exchange.end_stream();
-        }
-        ctx.exchange.close_after();
-        co_return AttemptResult{Outcome::kCutShort, http::status::bad_gateway, message,
-                                idle ? "idle_timeout" : "reset"};
-      }
-    }
-    if (ctx.observer)
-      for (std::string_view piece : ctx.observer->on_end())
-        if (auto ec = co_await ctx.exchange.write_body(piece))
-          co_return AttemptResult{Outcome::kClientGone, {}, "client went away: " + ec.message(), ""};
-    if (auto ec = co_await ctx.exchange.end_stream())
-      co_return AttemptResult{Outcome::kClientGone, {}, "client went away: " + ec.message(), ""};
-    if (parser.keep_alive()) ctx.pool.release(std::move(conn));
-    co_return AttemptResult{Outcome::kRelayed, reply.result(), {}, {}};
+    co_return co_await relay_reply(ctx, backend, conn, status);
   }
-  co_return AttemptResult{Outcome::kRetryable, http::status::bad_gateway,
-                          "upstream " + backend.url + " closed the connection", "reset"};
+  co_return attempt_result(Outcome::kRetryable, http::status::bad_gateway, "reset", {},
+                           "upstream "sv, backend.url, " closed the connection"sv);
 }
 
 }  // namespace lmwarden::proxy

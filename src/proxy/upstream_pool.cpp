@@ -42,8 +42,9 @@ std::optional<UpstreamConnection> UpstreamPool::take_idle(const config::BackendC
   return std::nullopt;
 }
 
-net::asio::awaitable<std::pair<net::beast::error_code, UpstreamConnection>> UpstreamPool::connect(
-    const config::BackendConfig& backend, std::chrono::milliseconds connect_timeout) {
+net::asio::awaitable<net::beast::error_code> UpstreamPool::connect(
+    const config::BackendConfig& backend, std::chrono::milliseconds connect_timeout,
+    UpstreamConnection& into) {
   auto stream = std::make_unique<net::beast::tcp_stream>(io_);
   net::beast::error_code ec;
   const auto address = net::asio::ip::make_address(backend.host, ec);
@@ -66,10 +67,10 @@ net::asio::awaitable<std::pair<net::beast::error_code, UpstreamConnection>> Upst
     net::beast::error_code ignored;
     stream->socket().set_option(net::tcp::no_delay(true), ignored);
   }
-  UpstreamConnection connection;
-  connection.stream = std::move(stream);
-  connection.key = backend.authority;
-  co_return std::pair{ec, std::move(connection)};
+  into = UpstreamConnection{};
+  into.stream = std::move(stream);
+  into.key = backend.authority;
+  co_return ec;
 }
 
 void UpstreamPool::release(UpstreamConnection connection) {

@@ -2,6 +2,9 @@
 // locks: a connection never leaves the thread that opened it).
 #pragma once
 
+#include <array>
+#include <boost/beast/http/buffer_body.hpp>
+#include <boost/beast/http/parser.hpp>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -17,6 +20,14 @@
 
 namespace lmwarden::proxy {
 
+// What the relay needs to read one reply: its parser and where the body is
+// decoded, piece by piece, on its way to the client.
+struct ReplyReader {
+  static constexpr std::size_t kChunkBytes = 16 * 1024;  // decoded per pass: one gathered write
+  std::optional<net::http::response_parser<net::http::buffer_body>> parser;  // one per reply
+  std::array<char, kChunkBytes> chunk;
+};
+
 struct UpstreamConnection {
   std::unique_ptr<net::beast::tcp_stream> stream;
   std::string key;      // host:port
@@ -24,9 +35,9 @@ struct UpstreamConnection {
   // Reply read buffer, kept with the connection so that a request does not
   // allocate one; empty whenever the connection is idle.
   net::beast::flat_buffer buffer;
-  // Where the relay decodes reply body pieces (kRelayChunkBytes, made on
-  // first use), kept for the same reason.
-  std::unique_ptr<char[]> relay_chunk;
+  // Made on first use and kept for the same reason; it also keeps the
+  // parser out of the relay's coroutine frame.
+  std::unique_ptr<ReplyReader> reader;
   // The request head in wire form, then the reply's head for the client.
   std::string head;
 };
@@ -40,9 +51,10 @@ class UpstreamPool {
   // Not a coroutine: taking a pooled connection costs no suspension.
   std::optional<UpstreamConnection> take_idle(const config::BackendConfig& backend);
 
-  // A new connection to the backend within `connect_timeout`.
-  net::asio::awaitable<std::pair<net::beast::error_code, UpstreamConnection>> connect(
-      const config::BackendConfig& backend, std::chrono::milliseconds connect_timeout);
+  // Opens `into` as a new connection to the backend within `connect_timeout`.
+  net::asio::awaitable<net::beast::error_code> connect(const config::BackendConfig& backend,
+                                                       std::chrono::milliseconds connect_timeout,
+                                                       UpstreamConnection& into);
 
   // Returns a connection whose last response was read completely and which
   // both sides keep alive. One with unread bytes left is closed instead.

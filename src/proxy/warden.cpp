@@ -444,11 +444,28 @@ net::asio::awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dial
   }
 }
 
+namespace {
+
+// Answers a forwarded request with an error in its client's dialect. A
+// coroutine of its own, so that the reply is built in its frame and not in
+// that of run_attempts, which every request allocates (see below).
+net::asio::awaitable<void> respond_error(net::Exchange& exchange, Dialect dialect,
+                                         http::status status, std::string_view message) {
+  co_await exchange.respond(error_response(dialect, status, message));
+}
+
+}  // namespace
+
+// Kept under the 1,020 bytes that Asio recycles per thread (a larger coroutine
+// frame is a malloc slow path per request): the accounting goes on the heap
+// (an allocation the thread cache serves) and error replies are built in
+// respond_error, with their text in one local string.
 net::asio::awaitable<void> Warden::run_attempts(Forward& f) {
   using Outcome = AttemptResult::Outcome;
   const auto& identity = f.facts.identity;
   std::vector<int> tried;
   AttemptResult last;
+  std::string refusal;  // the text of an error reply the warden itself sends
 
   const config::Config& config = f.set->config;
   for (int attempt = 0; attempt <= config.retries; ++attempt) {
@@ -460,15 +477,14 @@ net::asio::awaitable<void> Warden::run_attempts(Forward& f) {
     if (!decision.ok()) {
       if (attempt > 0) break;  // retries exhausted the healthy replicas: report the upstream error
       if (decision.status == core::RouteDecision::Status::kUnknownRank) {
-        co_await f.exchange.respond(error_response(
-            f.dialect, http::status::bad_request,
-            "X-data-parallel-rank " + std::to_string(identity.pinned_rank) + " is out of range: model '" +
-                f.model.config.name + "' has " + std::to_string(f.model.router.replica_count()) + " replicas"));
+        refusal = "X-data-parallel-rank " + std::to_string(identity.pinned_rank) +
+                  " is out of range: model '" + f.model.config.name + "' has " +
+                  std::to_string(f.model.router.replica_count()) + " replicas";
+        co_await respond_error(f.exchange, f.dialect, http::status::bad_request, refusal);
       } else {
         spdlog::warn("req={} model={} no healthy replica", f.id, f.model.config.name);
-        co_await f.exchange.respond(error_response(
-            f.dialect, http::status::service_unavailable,
-            "no healthy replica for model '" + f.model.config.name + "'; retry shortly"));
+        refusal = "no healthy replica for model '" + f.model.config.name + "'; retry shortly";
+        co_await respond_error(f.exchange, f.dialect, http::status::service_unavailable, refusal);
       }
       co_return;
     }
@@ -479,10 +495,12 @@ net::asio::awaitable<void> Warden::run_attempts(Forward& f) {
                     decision.replica, core::to_string(decision.kind),
                     identity.kind == core::IdentityKind::kSession ? short_hash(identity.session_hash) : "-");
 
-    RequestAccounting accounting{f.model.telemetry, f.injected_usage, decision.replica,
-                                 [&in_flight] { in_flight.finish(); }};
-    AttemptContext ctx{f.exchange, pool_for_this_thread(f.exchange), config.timeouts, f.dialect,
-                       f.exchange.remote_address(), &accounting, &f.live_upstream};
+    const auto accounting =
+        std::make_unique<RequestAccounting>(f.model.telemetry, f.injected_usage, decision.replica,
+                                            [&in_flight] { in_flight.finish(); });
+    AttemptContext ctx{f.exchange,      pool_for_this_thread(f.exchange), config.timeouts,
+                       f.dialect,       f.exchange.remote_address(),      accounting.get(),
+                       &f.live_upstream};
     last = co_await forward_once(ctx, backend, decision.rank, attempt < config.retries);
     if (f.exchange.client_gone()) last.outcome = Outcome::kClientGone;
     if (!last.error_kind.empty()) f.model.telemetry.replica(decision.replica).count_error(last.error_kind);
@@ -496,7 +514,7 @@ net::asio::awaitable<void> Warden::run_attempts(Forward& f) {
         co_return;
       case Outcome::kFailed:
         spdlog::warn("req={} model={} replica={} {}", f.id, f.model.config.name, decision.replica, last.message);
-        co_await f.exchange.respond(error_response(f.dialect, last.status, last.message));
+        co_await respond_error(f.exchange, f.dialect, last.status, last.message);
         co_return;
       case Outcome::kRetryable:
         spdlog::warn("req={} model={} replica={} {} (attempt {})", f.id, f.model.config.name,
@@ -510,10 +528,8 @@ net::asio::awaitable<void> Warden::run_attempts(Forward& f) {
         break;
     }
   }
-  // Built before the co_await: GCC 12 destroys a conditional's temporary
-  // twice inside a co_await expression.
   if (last.message.empty()) last.message = "upstream unreachable";
-  co_await f.exchange.respond(error_response(f.dialect, http::status::bad_gateway, last.message));
+  co_await respond_error(f.exchange, f.dialect, http::status::bad_gateway, last.message);
 }
 
 }  // namespace lmwarden::proxy
