@@ -112,6 +112,26 @@ TEST(UpstreamHead, ExtendsTheForwardedForChainOfEveryField) {
   EXPECT_EQ(parse_request_head(head).header.count("X-Forwarded-For"), 0u);
 }
 
+TEST(UpstreamHead, EveryConnectionFieldListsHopByHopFields) {
+  // RFC 9110 §5.3: several Connection fields are one list. A field it names
+  // is for the next hop only, X-Forwarded-For included.
+  const auto request = client_request(http::verb::post, "/v1/messages",
+                                      {{"Connection", "keep-alive, X-Hop-One"},
+                                       {"X-Hop-One", "1"},
+                                       {"X-Hop-Two", "2"},
+                                       {"X-Forwarded-For", "203.0.113.1"},
+                                       {"X-Kept", "3"},
+                                       {"connection", "x-hop-two, X-Forwarded-For"}},
+                                      "{}");
+  std::string head;
+  write_upstream_head(head, request, backend("http://127.0.0.1:8000"), -1, "127.0.0.1");
+  EXPECT_THAT(parse_request_head(head).fields,
+              testing::ElementsAre(testing::Pair("X-Kept", "3"),
+                                   testing::Pair("X-Forwarded-For", "127.0.0.1"),
+                                   testing::Pair("Host", "127.0.0.1:8000"),
+                                   testing::Pair("Content-Length", "2")));
+}
+
 TEST(UpstreamHead, ABackendWithItsOwnKeyReplacesTheClientsCredentials) {
   ::setenv("LMWARDEN_TEST_UPSTREAM_KEY", "sk-upstream", 1);
   auto with_key = backend("http://127.0.0.1:8000");
@@ -164,6 +184,16 @@ TEST(ClientHead, KeepsTheReplysStatusAndEndToEndFieldsOnly) {
   std::string head = "stale";
   write_client_head(head, reply);
   EXPECT_EQ(head, "HTTP/1.1 429 Slow Down\r\nContent-Type: text/event-stream\r\nretry-after: 3\r\n");
+
+  http::response_header<> two_lists;
+  two_lists.result(http::status::ok);
+  two_lists.insert("Connection", "X-First");
+  two_lists.insert("X-First", "1");
+  two_lists.insert("X-Second", "2");
+  two_lists.insert("Connection", "x-second");
+  two_lists.insert("X-Kept", "3");
+  write_client_head(head, two_lists);
+  EXPECT_EQ(head, "HTTP/1.1 200 OK\r\nX-Kept: 3\r\n") << "every Connection field counts";
 
   http::response_header<> plain;
   plain.result(http::status::ok);
