@@ -12,6 +12,7 @@ packages=(
   libyaml-cpp-dev             # configuration
   libspdlog-dev libfmt-dev    # logging and formatting
   libcli11-dev                # command line
+  libjemalloc-dev             # the optimised binary's memory allocator
   libgtest-dev libgmock-dev   # unit and integration tests
   libbenchmark-dev            # micro-benchmarks
   clang libclang-rt-14-dev    # fuzz targets: clang and the libFuzzer runtime

@@ -2,10 +2,11 @@
 // signal. SIGINT/SIGTERM stop accepting, let requests in flight finish within
 // the grace period (a second signal ends it at once), then exit 0. SIGHUP
 // reloads the configuration file.
+#include <spdlog/spdlog.h>
+
 #include <boost/asio/signal_set.hpp>
 #include <cstdio>
 #include <functional>
-#include <spdlog/spdlog.h>
 #include <thread>
 
 #include "app/commands.h"
@@ -13,8 +14,26 @@
 #include "config/config_loader.h"
 #include "proxy/runtime.h"
 
+#ifdef LMWARDEN_WITH_JEMALLOC
+#include <jemalloc/jemalloc.h>
+#endif
+
 namespace lmwarden::app {
 namespace {
+
+// The memory allocator this binary runs on (a build option:
+// LMWARDEN_ALLOCATOR), as the startup log names it.
+std::string allocator_name() {
+#ifdef LMWARDEN_WITH_JEMALLOC
+  const char* version = nullptr;
+  std::size_t length = sizeof(version);
+  if (mallctl("version", &version, &length, nullptr, 0) == 0 && version)
+    return std::string("jemalloc ") + version;
+  return "jemalloc";
+#else
+  return "system malloc";
+#endif
+}
 
 struct ServeOptions {
   std::string config_path;
@@ -42,8 +61,8 @@ Result<config::Config, std::string> load(const ServeOptions& opts) {
 void reload(proxy::WardenRuntime& runtime, const ServeOptions& opts) {
   auto cfg = load(opts);
   if (!cfg) {
-    spdlog::error("reload of {} refused; still serving the previous configuration: {}", opts.config_path,
-                  cfg.error());
+    spdlog::error("reload of {} refused; still serving the previous configuration: {}",
+                  opts.config_path, cfg.error());
     return;
   }
   std::string summary;
@@ -95,6 +114,7 @@ int serve(const ServeOptions& opts) {
                                                    : bound.address().to_string();
   std::printf("lmwarden listening on http://%s:%u\n", host.c_str(), bound.port());
   std::fflush(stdout);
+  spdlog::info("memory allocator: {}", allocator_name());
   for (const auto& m : cfg.models)
     spdlog::info("model {}: {} replica(s) on {} server(s), affinity {}, spill threshold {}", m.name,
                  m.replica_count(), m.backends.size(), m.affinity ? "on" : "off",
@@ -122,11 +142,14 @@ int serve(const ServeOptions& opts) {
 
 void add_serve_command(CLI::App& app) {
   auto opts = std::make_shared<ServeOptions>();
-  auto* cmd = app.add_subcommand("serve", "Run the affinity-routing proxy in front of vLLM replicas");
-  cmd->add_option("-c,--config", opts->config_path, "YAML configuration (see docs/configuration.md)")
+  auto* cmd =
+      app.add_subcommand("serve", "Run the affinity-routing proxy in front of vLLM replicas");
+  cmd->add_option("-c,--config", opts->config_path,
+                  "YAML configuration (see docs/configuration.md)")
       ->required()
       ->check(CLI::ExistingFile);
-  cmd->add_option("-l,--listen", opts->listen, "Override the listen address, HOST:PORT (port 0: any free port)");
+  cmd->add_option("-l,--listen", opts->listen,
+                  "Override the listen address, HOST:PORT (port 0: any free port)");
   cmd->add_option("--log-level", opts->log_level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
       ->capture_default_str();
