@@ -366,12 +366,20 @@ net::asio::awaitable<AttemptResult> forward_once(AttemptContext& ctx,
       conn.buffer.commit(n);
       reply_arrived = n > 0;
     }
-    if (!reply_arrived) ctx.exchange.watch_client();
     if (!conn.reader) conn.reader = std::make_unique<ReplyReader>();
     auto& parser = conn.reader->parser.emplace();
     parser.body_limit(boost::none);  // replies stream for as long as they need
-    auto [hec0, hn] =
-        co_await http::async_read_header(upstream.socket(), conn.buffer, parser, kAsTuple);
+    // A header that has already arrived whole is parsed here: Beast's
+    // asynchronous read would parse it too, but as a composed operation
+    // whose completion waits for a turn of the event loop.
+    net::beast::error_code hec0 = http::error::need_more;
+    if (reply_arrived) conn.buffer.consume(parser.put(conn.buffer.data(), hec0));
+    if (hec0 == http::error::need_more) {
+      ctx.exchange.watch_client();
+      auto [ec, n] =
+          co_await http::async_read_header(upstream.socket(), conn.buffer, parser, kAsTuple);
+      hec0 = ec;
+    }
     ctx.exchange.deadline().disarm();
     const auto hec = classify(ctx, hec0);
     if (hec) {
