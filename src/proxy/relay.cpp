@@ -69,12 +69,11 @@ void append_field(std::string& out, std::string_view name, Integer n) {
 // Upstream reply reads: up to this much per read.
 constexpr std::size_t kReplyReadBytes = 16 * 1024;
 
-// async_read_some hands over one parsed element at a time (one chunk of a
-// chunked reply: one SSE event from vLLM). Events that arrived together are
-// taken from what is already buffered, without waiting for the socket, so they
-// leave in one write instead of one write (and one timer) each. Stops at a
-// partial element, a full body buffer or the end of the reply; a parse error
-// is returned as the read's error.
+// Parses what is buffered into the body buffer, element after element (a
+// chunk of a chunked reply: one SSE event from vLLM), so that events that
+// arrived together leave in one write instead of one write (and one timer)
+// each. Stops at a partial element, a full body buffer or the end of the
+// reply; a parse error is returned as the read's error.
 net::beast::error_code drain_buffered(http::response_parser<http::buffer_body>& parser,
                                       net::beast::flat_buffer& buffer) {
   while (!parser.is_done() && buffer.size() > 0 && parser.get().body().size > 0) {
@@ -189,24 +188,31 @@ net::asio::awaitable<AttemptResult> relay_reply(AttemptContext& ctx,
   const bool event_stream = content_type.starts_with("text/event-stream");
   if (ctx.observer) ctx.observer->on_response_header(status, content_type, chunked);
   // First pass: no read; the body bytes that came with the header (all of
-  // a small reply) leave with it in one write. Then one read per pass, and
-  // whatever else is already buffered with it.
+  // a small reply) leave with it in one write. Then each pass relays what
+  // is buffered (what a full chunk left over), or else reads the socket once
+  // and relays what that brought. The socket is read directly, not with
+  // Beast's http::async_read_some, whose composed operation costs more than
+  // the read itself when events arrive back to back.
   const std::span<char> chunk{conn.reader->chunk};
   bool header_sent = false;
   for (;;) {
     reply.body().data = chunk.data();
     reply.body().size = chunk.size();
+    if (header_sent && parser.is_done()) break;
     net::beast::error_code rec;
-    if (!header_sent) {
-      if (!parser.is_done()) rec = drain_buffered(parser, conn.buffer);
-    } else {
-      if (parser.is_done()) break;
+    if (!parser.is_done()) rec = drain_buffered(parser, conn.buffer);
+    if (header_sent && !rec && !parser.is_done() && reply.body().size == chunk.size()) {
       ctx.exchange.watch_client();  // more of the reply to wait for
       ctx.exchange.deadline().arm(upstream, ctx.timeouts.idle,
                                   net::ConnectionDeadline::OnExpiry::kClose);
-      auto [ec, rn] = co_await http::async_read_some(upstream, conn.buffer, parser, kAsTuple);
+      auto [ec, rn] =
+          co_await upstream.async_read_some(conn.buffer.prepare(kReplyReadBytes), kAsTuple);
       ctx.exchange.deadline().disarm();
-      if (ec != http::error::need_buffer) rec = classify(ctx, ec);
+      conn.buffer.commit(rn);
+      // A reply delimited by the close ends here; one with a length or
+      // chunks that is not complete is cut short (partial_message).
+      if (ec == net::asio::error::eof) parser.put_eof(ec);
+      rec = classify(ctx, ec);
       if (!rec) rec = drain_buffered(parser, conn.buffer);
     }
     const std::size_t got = chunk.size() - reply.body().size;

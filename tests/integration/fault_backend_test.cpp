@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <boost/asio/read.hpp>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -54,12 +55,14 @@ HttpReply chat(std::uint16_t port, const std::string& session) {
 class BadServer {
  public:
   enum class Behaviour {
-    kNeverAccept,   // listens, so connects succeed, but never reads or answers
-    kGarbage,       // reads the request, answers bytes that are not HTTP, closes
-    kCloseAtOnce,   // accepts and closes without a byte
+    kNeverAccept,  // listens, so connects succeed, but never reads or answers
+    kGarbage,      // reads the request, answers bytes that are not HTTP, closes
+    kCloseAtOnce,  // accepts and closes without a byte
+    kReply,        // reads the request, answers the bytes it was given, closes
   };
 
-  explicit BadServer(Behaviour behaviour) : behaviour_(behaviour) {
+  explicit BadServer(Behaviour behaviour, std::string reply = {})
+      : behaviour_(behaviour), reply_(std::move(reply)) {
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
@@ -87,18 +90,20 @@ class BadServer {
       const int c = ::accept(fd_, nullptr, nullptr);
       if (c < 0) continue;
       ++accepted_;
-      if (behaviour_ == Behaviour::kGarbage) {
+      if (behaviour_ == Behaviour::kGarbage || behaviour_ == Behaviour::kReply) {
         char buf[4096];
         pollfd q{c, POLLIN, 0};
         if (::poll(&q, 1, 2000) > 0) (void)::recv(c, buf, sizeof buf, 0);
         constexpr std::string_view kGarbage = "SPDY/9 what is this\r\n\x01\x02\x03\r\n\r\n";
-        (void)::send(c, kGarbage.data(), kGarbage.size(), MSG_NOSIGNAL);
+        const std::string_view out = behaviour_ == Behaviour::kGarbage ? kGarbage : reply_;
+        (void)::send(c, out.data(), out.size(), MSG_NOSIGNAL);
       }
       ::close(c);
     }
   }
 
   Behaviour behaviour_;
+  std::string reply_;
   int fd_ = -1;
   std::uint16_t port_ = 0;
   std::thread thread_;
@@ -170,6 +175,49 @@ TEST(FaultBackend, ServerThatGoesSilentMidReplyHitsTheIdleTimeout) {
   EXPECT_TRUE(metrics_count_error(warden, 0, "idle_timeout"));
   fake.release();
   EXPECT_EQ(chat(warden.port(), "after").status, 200u);
+}
+
+// One replica on a server that is no vLLM: probed once a minute, so that it
+// stays in service for the test.
+config::Config single_config(std::uint16_t port) {
+  return make_config({{port, 1}}, std::nullopt, "scrape_interval: 60s\n");
+}
+
+TEST(FaultBackend, AReplyEndedByTheServersCloseIsRelayedWhole) {
+  // HTTP/1.1 lets a reply with neither a length nor chunks end at the close.
+  const std::string body =
+      R"({"id":"r","object":"chat.completion","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}})";
+  BadServer server{
+      BadServer::Behaviour::kReply,
+      "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n" + body};
+  RunningWarden warden{single_config(server.port())};
+  const auto r = chat(warden.port(), "until-close");
+  EXPECT_EQ(r.status, 200u);
+  EXPECT_EQ(r.body, body);
+  EXPECT_EQ(card_in_flight(warden), 0);
+  EXPECT_EQ(chat(warden.port(), "again").body, body) << "the closed connection is not reused";
+}
+
+TEST(FaultBackend, AReplyShorterThanItsLengthIsCutShortAndCounted) {
+  BadServer server{
+      BadServer::Behaviour::kReply,
+      "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n"
+      "{\"choices\":"};
+  RunningWarden warden{single_config(server.port())};
+  HttpConnection client{warden.port()};
+  client.send(http::verb::post, "/v1/chat/completions", chat_body(false),
+              {{"session-id", "short"}});
+  // The head has gone with its length, so the client learns of the failure
+  // as a body that ends early: the connection closes after what came.
+  std::string seen;
+  beast::error_code ec;
+  asio::read(client.socket(), asio::dynamic_buffer(seen), ec);
+  EXPECT_EQ(ec, asio::error::eof) << ec.message();
+  ASSERT_NE(seen.find("\r\n\r\n"), std::string::npos) << seen;
+  EXPECT_EQ(seen.substr(seen.find("\r\n\r\n") + 4), "{\"choices\":");
+  EXPECT_NE(seen.find("Content-Length: 100"), std::string::npos) << seen;
+  EXPECT_TRUE(eventually([&] { return card_in_flight(warden) == 0; }));
+  EXPECT_TRUE(metrics_count_error(warden, 0, "reset"));
 }
 
 TEST(FaultBackend, GarbageOrAHangUpBeforeAnyByteIsRetriedOnTheOtherReplica) {
