@@ -8,7 +8,6 @@
 #include <boost/beast/core/buffers_suffix.hpp>
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http/buffer_body.hpp>
-#include <boost/beast/http/read.hpp>
 #include <boost/beast/http/rfc7230.hpp>
 #include <boost/container/small_vector.hpp>
 #include <charconv>
@@ -375,16 +374,30 @@ net::asio::awaitable<AttemptResult> forward_once(AttemptContext& ctx,
     if (!conn.reader) conn.reader = std::make_unique<ReplyReader>();
     auto& parser = conn.reader->parser.emplace();
     parser.body_limit(boost::none);  // replies stream for as long as they need
-    // A header that has already arrived whole is parsed here: Beast's
-    // asynchronous read would parse it too, but as a composed operation
-    // whose completion waits for a turn of the event loop.
+    // A header that has already arrived whole is parsed at once; one still
+    // on its way is read here, a read of the socket per pass. (Beast's
+    // async_read_header does the same as a composed operation, whose
+    // completion waits for a turn of the event loop even when nothing is
+    // read; the end of the connection is read as it reads it.)
     net::beast::error_code hec0 = http::error::need_more;
     if (reply_arrived) conn.buffer.consume(parser.put(conn.buffer.data(), hec0));
-    if (hec0 == http::error::need_more) {
-      ctx.exchange.watch_client();
-      auto [ec, n] =
-          co_await http::async_read_header(upstream.socket(), conn.buffer, parser, kAsTuple);
-      hec0 = ec;
+    if (hec0 == http::error::need_more) ctx.exchange.watch_client();
+    while (hec0 == http::error::need_more) {
+      auto [ec, n] = co_await upstream.socket().async_read_some(
+          conn.buffer.prepare(kReplyReadBytes), kAsTuple);
+      conn.buffer.commit(n);
+      if (ec == net::asio::error::eof) {
+        if (parser.got_some()) {
+          parser.put_eof(hec0);  // a header cut off: partial_message
+        } else {
+          hec0 = http::error::end_of_stream;
+        }
+      } else if (ec) {
+        hec0 = ec;
+      } else {
+        hec0 = {};
+        conn.buffer.consume(parser.put(conn.buffer.data(), hec0));
+      }
     }
     ctx.exchange.deadline().disarm();
     const auto hec = classify(ctx, hec0);

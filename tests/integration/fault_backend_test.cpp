@@ -220,6 +220,27 @@ TEST(FaultBackend, AReplyShorterThanItsLengthIsCutShortAndCounted) {
   EXPECT_TRUE(metrics_count_error(warden, 0, "reset"));
 }
 
+TEST(FaultBackend, APooledConnectionTheServerClosedIsReplacedWithoutAnError) {
+  // The reply keeps the connection alive, as far as its header says, and the
+  // server closes it anyway (as one does when its keep-alive timeout
+  // passes). The warden's next request on that pooled connection finds the
+  // close before any reply byte and goes again on a fresh connection.
+  const std::string body = R"({"id":"r","object":"chat.completion","choices":[]})";
+  BadServer server{BadServer::Behaviour::kReply,
+                   "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " +
+                       std::to_string(body.size()) + "\r\n\r\n" + body};
+  RunningWarden warden{single_config(server.port())};
+  for (int i = 0; i < 3; ++i) {
+    const auto r = chat(warden.port(), "pooled");
+    ASSERT_EQ(r.status, 200u) << r.body;
+    EXPECT_EQ(r.body, body);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the close reaches the pool
+  }
+  EXPECT_FALSE(metrics_count_error(warden, 0, "reset"));
+  EXPECT_FALSE(metrics_count_error(warden, 0, "protocol"));
+  EXPECT_EQ(card_in_flight(warden), 0);
+}
+
 TEST(FaultBackend, GarbageOrAHangUpBeforeAnyByteIsRetriedOnTheOtherReplica) {
   for (auto behaviour : {BadServer::Behaviour::kGarbage, BadServer::Behaviour::kCloseAtOnce}) {
     SCOPED_TRACE(behaviour == BadServer::Behaviour::kGarbage ? "garbage" : "close at once");
