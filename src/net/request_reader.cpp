@@ -32,15 +32,18 @@ asio::awaitable<std::pair<beast::error_code, std::size_t>> read_before_deadline(
 
 }  // namespace
 
-beast::error_code parse_buffered_header(beast::flat_buffer& buffer, RequestParser& parser) {
+template <bool isRequest>
+beast::error_code parse_buffered_header(beast::flat_buffer& buffer,
+                                        http::basic_parser<isRequest>& parser) {
   if (buffer.size() == 0) return http::error::need_more;
   beast::error_code ec;
   buffer.consume(parser.put(buffer.data(), ec));
   return ec;
 }
 
+template <bool isRequest>
 asio::awaitable<beast::error_code> read_header(tcp::socket& socket, beast::flat_buffer& buffer,
-                                               RequestParser& parser,
+                                               http::basic_parser<isRequest>& parser,
                                                ConnectionDeadline& deadline) {
   for (;;) {
     auto [rec, n] =
@@ -57,6 +60,15 @@ asio::awaitable<beast::error_code> read_header(tcp::socket& socket, beast::flat_
       co_return ec;
   }
 }
+
+template beast::error_code parse_buffered_header(beast::flat_buffer&, http::basic_parser<true>&);
+template beast::error_code parse_buffered_header(beast::flat_buffer&, http::basic_parser<false>&);
+template asio::awaitable<beast::error_code> read_header(tcp::socket&, beast::flat_buffer&,
+                                                        http::basic_parser<true>&,
+                                                        ConnectionDeadline&);
+template asio::awaitable<beast::error_code> read_header(tcp::socket&, beast::flat_buffer&,
+                                                        http::basic_parser<false>&,
+                                                        ConnectionDeadline&);
 
 std::size_t take_buffered_body(beast::flat_buffer& buffer, std::string& body, std::size_t length) {
   body.reserve(length + kBodyPadding);

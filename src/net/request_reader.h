@@ -2,7 +2,8 @@
 // (ConnectionDeadline): the header, then a body by Content-Length straight
 // into the request's string, or a chunked one through Beast's parser. The
 // server's connection loop (http_server.cpp) calls these; a header or body
-// already buffered is taken without a coroutine of its own.
+// already buffered is taken without a coroutine of its own. The relay reads
+// an upstream reply's header with the same two header functions.
 #pragma once
 
 #include <boost/beast/http/parser.hpp>
@@ -20,13 +21,19 @@ using RequestParser = http::request_parser<http::string_body>;
 inline constexpr std::size_t kHeaderReadBytes = 16 * 1024;
 
 // Parses the header bytes already buffered: need_more when it is not all there.
-beast::error_code parse_buffered_header(beast::flat_buffer& buffer, RequestParser& parser);
+// For a request's parser or a reply's (instantiated for both).
+template <bool isRequest>
+beast::error_code parse_buffered_header(beast::flat_buffer& buffer,
+                                        http::basic_parser<isRequest>& parser);
 
 // Reads until `parser` holds a whole header (Beast's async_read_header, with
-// the connection deadline instead of a timer per read). Called once
-// parse_buffered_header said need_more.
+// the connection deadline instead of a timer per read, and no composed
+// operation). Called once parse_buffered_header said need_more. The end of
+// the connection before any byte is end_of_stream; after some, partial_message.
+template <bool isRequest>
 asio::awaitable<beast::error_code> read_header(tcp::socket& socket, beast::flat_buffer& buffer,
-                                               RequestParser& parser, ConnectionDeadline& deadline);
+                                               http::basic_parser<isRequest>& parser,
+                                               ConnectionDeadline& deadline);
 
 // Starts a body of `length` bytes (its Content-Length) with what the buffer
 // holds; returns how many bytes that was. The body's string gets

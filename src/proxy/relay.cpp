@@ -19,6 +19,7 @@
 #include <string_view>
 
 #include "net/field_lookup.h"
+#include "net/request_reader.h"
 
 namespace lmwarden::proxy {
 namespace {
@@ -156,16 +157,18 @@ net::asio::awaitable<AttemptResult> cut_short(AttemptContext& ctx,
                                               const config::BackendConfig& backend,
                                               net::beast::error_code ec, bool event_stream) {
   const bool idle = ec == net::beast::error::timeout;
-  const std::string message =
-      idle ? "upstream " + backend.url + " went silent mid-reply"
-           : "upstream " + backend.url + " failed mid-reply: " + ec.message();
+  AttemptResult result =
+      idle ? attempt_result(AttemptResult::Outcome::kCutShort, http::status::bad_gateway,
+                            "idle_timeout", {}, "upstream "sv, backend.url,
+                            " went silent mid-reply"sv)
+           : attempt_result(AttemptResult::Outcome::kCutShort, http::status::bad_gateway, "reset",
+                            ec, "upstream "sv, backend.url, " failed mid-reply"sv);
   if (event_stream) {
-    (void)co_await ctx.exchange.write_body(stream_error_event(ctx.dialect, message));
+    (void)co_await ctx.exchange.write_body(stream_error_event(ctx.dialect, result.message));
     (void)co_await ctx.exchange.end_stream();
   }
   ctx.exchange.close_after();
-  co_return AttemptResult{AttemptResult::Outcome::kCutShort, http::status::bad_gateway, message,
-                          idle ? "idle_timeout" : "reset"};
+  co_return result;
 }
 
 // Relays the reply whose header conn's parser has read: head and body go to
@@ -361,43 +364,24 @@ net::asio::awaitable<AttemptResult> forward_once(AttemptContext& ctx,
     // With other requests in progress here, the reply is read only after
     // their ready work has run: a fast server has usually answered by then,
     // and one read takes the reply instead of a read that finds nothing and
-    // a wait. The client watch is started only when the reply is awaited.
-    bool reply_arrived = false;
+    // a wait. A header that has arrived whole is parsed at once; only one
+    // still on its way is read (and the client watched meanwhile), with the
+    // server's header reader rather than Beast's async_read_header, a
+    // composed operation whose completion waits a turn of the event loop.
     if (ctx.exchange.others_in_progress()) {
       co_await ctx.exchange.yield_to_ready_work();
       net::beast::error_code rec;
       const std::array<net::asio::mutable_buffer, 1> into{conn.buffer.prepare(kReplyReadBytes)};
-      const std::size_t n = net::read_now(upstream.socket(), into, rec);
-      conn.buffer.commit(n);
-      reply_arrived = n > 0;
+      conn.buffer.commit(net::read_now(upstream.socket(), into, rec));
     }
     if (!conn.reader) conn.reader = std::make_unique<ReplyReader>();
     auto& parser = conn.reader->parser.emplace();
     parser.body_limit(boost::none);  // replies stream for as long as they need
-    // A header that has already arrived whole is parsed at once; one still
-    // on its way is read here, a read of the socket per pass. (Beast's
-    // async_read_header does the same as a composed operation, whose
-    // completion waits for a turn of the event loop even when nothing is
-    // read; the end of the connection is read as it reads it.)
-    net::beast::error_code hec0 = http::error::need_more;
-    if (reply_arrived) conn.buffer.consume(parser.put(conn.buffer.data(), hec0));
-    if (hec0 == http::error::need_more) ctx.exchange.watch_client();
-    while (hec0 == http::error::need_more) {
-      auto [ec, n] = co_await upstream.socket().async_read_some(
-          conn.buffer.prepare(kReplyReadBytes), kAsTuple);
-      conn.buffer.commit(n);
-      if (ec == net::asio::error::eof) {
-        if (parser.got_some()) {
-          parser.put_eof(hec0);  // a header cut off: partial_message
-        } else {
-          hec0 = http::error::end_of_stream;
-        }
-      } else if (ec) {
-        hec0 = ec;
-      } else {
-        hec0 = {};
-        conn.buffer.consume(parser.put(conn.buffer.data(), hec0));
-      }
+    net::beast::error_code hec0 = net::parse_buffered_header(conn.buffer, parser);
+    if (hec0 == http::error::need_more) {
+      ctx.exchange.watch_client();
+      hec0 = co_await net::read_header(upstream.socket(), conn.buffer, parser,
+                                       ctx.exchange.deadline());
     }
     ctx.exchange.deadline().disarm();
     const auto hec = classify(ctx, hec0);
