@@ -132,6 +132,23 @@ AttemptResult attempt_result(AttemptResult::Outcome outcome, http::status status
   return {outcome, status, std::move(message), std::string(kind)};
 }
 
+// A connection to the backend that could not be opened. Refused, unroutable
+// and timed-out connects say the server is not there; a local shortage (no
+// free descriptor or port) or a name that did not resolve says nothing about
+// the server itself.
+AttemptResult connect_failure(const config::BackendConfig& backend,
+                              const net::beast::error_code& ec) {
+  const bool timed_out = ec == net::beast::error::timeout;
+  AttemptResult result = attempt_result(
+      AttemptResult::Outcome::kRetryable, http::status::bad_gateway,
+      timed_out ? "connect_timeout"sv : "connect"sv, ec, "cannot connect to "sv, backend.url);
+  result.server_unreachable = timed_out || ec == net::asio::error::connection_refused ||
+                              ec == net::asio::error::host_unreachable ||
+                              ec == net::asio::error::network_unreachable ||
+                              ec == net::asio::error::timed_out;
+  return result;
+}
+
 AttemptResult client_gone(const net::beast::error_code& ec = {}) {
   return attempt_result(AttemptResult::Outcome::kClientGone, {}, "", ec, "client went away"sv);
 }
@@ -325,10 +342,7 @@ net::asio::awaitable<AttemptResult> forward_once(AttemptContext& ctx,
     if (fresh > 0 || !take_pooled(ctx.pool, backend, conn)) {
       ctx.exchange.watch_client();  // connecting can take up to the connect timeout
       if (const auto cec = co_await ctx.pool.connect(backend, ctx.timeouts.connect, conn))
-        co_return attempt_result(
-            Outcome::kRetryable, http::status::bad_gateway,
-            cec == net::beast::error::timeout ? "connect_timeout"sv : "connect"sv, cec,
-            "cannot connect to "sv, backend.url);
+        co_return connect_failure(backend, cec);
     }
     auto& upstream = *conn.stream;
     struct LiveGuard {

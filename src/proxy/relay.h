@@ -48,6 +48,10 @@ struct AttemptResult {
   net::http::status status = net::http::status::ok;  // for kRetryable/kFailed
   std::string message;                                // for the error reply and logs
   std::string error_kind;  // connect, timeout, first_byte_timeout, idle_timeout, status_5xx, protocol, reset
+  // The server could not be reached at all (connection refused, no route, or
+  // no answer within the connect timeout): every rank it serves failed, not
+  // only the one tried.
+  bool server_unreachable = false;
 };
 
 struct AttemptContext {

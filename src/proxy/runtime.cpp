@@ -18,6 +18,7 @@ net::tcp::endpoint WardenRuntime::start(bool scrape) {
   const auto set = warden_->models();
   const auto endpoint = server_->listen(set->config.listen_host, set->config.listen_port);
   scraping_ = scrape;
+  warden_->set_health_probed(scrape);
   if (scrape) scraper_->start(control_->at(0));
   control_->start();
   io_->start();

@@ -1,11 +1,13 @@
 #include "proxy/scraper.h"
 
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <spdlog/spdlog.h>
 
 #include "net/http_client.h"
 #include "telemetry/vllm_snapshot.h"
@@ -41,8 +43,7 @@ net::asio::awaitable<void> Scraper::watch(std::shared_ptr<ModelState> model_ptr,
   const auto timeout = std::max(interval_, std::chrono::milliseconds(2000));
   net::asio::steady_timer timer{co_await net::asio::this_coro::executor};
   // A reload hands a server over with the health it had.
-  bool healthy = was_healthy;
-  int failures = healthy ? 0 : unhealthy_after_;
+  int failures = was_healthy ? 0 : unhealthy_after_;
 
   while (warden_.models()->generation == generation) {
     const auto round_start = std::chrono::steady_clock::now();
@@ -76,21 +77,27 @@ net::asio::awaitable<void> Scraper::watch(std::shared_ptr<ModelState> model_ptr,
       }
     }
 
-    if (problem.empty()) {
-      failures = 0;
-      if (!healthy) {
-        healthy = true;
-        spdlog::info("model={} backend={} healthy again; taking new work", model.config.name, backend.url);
-      }
-    } else if (++failures >= unhealthy_after_ && healthy) {
-      healthy = false;
-      spdlog::warn("model={} backend={} unhealthy after {} failed probes ({}); its conversations re-home",
-                   model.config.name, backend.url, failures, problem);
-    }
+    // A good round brings the server back, whoever took it out (these
+    // rounds, or the data plane when it could not connect); `unhealthy_after`
+    // failed rounds in a row take it out. A failed round short of that leaves
+    // its health as it is.
+    failures = problem.empty() ? 0 : std::min(failures + 1, unhealthy_after_);
+    bool was = false;
+    bool now = false;
     {
       std::lock_guard lock{model.mutex};
-      for (int i = first; i < first + ranks; ++i) model.router.set_healthy(i, healthy);
+      was = model.router.healthy(first);
+      now = problem.empty() || (failures < unhealthy_after_ && was);
+      for (int i = first; i < first + ranks; ++i) model.router.set_healthy(i, now);
       if (backend_index == 0) model.router.expire(core::Clock::now());
+    }
+    if (now && !was) {
+      spdlog::info("model={} backend={} healthy again; taking new work", model.config.name,
+                   backend.url);
+    } else if (!now && was) {
+      spdlog::warn(
+          "model={} backend={} unhealthy after {} failed probes ({}); its conversations re-home",
+          model.config.name, backend.url, failures, problem);
     }
 
     timer.expires_at(round_start + interval_);

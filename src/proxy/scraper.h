@@ -5,9 +5,11 @@
 // A server is marked unhealthy after `unhealthy_after` consecutive failed
 // rounds (connect error, timeout, non-200 /health, or a /metrics without
 // vLLM samples); its ranks then take no new conversations and their
-// conversations re-home. One good round brings it back. Each change is logged
-// once. Every probe has its own timeout and runs on the scraper's own thread,
-// so a hanging /metrics delays nothing but its own server's next round.
+// conversations re-home. The data plane takes a server out at once when it
+// cannot connect to it (warden.cpp). One good round brings it back, whoever
+// took it out. Each change is logged once. Every probe has its own timeout
+// and runs on the scraper's own thread, so a hanging /metrics delays nothing
+// but its own server's next round.
 //
 // After a configuration reload, `start` is called again: loops of the retired
 // configuration end at their next round, and the new configuration's begin

@@ -454,6 +454,26 @@ net::asio::awaitable<void> respond_error(net::Exchange& exchange, Dialect dialec
   co_await exchange.respond(error_response(dialect, status, message));
 }
 
+// A server the data plane could not reach takes no new work, and its
+// conversations re-home, until the scraper's next good probe of it (rather
+// than after `unhealthy_after` failed probes, each request meanwhile paying a
+// failed connect first).
+void take_out_of_service(ModelState& model, int backend, std::string_view why) {
+  bool was_healthy = false;
+  {
+    std::lock_guard lock{model.mutex};
+    const auto [first, count] = model.router.backend_replicas(backend);
+    for (int i = first; i < first + count; ++i) {
+      was_healthy = was_healthy || model.router.healthy(i);
+      model.router.set_healthy(i, false);
+    }
+  }
+  if (was_healthy)
+    spdlog::warn("model={} backend={} unhealthy: {}; no new work until a probe of it succeeds",
+                 model.config.name, model.config.backends[static_cast<std::size_t>(backend)].url,
+                 why);
+}
+
 }  // namespace
 
 // Kept under the 1,020 bytes that Asio recycles per thread (a larger coroutine
@@ -519,12 +539,16 @@ net::asio::awaitable<void> Warden::run_attempts(Forward& f) {
       case Outcome::kRetryable:
         spdlog::warn("req={} model={} replica={} {} (attempt {})", f.id, f.model.config.name,
                      decision.replica, last.message, attempt + 1);
-        if (decision.replica >= 0) {
+        // The whole server failed when it could not be reached, or when its
+        // own balancer picked the rank: none of its ranks is tried again.
+        if (decision.replica >= 0 && !last.server_unreachable) {
           tried.push_back(decision.replica);
-        } else {  // the server's own balancer picked: the whole server failed
+        } else {
           const auto [first, count] = f.model.router.backend_replicas(decision.backend);
           for (int i = first; i < first + count; ++i) tried.push_back(i);
         }
+        if (last.server_unreachable && health_probed_.load(std::memory_order_relaxed))
+          take_out_of_service(f.model, decision.backend, last.message);
         break;
     }
   }

@@ -105,6 +105,13 @@ class Warden {
   // configurations, including ones a reload has retired.
   int requests_in_progress() const noexcept { return in_progress_.load(std::memory_order_relaxed); }
 
+  // Whether the scraper probes the servers. Only then does a server the data
+  // plane could not reach leave service at once: the scraper's next good
+  // probe of it is what brings it back.
+  void set_health_probed(bool probed) noexcept {
+    health_probed_.store(probed, std::memory_order_relaxed);
+  }
+
   // Drops pooled upstream connections; only with the I/O threads stopped.
   void close_upstreams() noexcept { pools_.clear(); }
   std::chrono::system_clock::time_point started() const noexcept { return started_; }
@@ -125,6 +132,7 @@ class Warden {
   std::chrono::system_clock::time_point started_;
   std::atomic<std::uint64_t> next_request_id_{1};
   std::atomic<int> in_progress_{0};
+  std::atomic<bool> health_probed_{false};
 };
 
 }  // namespace lmwarden::proxy

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <boost/asio/read.hpp>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -283,6 +284,46 @@ TEST(FaultBackend, GarbageMetricsTakeTheServerOutUntilTheyAreRightAgain) {
   EXPECT_TRUE(eventually([&] { return warden.card()["replicas"][0]["healthy"] == true; }));
   EXPECT_EQ(chat(warden.port(), "after").status, 200u);
   EXPECT_EQ(card_in_flight(warden), 0);
+}
+
+TEST(FaultBackend, AServerThatRefusesConnectionsHasNoRankTriedAgain) {
+  // Two ranks behind one address, and a server of one rank. With the first
+  // server gone, a request routed to either of its ranks is retried on the
+  // other server, not on the rank beside it (which refuses just the same).
+  // No scraper here: nothing else knows the server is gone.
+  auto gone = std::make_unique<FakeVllm>(2);
+  FakeVllm good{1};
+  RunningWarden warden{fault_config({{gone->port(), 2}, {good.port(), 1}})};
+  gone.reset();
+  for (int i = 0; i < 6; ++i) {
+    const auto r = chat(warden.port(), "conv-" + std::to_string(i));
+    ASSERT_EQ(r.status, 200u) << "conversation " << i << ": " << r.body;
+  }
+  EXPECT_EQ(good.seen().size(), 6u);
+  EXPECT_EQ(card_in_flight(warden), 0);
+}
+
+TEST(FaultBackend, AServerThatRefusesAConnectionTakesNoNewWorkUntilAProbeSucceeds) {
+  // Probes a minute apart: the scraper cannot be what takes the server out.
+  auto gone = std::make_unique<FakeVllm>(1);
+  FakeVllm good{1};
+  RunningWarden warden{make_config({{gone->port(), 1}, {good.port(), 1}}, std::nullopt,
+                                   "scrape_interval: 60s\nunhealthy_after: 2\n"),
+                       /*scrape=*/true};
+  gone.reset();
+  for (int i = 0; i < 8; ++i) {
+    const auto r = chat(warden.port(), "conv-" + std::to_string(i));
+    ASSERT_EQ(r.status, 200u) << "conversation " << i << ": " << r.body;
+  }
+  // New conversations spread over both replicas until one was refused; from
+  // then on the server is out, so exactly one connect failed.
+  EXPECT_TRUE(metrics_count_error(warden, 0, "connect"))
+      << http_request(warden.port(), http::verb::get, "/metrics").body;
+  const json card = warden.card();
+  EXPECT_EQ(card["replicas"][0]["healthy"], false);
+  EXPECT_EQ(card["replicas"][1]["healthy"], true);
+  EXPECT_EQ(good.seen().size(), 8u);
+  EXPECT_EQ(card["in_flight"], 0);
 }
 
 TEST(FaultBackend, AllReplicasDownIs503ThenARestartedServerIsRebaselined) {
