@@ -10,15 +10,17 @@
 namespace lmwarden::net {
 
 // The value of the first field called `name` (a known field), or "" if none.
-inline std::string_view first_value(const boost::beast::http::fields& fields,
-                                    boost::beast::http::field name) {
+// `Fields`: Beast's fields, or any range of elements with name() and value().
+template <class Fields>
+std::string_view first_value(const Fields& fields, boost::beast::http::field name) {
   for (const auto& f : fields)
     if (f.name() == name) return f.value();
   return {};
 }
 
 // Whether a field called `name` (a known field) is present.
-inline bool has_field(const boost::beast::http::fields& fields, boost::beast::http::field name) {
+template <class Fields>
+bool has_field(const Fields& fields, boost::beast::http::field name) {
   for (const auto& f : fields)
     if (f.name() == name) return true;
   return false;

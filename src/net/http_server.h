@@ -76,16 +76,23 @@ inline void append_field(std::string& out, std::string_view name, std::string_vi
   out.append(name).append(": "sv).append(value).append("\r\n"sv);
 }
 
-// Appends `header`'s status line (its reason phrase, or the standard one) and
-// the fields `keep` accepts, each line ending in CRLF: the wire form
-// Exchange::begin_stream takes.
+// Appends a status line and the fields `keep` accepts, each line ending in
+// CRLF: the wire form Exchange::begin_stream takes. `Fields`: Beast's fields,
+// or any range of elements with name(), name_string() and value().
+template <class Fields, class Keep>
+void write_status_and_fields(std::string& out, unsigned status, std::string_view reason,
+                             const Fields& fields, Keep keep) {
+  using namespace std::string_view_literals;
+  out.append("HTTP/1.1 "sv).append(std::to_string(status)).append(" "sv);
+  out.append(reason).append("\r\n"sv);
+  for (const auto& f : fields)
+    if (keep(f)) append_field(out, f.name_string(), f.value());
+}
+
+// The same for `header`, with its reason phrase or the standard one.
 template <class Keep>
 void write_status_and_fields(std::string& out, const http::response_header<>& header, Keep keep) {
-  using namespace std::string_view_literals;
-  out.append("HTTP/1.1 "sv).append(std::to_string(header.result_int())).append(" "sv);
-  out.append(header.reason()).append("\r\n"sv);
-  for (const auto& f : header)
-    if (keep(f)) append_field(out, f.name_string(), f.value());
+  write_status_and_fields(out, header.result_int(), header.reason(), header, keep);
 }
 
 // The connection's pending read of its client (see Exchange::watch_client).

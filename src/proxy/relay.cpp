@@ -7,7 +7,6 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/buffers_suffix.hpp>
 #include <boost/beast/core/string.hpp>
-#include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/rfc7230.hpp>
 #include <boost/container/small_vector.hpp>
 #include <charconv>
@@ -37,14 +36,17 @@ constexpr std::array<http::field, 8> kHopByHop = {
 // Says which fields of a message are hop-by-hop: the fixed ones and those its
 // sender listed in Connection (in any of its Connection fields). Views into
 // the message's fields: no copies.
+// `Fields`: Beast's fields or a ReplyParser's.
 class HopByHop {
  public:
-  explicit HopByHop(const http::fields& fields) {
+  template <class Fields>
+  explicit HopByHop(const Fields& fields) {
     for (const auto& f : fields)
       if (f.name() == http::field::connection)
         for (auto token : http::token_list{f.value()}) listed_.push_back(token);
   }
-  bool operator()(const http::fields::value_type& f) const {
+  template <class Field>
+  bool operator()(const Field& f) const {
     if (f.name() != http::field::unknown && std::ranges::find(kHopByHop, f.name()) != kHopByHop.end())
       return true;
     return std::ranges::any_of(listed_, [&](std::string_view token) {
@@ -74,9 +76,8 @@ constexpr std::size_t kReplyReadBytes = 16 * 1024;
 // arrived together leave in one write instead of one write (and one timer)
 // each. Stops at a partial element, a full body buffer or the end of the
 // reply; a parse error is returned as the read's error.
-net::beast::error_code drain_buffered(http::response_parser<http::buffer_body>& parser,
-                                      net::beast::flat_buffer& buffer) {
-  while (!parser.is_done() && buffer.size() > 0 && parser.get().body().size > 0) {
+net::beast::error_code drain_buffered(ReplyParser& parser, net::beast::flat_buffer& buffer) {
+  while (!parser.is_done() && buffer.size() > 0 && parser.body_room() > 0) {
     net::beast::error_code ec;
     const std::size_t used = parser.put(buffer.data(), ec);
     buffer.consume(used);
@@ -196,14 +197,15 @@ net::asio::awaitable<AttemptResult> relay_reply(AttemptContext& ctx,
                                                 const config::BackendConfig& backend,
                                                 UpstreamConnection& conn, unsigned status) {
   auto& parser = *conn.reader->parser;
-  auto& reply = parser.get();
   auto& upstream = conn.stream->socket();
-  // The request head has gone: its buffer takes the reply's.
-  write_client_head(conn.head, reply);
+  // The request head has gone: its buffer takes the reply's. The header's
+  // views into conn.buffer are read here, before the buffer takes more.
+  write_client_head(conn.head, parser);
   std::optional<std::uint64_t> length;
   if (const auto declared = parser.content_length()) length = *declared;
   const bool chunked = !length && !parser.is_done();
-  const std::string_view content_type = net::first_value(reply, http::field::content_type);
+  const std::string_view content_type =
+      net::first_value(parser.fields(), http::field::content_type);
   const bool event_stream = content_type.starts_with("text/event-stream");
   if (ctx.observer) ctx.observer->on_response_header(status, content_type, chunked);
   // First pass: no read; the body bytes that came with the header (all of
@@ -215,12 +217,11 @@ net::asio::awaitable<AttemptResult> relay_reply(AttemptContext& ctx,
   const std::span<char> chunk{conn.reader->chunk};
   bool header_sent = false;
   for (;;) {
-    reply.body().data = chunk.data();
-    reply.body().size = chunk.size();
+    parser.body_buffer(chunk.data(), chunk.size());
     if (header_sent && parser.is_done()) break;
     net::beast::error_code rec;
     if (!parser.is_done()) rec = drain_buffered(parser, conn.buffer);
-    if (header_sent && !rec && !parser.is_done() && reply.body().size == chunk.size()) {
+    if (header_sent && !rec && !parser.is_done() && parser.body_room() == chunk.size()) {
       ctx.exchange.watch_client();  // more of the reply to wait for
       ctx.exchange.deadline().arm(upstream, ctx.timeouts.idle,
                                   net::ConnectionDeadline::OnExpiry::kClose);
@@ -234,7 +235,7 @@ net::asio::awaitable<AttemptResult> relay_reply(AttemptContext& ctx,
       rec = classify(ctx, ec);
       if (!rec) rec = drain_buffered(parser, conn.buffer);
     }
-    const std::size_t got = chunk.size() - reply.body().size;
+    const std::size_t got = chunk.size() - parser.body_room();
     const std::string_view whole{chunk.data(), got};
     std::span<const std::string_view> pieces;
     if (got > 0 && ctx.observer) {
@@ -260,7 +261,7 @@ net::asio::awaitable<AttemptResult> relay_reply(AttemptContext& ctx,
     for (std::string_view piece : ctx.observer->on_end())
       if (auto ec = co_await ctx.exchange.write_body(piece)) co_return client_gone(ec);
   if (auto ec = co_await ctx.exchange.end_stream()) co_return client_gone(ec);
-  const auto relayed = reply.result();
+  const auto relayed = static_cast<http::status>(parser.status());
   const bool keep_alive = parser.keep_alive();
   conn.reader->parser.reset();
   if (keep_alive) ctx.pool.release(std::move(conn));
@@ -321,12 +322,13 @@ void write_upstream_head(std::string& out, const net::Request& request,
   out.append("\r\n"sv);
 }
 
-void write_client_head(std::string& out, const http::response_header<>& reply) {
-  const HopByHop hop_by_hop{reply};
+void write_client_head(std::string& out, const ReplyParser& reply) {
+  const HopByHop hop_by_hop{reply.fields()};
   out.clear();
-  net::write_status_and_fields(out, reply, [&](const http::fields::value_type& f) {
-    return !hop_by_hop(f) && f.name() != http::field::content_length;
-  });
+  net::write_status_and_fields(out, reply.status(), reply.reason(), reply.fields(),
+                               [&](const ReplyParser::Field& f) {
+                                 return !hop_by_hop(f) && f.name() != http::field::content_length;
+                               });
 }
 
 net::asio::awaitable<AttemptResult> forward_once(AttemptContext& ctx,
@@ -409,8 +411,7 @@ net::asio::awaitable<AttemptResult> forward_once(AttemptContext& ctx,
       co_return attempt_result(Outcome::kRetryable, http::status::bad_gateway, "protocol", hec,
                                "bad reply from "sv, backend.url);
     }
-    auto& reply = parser.get();
-    const unsigned status = reply.result_int();
+    const unsigned status = parser.status();
     if (status >= 500 && may_retry) {
       co_return attempt_result(Outcome::kRetryable, http::status::bad_gateway, "status_5xx", {},
                                "upstream "sv, backend.url, " answered "sv, status);

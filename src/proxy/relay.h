@@ -77,10 +77,10 @@ void write_upstream_head(std::string& out, const net::Request& request,
                          std::string_view forwarded_for);
 
 // Writes into `out` (replacing what it held) the status line and fields of an
-// upstream reply as the client receives them, in the form
-// Exchange::begin_stream takes: hop-by-hop fields and Content-Length dropped
-// (the exchange writes the framing).
-void write_client_head(std::string& out, const net::http::response_header<>& reply);
+// upstream reply whose header `reply` has parsed, as the client receives them,
+// in the form Exchange::begin_stream takes: hop-by-hop fields and
+// Content-Length dropped (the exchange writes the framing).
+void write_client_head(std::string& out, const ReplyParser& reply);
 
 // Forwards once. `may_retry`: whether a 5xx reply (before anything was relayed)
 // should be reported as retryable rather than relayed.

@@ -2,13 +2,16 @@
 // locks: a connection never leaves the thread that opened it).
 #pragma once
 
+#include <algorithm>
 #include <array>
-#include <boost/beast/http/buffer_body.hpp>
-#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/basic_parser.hpp>
+#include <boost/container/small_vector.hpp>
 #include <chrono>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -20,11 +23,95 @@
 
 namespace lmwarden::proxy {
 
+// The parser of one upstream reply: Beast's HTTP/1.1 parser, with a header
+// of its own. The status line and the fields are kept as views into the bytes
+// they were parsed from (Beast hands them over only once the whole header is
+// in one buffer: the connection's read buffer), not copied into Beast's field
+// container, which allocates and inserts into an ordered index per field.
+// The views hold until that buffer is next written to; the relay reads them
+// first. The body is decoded into the buffer given to body_buffer(), as
+// Beast's buffer_body does it.
+class ReplyParser final : public net::http::basic_parser<false> {
+ public:
+  // One field as it was received; read like Beast's fields.
+  class Field {
+   public:
+    Field(net::http::field name, std::string_view name_string, std::string_view value) noexcept
+        : name_(name), name_string_(name_string), value_(value) {}
+    net::http::field name() const noexcept { return name_; }
+    std::string_view name_string() const noexcept { return name_string_; }
+    std::string_view value() const noexcept { return value_; }
+
+   private:
+    net::http::field name_;
+    std::string_view name_string_;
+    std::string_view value_;
+  };
+
+  unsigned status() const noexcept { return status_; }
+  // The reason phrase received, or the standard one when it was empty.
+  std::string_view reason() const noexcept {
+    if (!reason_.empty()) return reason_;
+    const auto standard = net::http::obsolete_reason(static_cast<net::http::status>(status_));
+    return {standard.data(), standard.size()};
+  }
+  std::span<const Field> fields() const noexcept { return fields_; }
+
+  // Where the next decoded body bytes go; body_room() is what is left of it.
+  void body_buffer(char* data, std::size_t size) noexcept {
+    body_ = data;
+    room_ = size;
+  }
+  std::size_t body_room() const noexcept { return room_; }
+
+ private:
+  using string_view = net::beast::string_view;
+  static std::string_view view(string_view s) noexcept { return {s.data(), s.size()}; }
+
+  void on_request_impl(net::http::verb, string_view, string_view, int,
+                       net::beast::error_code&) override {}
+  void on_response_impl(int code, string_view reason, int, net::beast::error_code&) override {
+    status_ = static_cast<unsigned>(code);
+    reason_ = view(reason);
+  }
+  void on_field_impl(net::http::field name, string_view name_string, string_view value,
+                     net::beast::error_code&) override {
+    fields_.emplace_back(name, view(name_string), view(value));
+  }
+  void on_header_impl(net::beast::error_code&) override {}
+  void on_body_init_impl(const boost::optional<std::uint64_t>&, net::beast::error_code&) override {}
+  std::size_t on_body_impl(string_view body, net::beast::error_code& ec) override {
+    return take(body, ec);
+  }
+  void on_chunk_header_impl(std::uint64_t, string_view, net::beast::error_code&) override {}
+  std::size_t on_chunk_body_impl(std::uint64_t, string_view body,
+                                 net::beast::error_code& ec) override {
+    return take(body, ec);
+  }
+  void on_finish_impl(net::beast::error_code&) override {}
+
+  // Copies what fits; the parser presents the rest again once there is room.
+  std::size_t take(string_view body, net::beast::error_code& ec) noexcept {
+    const std::size_t n = std::min(room_, body.size());
+    if (n > 0) std::memcpy(body_, body.data(), n);
+    body_ += n;
+    room_ -= n;
+    if (n < body.size()) ec = net::http::error::need_buffer;
+    return n;
+  }
+
+  unsigned status_ = 0;
+  std::string_view reason_;
+  boost::container::small_vector<Field, 12> fields_;
+  char* body_ = nullptr;
+  std::size_t room_ = 0;
+};
+
 // What the relay needs to read one reply: its parser and where the body is
 // decoded, piece by piece, on its way to the client.
 struct ReplyReader {
   static constexpr std::size_t kChunkBytes = 16 * 1024;  // decoded per pass: one gathered write
-  std::optional<net::http::response_parser<net::http::buffer_body>> parser;  // one per reply
+  std::optional<ReplyParser> parser;                     // one per reply
   std::array<char, kChunkBytes> chunk;
 };
 
