@@ -176,6 +176,18 @@ void Router::set_healthy(int replica, bool healthy) noexcept {
   rescore(replica);
 }
 
+void Router::set_backend_healthy(int backend, bool healthy) noexcept {
+  const auto [first, count] = backend_replicas(backend);
+  for (int i = first; i < first + count; ++i) set_healthy(i, healthy);
+}
+
+bool Router::backend_healthy(int backend) const noexcept {
+  const auto [first, count] = backend_replicas(backend);
+  for (int i = first; i < first + count; ++i)
+    if (healthy(i)) return true;
+  return false;
+}
+
 void Router::set_engine_stats(int replica, const EngineStats& stats) noexcept {
   replicas_[static_cast<std::size_t>(replica)].engine = stats;
   rescore(replica);

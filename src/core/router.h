@@ -105,6 +105,10 @@ class Router final : private SessionTable::Listener {
   void finish(const RouteDecision& decision) noexcept;
 
   void set_healthy(int replica, bool healthy) noexcept;
+  // A server's health: every rank of one backend at once (what probes and
+  // failed connects measure), and whether any of its ranks is healthy.
+  void set_backend_healthy(int backend, bool healthy) noexcept;
+  bool backend_healthy(int backend) const noexcept;
   void set_engine_stats(int replica, const EngineStats& stats) noexcept;
   void set_affinity(bool on) noexcept { affinity_ = on; }
   void set_spill_threshold(std::optional<int> threshold) noexcept { spill_threshold_ = threshold; }

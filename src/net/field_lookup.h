@@ -19,8 +19,7 @@ std::string_view first_value(const Fields& fields, boost::beast::http::field nam
 }
 
 // Whether a field called `name` (a known field) is present.
-template <class Fields>
-bool has_field(const Fields& fields, boost::beast::http::field name) {
+inline bool has_field(const boost::beast::http::fields& fields, boost::beast::http::field name) {
   for (const auto& f : fields)
     if (f.name() == name) return true;
   return false;

@@ -261,11 +261,11 @@ net::asio::awaitable<AttemptResult> relay_reply(AttemptContext& ctx,
     for (std::string_view piece : ctx.observer->on_end())
       if (auto ec = co_await ctx.exchange.write_body(piece)) co_return client_gone(ec);
   if (auto ec = co_await ctx.exchange.end_stream()) co_return client_gone(ec);
-  const auto relayed = static_cast<http::status>(parser.status());
   const bool keep_alive = parser.keep_alive();
   conn.reader->parser.reset();
   if (keep_alive) ctx.pool.release(std::move(conn));
-  co_return AttemptResult{AttemptResult::Outcome::kRelayed, relayed, {}, {}};
+  co_return AttemptResult{
+      AttemptResult::Outcome::kRelayed, static_cast<http::status>(status), {}, {}};
 }
 
 }  // namespace

@@ -36,7 +36,7 @@ net::asio::awaitable<void> Scraper::watch(std::shared_ptr<ModelState> model_ptr,
   const auto [first, ranks, was_healthy] = [&] {
     std::lock_guard lock{model.mutex};
     const auto [f, n] = model.router.backend_replicas(backend_index);
-    return std::tuple{f, n, model.router.healthy(f)};
+    return std::tuple{f, n, model.router.backend_healthy(backend_index)};
   }();
   // A probe may take as long as a round, but never so little that a loaded
   // server is declared dead for answering in 600 ms.
@@ -86,9 +86,9 @@ net::asio::awaitable<void> Scraper::watch(std::shared_ptr<ModelState> model_ptr,
     bool now = false;
     {
       std::lock_guard lock{model.mutex};
-      was = model.router.healthy(first);
+      was = model.router.backend_healthy(backend_index);
       now = problem.empty() || (failures < unhealthy_after_ && was);
-      for (int i = first; i < first + ranks; ++i) model.router.set_healthy(i, now);
+      model.router.set_backend_healthy(backend_index, now);
       if (backend_index == 0) model.router.expire(core::Clock::now());
     }
     if (now && !was) {

@@ -462,11 +462,8 @@ void take_out_of_service(ModelState& model, int backend, std::string_view why) {
   bool was_healthy = false;
   {
     std::lock_guard lock{model.mutex};
-    const auto [first, count] = model.router.backend_replicas(backend);
-    for (int i = first; i < first + count; ++i) {
-      was_healthy = was_healthy || model.router.healthy(i);
-      model.router.set_healthy(i, false);
-    }
+    was_healthy = model.router.backend_healthy(backend);
+    model.router.set_backend_healthy(backend, false);
   }
   if (was_healthy)
     spdlog::warn("model={} backend={} unhealthy: {}; no new work until a probe of it succeeds",

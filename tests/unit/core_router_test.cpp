@@ -163,6 +163,26 @@ TEST(Router, UnhealthyReplicasTakeNoNewConversations) {
   for (int i = 0; i < 5; ++i) EXPECT_EQ(router.route(session("n" + std::to_string(i)), t0).replica, 1);
 }
 
+TEST(Router, AServersHealthIsEveryRankOfIt) {
+  config::ModelConfig m = dp_model(2);
+  m.backends.push_back(
+      {.url = "http://127.0.0.1:8001", .host = "127.0.0.1", .port = 8001, .data_parallel_size = 1});
+  Router router = make_router(m);
+  router.set_backend_healthy(0, false);
+  EXPECT_FALSE(router.healthy(0));
+  EXPECT_FALSE(router.healthy(1));
+  EXPECT_TRUE(router.healthy(2));
+  EXPECT_FALSE(router.backend_healthy(0));
+  EXPECT_TRUE(router.backend_healthy(1));
+  for (int i = 0; i < 4; ++i)
+    EXPECT_EQ(router.route(session("n" + std::to_string(i)), t0).replica, 2);
+  router.set_healthy(1, true);  // one rank back is the server partly back
+  EXPECT_TRUE(router.backend_healthy(0));
+  router.set_backend_healthy(0, true);
+  EXPECT_TRUE(router.healthy(0));
+  EXPECT_TRUE(router.healthy(1));
+}
+
 TEST(Router, NoHealthyReplicaIsAnErrorNotACrash) {
   Router router = make_router(dp_model(2));
   router.set_healthy(0, false);
