@@ -11,7 +11,11 @@ Each throughput run also has a .cpu record (run.sh): the proxy's and the
 responder's CPU time over the run and each CPU's busy ticks. From it come the
 proxy's CPU time per request (lowest of the rounds) and, for the best run,
 how busy each CPU was: when the CPU that carries wrk and the responder is
-saturated, requests/s measures the load side as much as the proxy.
+saturated, requests/s measures the load side as much as the proxy. With the
+default pinning, CPU 0's busy time per request (wrk, the responder, and the
+kernel's work for them) says how much the proxy in front made the load side
+spend: the same figure behind both proxies means requests/s could not tell
+them apart.
 """
 import argparse
 import glob
@@ -69,6 +73,15 @@ def cpu_busy(r):
     return shares
 
 
+def load_cpu_us_per_request(r):
+    """CPU 0's busy time per request: wrk and the responder, when pinned there."""
+    c = r.get("cpu")
+    if not a.pinned or not c or not r["requests"] or len(c["cpu_before"]) < 2:
+        return None
+    busy = c["cpu_after"][0] - c["cpu_before"][0]
+    return busy / c["ticks_per_s"] * 1e6 / r["requests"]
+
+
 def lowest(values):
     values = [v for v in values if v is not None]
     return round(min(values), 2) if values else None
@@ -95,6 +108,7 @@ for case in CASES:
             "proxy_cpu_us_per_request": lowest(cpu_us_per_request(r, "proxy") for r in load)
             if target != "direct" else None,
             "responder_cpu_us_per_request": lowest(cpu_us_per_request(r, "responder") for r in load),
+            "load_cpu_us_per_request": lowest(load_cpu_us_per_request(r) for r in load),
             "cpu_busy_share": cpu_busy(best),
         }
         if case == "sse256":
@@ -113,6 +127,8 @@ for case in CASES:
         "added_p99": ratio(w["added_us_p99"], n["added_us_p99"]),
         "proxy_cpu_per_request": ratio(w["proxy_cpu_us_per_request"] or 0,
                                        n["proxy_cpu_us_per_request"] or 0),
+        "load_cpu_per_request": ratio(w["load_cpu_us_per_request"] or 0,
+                                      n["load_cpu_us_per_request"] or 0),
     }
     if case == "sse256":
         c["ratio_lmwarden_over_nginx"]["sse_events_per_s"] = ratio(w["sse_events_per_s"], n["sse_events_per_s"])
@@ -125,8 +141,8 @@ print(f"\nrequests/s: wrk -t1 -c{a.connections}, best of {a.rounds} × {a.second
       f"latency: 1 connection, best of {a.rounds} × {a.latency_seconds}s; "
       f"proxies on {a.threads or 1} thread(s){' pinned to CPU 1' if a.pinned else ''}\n")
 print("| case | target | requests/s | p50 µs | p99 µs | added p50 µs | added p99 µs | SSE events/s "
-      "| proxy CPU µs/request | responder CPU µs/request | CPUs busy |")
-print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+      "| proxy CPU µs/request | responder CPU µs/request | CPU 0 µs/request | CPUs busy |")
+print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
 for case in CASES:
     for target in TARGETS:
         t = summary["cases"][case][target]
@@ -135,16 +151,19 @@ for case in CASES:
         ev = f"{t['sse_events_per_s']:,}" if "sse_events_per_s" in t else ""
         pcpu = t["proxy_cpu_us_per_request"] if t["proxy_cpu_us_per_request"] is not None else ""
         rcpu = t["responder_cpu_us_per_request"] if t["responder_cpu_us_per_request"] is not None else ""
+        lcpu = t["load_cpu_us_per_request"] if t["load_cpu_us_per_request"] is not None else ""
         busy = " / ".join(f"{b:.0%}" for b in t["cpu_busy_share"] or [] if b is not None)
         print(f"| {case} | {target} | {t['requests_per_s']:,.0f} | {t['latency_us_p50']} | "
-              f"{t['latency_us_p99']} | {added50} | {added99} | {ev} | {pcpu} | {rcpu} | {busy} |")
+              f"{t['latency_us_p99']} | {added50} | {added99} | {ev} | {pcpu} | {rcpu} | {lcpu} | {busy} |")
 print("\n| case | lmwarden/nginx requests/s | lmwarden/nginx added p50 | lmwarden/nginx added p99 "
-      "| lmwarden/nginx SSE events/s | lmwarden/nginx proxy CPU per request |")
-print("|---|---:|---:|---:|---:|---:|")
+      "| lmwarden/nginx SSE events/s | lmwarden/nginx proxy CPU per request "
+      "| lmwarden/nginx CPU 0 per request |")
+print("|---|---:|---:|---:|---:|---:|---:|")
 for case in CASES:
     r = summary["cases"][case]["ratio_lmwarden_over_nginx"]
     print(f"| {case} | {r['requests_per_s']} | {r['added_p50']} | {r['added_p99']} "
-          f"| {r.get('sse_events_per_s', '')} | {r['proxy_cpu_per_request'] or ''} |")
+          f"| {r.get('sse_events_per_s', '')} | {r['proxy_cpu_per_request'] or ''} "
+          f"| {r['load_cpu_per_request'] or ''} |")
 bad = {(case, t): summary["cases"][case][t]["errors"] for case in CASES for t in TARGETS
        if summary["cases"][case][t]["errors"]}
 if bad:

@@ -18,6 +18,7 @@
 #include <boost/beast/http/chunk_encode.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
+#include <boost/intrusive/list.hpp>
 #include <algorithm>
 #include <array>
 #include <cerrno>
@@ -191,6 +192,55 @@ auto wait_client_read(ClientRead& read, Token&& token) {
 
 }  // namespace
 
+// The watch_client() calls of one io_context that wait for their tick. One
+// timer for all of them, armed while some are asked for: the kernel timer
+// moves about once a tick, not once a request.
+class ClientWatchTicker final : public asio::execution_context::service {
+ public:
+  static inline asio::execution_context::id id;
+
+  explicit ClientWatchTicker(asio::io_context& context) : service(context), timer_(context) {}
+
+  void add(Exchange& exchange) {
+    if (exchange.watch_due_.is_linked()) return;
+    due_.push_back(exchange);
+    if (!ticking_) arm();
+  }
+
+ private:
+  using Due =
+      boost::intrusive::list<Exchange,
+                             boost::intrusive::member_hook<Exchange, decltype(Exchange::watch_due_),
+                                                           &Exchange::watch_due_>,
+                             boost::intrusive::constant_time_size<false>>;
+
+  void arm() {
+    ticking_ = true;
+    timer_.expires_after(Exchange::kClientWatchTick);
+    // The service outlives its timer's handler: the context destroys pending
+    // handlers, uninvoked, before its services.
+    timer_.async_wait([this](const beast::error_code& ec) {
+      ticking_ = false;
+      if (ec) return;
+      if (due_.empty()) return;  // idle: the next add() arms again
+      // Handlers still waiting a tick after asking: their watches start now.
+      // Starting one runs no handler code, so the list holds still meanwhile.
+      while (!due_.empty()) {
+        Exchange& exchange = due_.front();
+        due_.pop_front();
+        exchange.start_client_watch();
+      }
+      arm();
+    });
+  }
+
+  void shutdown() override { due_.clear(); }
+
+  Due due_;
+  asio::steady_timer timer_;
+  bool ticking_ = false;
+};
+
 // ---------------------------------------------------------------- Exchange
 
 asio::awaitable<beast::error_code> Exchange::respond(Response response) {
@@ -291,11 +341,24 @@ void Exchange::on_client_gone(std::function<void()> callback) {
 }
 
 void Exchange::watch_client() {
+  if (client_read_.state->pending || client_read_.state->gone || buffer_.size() != 0) return;
+  const auto executor = stream_.get_executor();
+  if (const auto* io = executor.target<asio::io_context::executor_type>()) {
+    asio::use_service<ClientWatchTicker>(io->context()).add(*this);
+  } else {
+    start_client_watch();
+  }
+}
+
+void Exchange::start_client_watch() {
   if (!client_read_.state->pending && !client_read_.state->gone && buffer_.size() == 0)
     start_client_read(client_read_, stream_.socket(), buffer_);
 }
 
-void Exchange::stop_watching_client() noexcept { client_read_.on_gone = nullptr; }
+void Exchange::stop_watching_client() noexcept {
+  client_read_.on_gone = nullptr;
+  watch_due_.unlink();
+}
 
 bool Exchange::others_in_progress() const noexcept { return exchanges_on_this_thread > 1; }
 

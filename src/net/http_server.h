@@ -17,6 +17,7 @@
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
+#include <boost/intrusive/list_hook.hpp>
 #include <chrono>
 #include <cstddef>
 #include <functional>
@@ -158,11 +159,17 @@ class Exchange {
   // handler the server waits on it as its wait between requests. So the
   // watch costs no system call beyond that read: unlike async_wait, which
   // Asio re-registers (epoll_ctl) every time, a read needs no epoll change.
-  // The handler starts it (watch_client) when it is about to wait on
-  // something else, such as an upstream server; starting it again is a no-op.
-  // Not started when a pipelined request is already buffered. The callback
-  // must stay valid until stop_watching_client(), which the server also calls
-  // after every handler.
+  //
+  // The handler asks for it (watch_client) when it is about to wait on
+  // something else, such as an upstream server; asking again is a no-op. The
+  // read starts at the I/O thread's next watch tick (within kClientWatchTick),
+  // unless the handler has finished by then: the client sends nothing while
+  // it waits for its reply, so a read started at once would find nothing (a
+  // system call wasted on every request) and only a wait longer than a tick
+  // needs the watch. Not started when a pipelined request is already
+  // buffered. The callback must stay valid until stop_watching_client(),
+  // which the server also calls after every handler.
+  static constexpr std::chrono::milliseconds kClientWatchTick{50};
   void on_client_gone(std::function<void()> callback);
   void watch_client();
   void stop_watching_client() noexcept;
@@ -181,6 +188,8 @@ class Exchange {
   void close_after() noexcept { keep_alive_ = false; }
 
  private:
+  friend class ClientWatchTicker;
+  void start_client_watch();
   enum class State { kNone, kStreaming, kDone };
   beast::tcp_stream& stream_;
   beast::flat_buffer& buffer_;
@@ -191,6 +200,9 @@ class Exchange {
   State state_ = State::kNone;
   bool chunked_ = false;
   bool keep_alive_;  // the client's wish, read before a handler rewrites the request
+  // Linked while a watch_client() waits for its tick.
+  boost::intrusive::list_member_hook<boost::intrusive::link_mode<boost::intrusive::auto_unlink>>
+      watch_due_;
 };
 
 using Handler = std::function<asio::awaitable<void>(Exchange&)>;

@@ -1,0 +1,85 @@
+// Exchange::watch_client over a real HttpServer on 127.0.0.1: a handler that
+// waits longer than a watch tick learns that its client left; one that is
+// done sooner starts no read of the client at all, so a client that has
+// already shut its side down is not noticed by it (an immediate read would
+// have seen the EOF at once).
+#include <gtest/gtest.h>
+
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <chrono>
+#include <string>
+
+#include "http_test_client.h"
+#include "net/http_server.h"
+
+namespace lmwarden::net {
+namespace {
+
+using testing::HttpConnection;
+
+// Answers "gone" or "here": whether on_client_gone ran while the handler
+// waited `wait` after asking for the watch.
+class WatchingServer {
+ public:
+  explicit WatchingServer(std::chrono::milliseconds wait)
+      : io_(1), server_(io_, ServerOptions{}, [wait](Exchange& ex) { return handle(ex, wait); }) {
+    port_ = server_.listen("127.0.0.1", 0).port();
+    io_.start();
+  }
+  ~WatchingServer() {
+    io_.stop();
+    io_.join();
+  }
+  std::uint16_t port() const { return port_; }
+
+ private:
+  static asio::awaitable<void> handle(Exchange& ex, std::chrono::milliseconds wait) {
+    bool gone = false;
+    ex.on_client_gone([&gone] { gone = true; });
+    ex.watch_client();
+    asio::steady_timer timer{ex.stream().get_executor()};
+    const auto until = std::chrono::steady_clock::now() + wait;
+    // Woken every 10 ms to look, so that a long wait ends once the client is gone.
+    while (!gone && std::chrono::steady_clock::now() < until) {
+      timer.expires_after(std::min<std::chrono::steady_clock::duration>(
+          std::chrono::milliseconds(10), until - std::chrono::steady_clock::now()));
+      co_await timer.async_wait(asio::use_awaitable);
+    }
+    ex.stop_watching_client();
+    Response res{http::status::ok, 11};
+    res.body() = gone ? "gone" : "here";
+    co_await ex.respond(std::move(res));
+  }
+
+  IoThreads io_;
+  HttpServer server_;
+  std::uint16_t port_ = 0;
+};
+
+// Sends one request, shuts the sending side down (EOF to the server) and
+// reads the reply.
+std::string ask_then_hang_up(std::uint16_t port) {
+  HttpConnection c{port};
+  c.send(http::verb::post, "/", "{}");
+  c.socket().shutdown(tcp::socket::shutdown_send);
+  return c.read().body;
+}
+
+TEST(ClientWatch, AHandlerWaitingLongerThanATickLearnsTheClientLeft) {
+  WatchingServer server{10 * Exchange::kClientWatchTick};
+  EXPECT_EQ(ask_then_hang_up(server.port()), "gone");
+}
+
+TEST(ClientWatch, AHandlerDoneWithinATickStartsNoReadOfTheClient) {
+  // 5 ms: time enough for the client's EOF to arrive, and for a read
+  // started at once to see it; a tenth of a tick.
+  static_assert(Exchange::kClientWatchTick >= std::chrono::milliseconds(50));
+  WatchingServer server{std::chrono::milliseconds(5)};
+  // The first request of a new server: its ticker is idle when the handler
+  // asks, so the watch would start a whole tick later.
+  EXPECT_EQ(ask_then_hang_up(server.port()), "here");
+}
+
+}  // namespace
+}  // namespace lmwarden::net
