@@ -16,6 +16,9 @@ default pinning, CPU 0's busy time per request (wrk, the responder, and the
 kernel's work for them) says how much the proxy in front made the load side
 spend: the same figure behind both proxies means requests/s could not tell
 them apart.
+
+The last table pairs the proxies within each round (their throughput runs of
+a case are seconds apart): lmwarden/nginx per round, and the median.
 """
 import argparse
 import glob
@@ -35,7 +38,8 @@ a = p.parse_args()
 CASES = ["small", "claude100k", "sse256"]
 TARGETS = ["direct", "nginx", "lmwarden"]
 runs = {}
-for path in glob.glob(os.path.join(a.results, "*.json")):
+by_round = {}  # (case, target, mode) -> {round: run}
+for path in sorted(glob.glob(os.path.join(a.results, "*.json"))):
     r, case, target, mode, _ = os.path.basename(path).split(".")
     with open(path) as f:
         run = json.load(f)
@@ -43,6 +47,7 @@ for path in glob.glob(os.path.join(a.results, "*.json")):
         with open(path + ".cpu") as f:
             run["cpu"] = json.load(f)
     runs.setdefault((case, target, mode), []).append(run)
+    by_round.setdefault((case, target, mode), {})[int(r)] = run
 
 
 def errors(rs):
@@ -80,6 +85,27 @@ def load_cpu_us_per_request(r):
         return None
     busy = c["cpu_after"][0] - c["cpu_before"][0]
     return busy / c["ticks_per_s"] * 1e6 / r["requests"]
+
+
+def paired(case, value):
+    """lmwarden/nginx of `value` within each round, where the two ran seconds
+    apart. The best-of figures compare each proxy's best round, which on a
+    machine whose speed drifts can come from different stretches."""
+    n, w = by_round[(case, "nginx", "load")], by_round[(case, "lmwarden", "load")]
+    out = []
+    for r in sorted(set(n) & set(w)):
+        x, y = value(w[r]), value(n[r])
+        if x is not None and y:
+            out.append(round(x / y, 2))
+    return out
+
+
+def median(values):
+    v = sorted(values)
+    if not v:
+        return None
+    mid = len(v) // 2
+    return round(v[mid] if len(v) % 2 else (v[mid - 1] + v[mid]) / 2, 2)
 
 
 def lowest(values):
@@ -132,6 +158,10 @@ for case in CASES:
     }
     if case == "sse256":
         c["ratio_lmwarden_over_nginx"]["sse_events_per_s"] = ratio(w["sse_events_per_s"], n["sse_events_per_s"])
+    c["ratio_per_round"] = {
+        "requests_per_s": paired(case, rps),
+        "proxy_cpu_per_request": paired(case, lambda r: cpu_us_per_request(r, "proxy")),
+    }
     summary["cases"][case] = c
 
 with open(a.out, "w") as f:
@@ -164,6 +194,15 @@ for case in CASES:
     print(f"| {case} | {r['requests_per_s']} | {r['added_p50']} | {r['added_p99']} "
           f"| {r.get('sse_events_per_s', '')} | {r['proxy_cpu_per_request'] or ''} "
           f"| {r['load_cpu_per_request'] or ''} |")
+print("\nPaired by round (lmwarden/nginx within each round, the two runs seconds apart; "
+      "median, then each round):\n")
+print("| case | requests/s | proxy CPU per request |")
+print("|---|---|---|")
+for case in CASES:
+    pr = summary["cases"][case]["ratio_per_round"]
+    cells = [f"{median(v)} ({', '.join(str(x) for x in v)})" if v else "" for v in
+             (pr["requests_per_s"], pr["proxy_cpu_per_request"])]
+    print(f"| {case} | {cells[0]} | {cells[1]} |")
 bad = {(case, t): summary["cases"][case][t]["errors"] for case in CASES for t in TARGETS
        if summary["cases"][case][t]["errors"]}
 if bad:
