@@ -37,7 +37,6 @@ a = p.parse_args()
 
 CASES = ["small", "claude100k", "sse256"]
 TARGETS = ["direct", "nginx", "lmwarden"]
-runs = {}
 by_round = {}  # (case, target, mode) -> {round: run}
 for path in sorted(glob.glob(os.path.join(a.results, "*.json"))):
     r, case, target, mode, _ = os.path.basename(path).split(".")
@@ -46,7 +45,6 @@ for path in sorted(glob.glob(os.path.join(a.results, "*.json"))):
     if os.path.exists(path + ".cpu"):
         with open(path + ".cpu") as f:
             run["cpu"] = json.load(f)
-    runs.setdefault((case, target, mode), []).append(run)
     by_round.setdefault((case, target, mode), {})[int(r)] = run
 
 
@@ -121,8 +119,8 @@ summary = {"cases": {}, "setup": {
 for case in CASES:
     c = {}
     for target in TARGETS:
-        load = runs[(case, target, "load")]
-        lat = runs[(case, target, "latency")]
+        load = list(by_round[(case, target, "load")].values())
+        lat = list(by_round[(case, target, "latency")].values())
         best = max(load, key=rps)
         c[target] = {
             "requests_per_s": round(rps(best), 1),

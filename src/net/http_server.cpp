@@ -340,8 +340,14 @@ void Exchange::on_client_gone(std::function<void()> callback) {
   client_read_.on_gone = std::move(callback);
 }
 
+// No watch while one is pending, once the client is gone, or with a
+// pipelined request already buffered.
+bool Exchange::client_watch_needed() const noexcept {
+  return !client_read_.state->pending && !client_read_.state->gone && buffer_.size() == 0;
+}
+
 void Exchange::watch_client() {
-  if (client_read_.state->pending || client_read_.state->gone || buffer_.size() != 0) return;
+  if (!client_watch_needed()) return;
   const auto executor = stream_.get_executor();
   if (const auto* io = executor.target<asio::io_context::executor_type>()) {
     asio::use_service<ClientWatchTicker>(io->context()).add(*this);
@@ -351,8 +357,7 @@ void Exchange::watch_client() {
 }
 
 void Exchange::start_client_watch() {
-  if (!client_read_.state->pending && !client_read_.state->gone && buffer_.size() == 0)
-    start_client_read(client_read_, stream_.socket(), buffer_);
+  if (client_watch_needed()) start_client_read(client_read_, stream_.socket(), buffer_);
 }
 
 void Exchange::stop_watching_client() noexcept {

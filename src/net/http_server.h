@@ -189,6 +189,7 @@ class Exchange {
 
  private:
   friend class ClientWatchTicker;
+  bool client_watch_needed() const noexcept;
   void start_client_watch();
   enum class State { kNone, kStreaming, kDone };
   beast::tcp_stream& stream_;
