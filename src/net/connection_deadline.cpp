@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "common/coarse_clock.h"
+
 namespace lmwarden::net {
 
 struct ConnectionDeadline::State {
@@ -30,8 +32,11 @@ ConnectionDeadline::~ConnectionDeadline() {
 void ConnectionDeadline::arm(boost::asio::ip::tcp::socket& target, Clock::duration timeout,
                              OnExpiry action) noexcept {
   State& s = *state_;
-  const auto now = Clock::now();
-  s.deadline = now + timeout;
+  // Armed a few times per request: the coarse clock, plus one tick so that
+  // the deadline never falls before now + timeout. Expiry is checked
+  // against the precise clock (on_timer).
+  const auto now = coarse_steady_now();
+  s.deadline = now + coarse_resolution() + timeout;
   s.target = &target;
   s.action = action;
   s.expired = false;

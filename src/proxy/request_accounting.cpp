@@ -1,5 +1,7 @@
 #include "proxy/request_accounting.h"
 
+#include "common/coarse_clock.h"
+
 namespace lmwarden::proxy {
 
 void RequestAccounting::on_response_header(unsigned status, std::string_view content_type, bool chunked) {
@@ -14,7 +16,7 @@ void RequestAccounting::on_response_header(unsigned status, std::string_view con
 
 std::span<const std::string_view> RequestAccounting::on_body(std::string_view bytes) {
   if (!first_byte_) {
-    first_byte_ = telemetry::WallClock::now();
+    first_byte_ = coarse_system_now();  // a stamp for the per-second chart
     const std::chrono::duration<double> ttfb = std::chrono::steady_clock::now() - sent_;
     model_.time_to_first_byte.observe(ttfb.count());
   }
@@ -45,7 +47,7 @@ void RequestAccounting::on_upstream_done() {
   r.prompt_cached.fetch_add(counts.cached, std::memory_order_relaxed);
   r.prompt_computed.fetch_add(counts.computed, std::memory_order_relaxed);
   r.completion.fetch_add(counts.completion, std::memory_order_relaxed);
-  const auto now = telemetry::WallClock::now();
+  const auto now = coarse_system_now();
   r.series.record_request(first_byte_.value_or(now), now, counts);
 }
 

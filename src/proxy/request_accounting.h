@@ -37,7 +37,7 @@ class RequestAccounting final : public RelayObserver {
   int replica_;
   std::function<void()> done_;
   bool ok_status_ = false;
-  std::chrono::steady_clock::time_point sent_ = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point sent_{};  // the relay sends before any reply byte comes
   std::optional<telemetry::WallTime> first_byte_;
   std::optional<telemetry::UsageTap> tap_;
   std::optional<telemetry::InjectedUsageStripper> stripper_;

@@ -7,6 +7,8 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <cerrno>
 
+#include "common/coarse_clock.h"
+
 namespace lmwarden::proxy {
 namespace {
 
@@ -26,7 +28,7 @@ bool still_open(net::beast::tcp_stream& stream) {
 std::optional<UpstreamConnection> UpstreamPool::take_idle(const config::BackendConfig& backend) {
   const auto it = idle_.find(backend.authority);
   if (it == idle_.end()) return std::nullopt;
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = coarse_steady_now();
   while (!it->second.empty()) {
     Idle idle = std::move(it->second.back());
     it->second.pop_back();
@@ -79,7 +81,7 @@ void UpstreamPool::release(UpstreamConnection connection) {
   auto it = idle_.find(connection.key);
   if (it == idle_.end()) it = idle_.emplace(connection.key, std::vector<Idle>{}).first;
   if (it->second.size() >= max_idle_) return;  // closes it
-  it->second.push_back(Idle{std::move(connection), std::chrono::steady_clock::now()});
+  it->second.push_back(Idle{std::move(connection), coarse_steady_now()});
 }
 
 std::size_t UpstreamPool::idle_count() const noexcept {

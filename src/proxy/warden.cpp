@@ -4,6 +4,7 @@
 #include <optional>
 #include <spdlog/spdlog.h>
 
+#include "common/coarse_clock.h"
 #include "common/hash.h"
 #include "proxy/api.h"
 #include "proxy/metrics_export.h"
@@ -489,7 +490,7 @@ net::asio::awaitable<void> Warden::run_attempts(Forward& f) {
     core::RouteDecision decision;
     {
       std::lock_guard lock{f.model.mutex};
-      decision = f.model.router.route(identity, core::Clock::now(), tried);
+      decision = f.model.router.route(identity, coarse_steady_now(), tried);
     }
     if (!decision.ok()) {
       if (attempt > 0) break;  // retries exhausted the healthy replicas: report the upstream error
