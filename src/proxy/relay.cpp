@@ -380,15 +380,21 @@ net::asio::awaitable<AttemptResult> forward_once(AttemptContext& ctx,
     // With other requests in progress here, the reply is read only after
     // their ready work has run: a fast server has usually answered by then,
     // and one read takes the reply instead of a read that finds nothing and
-    // a wait. A header that has arrived whole is parsed at once; only one
-    // still on its way is read (and the client watched meanwhile), with the
-    // server's header reader rather than Beast's async_read_header, a
-    // composed operation whose completion waits a turn of the event loop.
+    // a wait. That look is taken while looks on this thread find replies
+    // (ReplyLook); a slow server's requests go straight to the waiting read.
+    // A header that has arrived whole is parsed at once; only one still on
+    // its way is read (and the client watched meanwhile), with the server's
+    // header reader rather than Beast's async_read_header, a composed
+    // operation whose completion waits a turn of the event loop.
     if (ctx.exchange.others_in_progress()) {
       co_await ctx.exchange.yield_to_ready_work();
-      net::beast::error_code rec;
-      const std::array<net::asio::mutable_buffer, 1> into{conn.buffer.prepare(kReplyReadBytes)};
-      conn.buffer.commit(net::read_now(upstream.socket(), into, rec));
+      if (ctx.pool.reply_look().wanted()) {
+        net::beast::error_code rec;
+        const std::array<net::asio::mutable_buffer, 1> into{conn.buffer.prepare(kReplyReadBytes)};
+        const std::size_t got = net::read_now(upstream.socket(), into, rec);
+        conn.buffer.commit(got);
+        if (!rec) ctx.pool.reply_look().record(got > 0);
+      }
     }
     if (!conn.reader) conn.reader = std::make_unique<ReplyReader>();
     auto& parser = conn.reader->parser.emplace();

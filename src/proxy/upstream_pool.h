@@ -20,6 +20,7 @@
 
 #include "config/config.h"
 #include "net/http_server.h"
+#include "proxy/reply_look.h"
 
 namespace lmwarden::proxy {
 
@@ -149,6 +150,10 @@ class UpstreamPool {
 
   std::size_t idle_count() const noexcept;
 
+  // Whether replies on this thread are looked for as soon as the relay's
+  // turn comes back (see ReplyLook).
+  ReplyLook& reply_look() noexcept { return reply_look_; }
+
  private:
   struct Idle {
     UpstreamConnection connection;
@@ -163,6 +168,7 @@ class UpstreamPool {
   net::asio::io_context& io_;
   std::size_t max_idle_;
   std::unordered_map<std::string, std::vector<Idle>, KeyHash, std::equal_to<>> idle_;
+  ReplyLook reply_look_;
 };
 
 }  // namespace lmwarden::proxy
