@@ -396,12 +396,7 @@ asio::awaitable<bool> Exchange::client_closed() {
 IoThreads::IoThreads(int threads) {
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   for (int i = 0; i < threads; ++i) {
-    // One thread runs each context, and a connection's sockets and timers
-    // are used only from its context's thread (the accept loop hands a new
-    // socket over by co_spawn, before any operation on it). So the reactor
-    // needs no lock per descriptor operation (UNSAFE_IO); posting from other
-    // threads stays safe, since the scheduler keeps its lock.
-    contexts_.push_back(std::make_unique<asio::io_context>(BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO));
+    contexts_.push_back(std::make_unique<asio::io_context>(1));
     guards_.push_back(std::make_unique<asio::executor_work_guard<asio::io_context::executor_type>>(
         contexts_.back()->get_executor()));
   }

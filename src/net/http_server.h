@@ -208,10 +208,7 @@ class Exchange {
 
 using Handler = std::function<asio::awaitable<void>(Exchange&)>;
 
-// A pool of single-threaded io_contexts, one thread each. A context's I/O
-// objects (sockets, timers) may be used only from its own thread: its
-// reactor takes no lock per descriptor operation. Posting to a context from
-// any thread is safe.
+// A pool of single-threaded io_contexts, one thread each.
 class IoThreads {
  public:
   explicit IoThreads(int threads);
