@@ -32,9 +32,9 @@ ConnectionDeadline::~ConnectionDeadline() {
 void ConnectionDeadline::arm(boost::asio::ip::tcp::socket& target, Clock::duration timeout,
                              OnExpiry action) noexcept {
   State& s = *state_;
-  // Armed a few times per request: the coarse clock, plus one tick so that
-  // the deadline never falls before now + timeout. Expiry is checked
-  // against the precise clock (on_timer).
+  // Armed a few times per request: the coarse clock, plus the tick it may
+  // lag by, so that the deadline does not fall before now + timeout.
+  // Expiry is checked against the precise clock (on_timer).
   const auto now = coarse_steady_now();
   s.deadline = now + coarse_resolution() + timeout;
   s.target = &target;
