@@ -19,10 +19,14 @@
 namespace lmwarden {
 
 namespace detail {
+inline std::chrono::nanoseconds to_duration(const timespec& ts) noexcept {
+  return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
+}
+
 inline std::chrono::nanoseconds read_clock(clockid_t id) noexcept {
   timespec ts{};
   ::clock_gettime(id, &ts);
-  return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
+  return to_duration(ts);
 }
 }  // namespace detail
 
@@ -46,7 +50,7 @@ inline std::chrono::nanoseconds coarse_resolution() noexcept {
   static const std::chrono::nanoseconds resolution = [] {
     timespec ts{};
     ::clock_getres(CLOCK_MONOTONIC_COARSE, &ts);
-    return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
+    return detail::to_duration(ts);
   }();
   return resolution;
 }
