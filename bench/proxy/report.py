@@ -9,7 +9,9 @@ and CPU.
 
 Each throughput run also has a .cpu record (run.sh): the proxy's and the
 responder's CPU time over the run and each CPU's busy ticks. From it come the
-proxy's CPU time per request (lowest of the rounds) and, for the best run,
+proxy's CPU time per request (lowest of the rounds), its user-space part
+(the proxy's own work, where the system time is mostly the kernel's socket
+work, much the same behind any proxy) and, for the best run,
 how busy each CPU was: when the CPU that carries wrk and the responder is
 saturated, requests/s measures the load side as much as the proxy. With the
 default pinning, CPU 0's busy time per request (wrk, the responder, and the
@@ -58,7 +60,7 @@ def rps(r):
 
 def cpu_us_per_request(r, who):
     c = r.get("cpu")
-    if not c or not r["requests"]:
+    if not c or not r["requests"] or who + "_ticks" not in c:
         return None
     return c[who + "_ticks"] / c["ticks_per_s"] * 1e6 / r["requests"]
 
@@ -131,6 +133,8 @@ for case in CASES:
             "errors": errors(load) + errors(lat),
             "proxy_cpu_us_per_request": lowest(cpu_us_per_request(r, "proxy") for r in load)
             if target != "direct" else None,
+            "proxy_user_cpu_us_per_request": lowest(cpu_us_per_request(r, "proxy_user") for r in load)
+            if target != "direct" else None,
             "responder_cpu_us_per_request": lowest(cpu_us_per_request(r, "responder") for r in load),
             "load_cpu_us_per_request": lowest(load_cpu_us_per_request(r) for r in load),
             "cpu_busy_share": cpu_busy(best),
@@ -151,6 +155,8 @@ for case in CASES:
         "added_p99": ratio(w["added_us_p99"], n["added_us_p99"]),
         "proxy_cpu_per_request": ratio(w["proxy_cpu_us_per_request"] or 0,
                                        n["proxy_cpu_us_per_request"] or 0),
+        "proxy_user_cpu_per_request": ratio(w["proxy_user_cpu_us_per_request"] or 0,
+                                            n["proxy_user_cpu_us_per_request"] or 0),
         "load_cpu_per_request": ratio(w["load_cpu_us_per_request"] or 0,
                                       n["load_cpu_us_per_request"] or 0),
     }
@@ -159,6 +165,7 @@ for case in CASES:
     c["ratio_per_round"] = {
         "requests_per_s": paired(case, rps),
         "proxy_cpu_per_request": paired(case, lambda r: cpu_us_per_request(r, "proxy")),
+        "proxy_user_cpu_per_request": paired(case, lambda r: cpu_us_per_request(r, "proxy_user")),
     }
     summary["cases"][case] = c
 
@@ -169,8 +176,8 @@ print(f"\nrequests/s: wrk -t1 -c{a.connections}, best of {a.rounds} × {a.second
       f"latency: 1 connection, best of {a.rounds} × {a.latency_seconds}s; "
       f"proxies on {a.threads or 1} thread(s){' pinned to CPU 1' if a.pinned else ''}\n")
 print("| case | target | requests/s | p50 µs | p99 µs | added p50 µs | added p99 µs | SSE events/s "
-      "| proxy CPU µs/request | responder CPU µs/request | CPU 0 µs/request | CPUs busy |")
-print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+      "| proxy CPU µs/request | of it user µs | responder CPU µs/request | CPU 0 µs/request | CPUs busy |")
+print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
 for case in CASES:
     for target in TARGETS:
         t = summary["cases"][case][target]
@@ -178,29 +185,30 @@ for case in CASES:
         added99 = t.get("added_us_p99", "")
         ev = f"{t['sse_events_per_s']:,}" if "sse_events_per_s" in t else ""
         pcpu = t["proxy_cpu_us_per_request"] if t["proxy_cpu_us_per_request"] is not None else ""
+        ucpu = t["proxy_user_cpu_us_per_request"] if t["proxy_user_cpu_us_per_request"] is not None else ""
         rcpu = t["responder_cpu_us_per_request"] if t["responder_cpu_us_per_request"] is not None else ""
         lcpu = t["load_cpu_us_per_request"] if t["load_cpu_us_per_request"] is not None else ""
         busy = " / ".join(f"{b:.0%}" for b in t["cpu_busy_share"] or [] if b is not None)
         print(f"| {case} | {target} | {t['requests_per_s']:,.0f} | {t['latency_us_p50']} | "
-              f"{t['latency_us_p99']} | {added50} | {added99} | {ev} | {pcpu} | {rcpu} | {lcpu} | {busy} |")
+              f"{t['latency_us_p99']} | {added50} | {added99} | {ev} | {pcpu} | {ucpu} | {rcpu} | {lcpu} | {busy} |")
 print("\n| case | lmwarden/nginx requests/s | lmwarden/nginx added p50 | lmwarden/nginx added p99 "
       "| lmwarden/nginx SSE events/s | lmwarden/nginx proxy CPU per request "
-      "| lmwarden/nginx CPU 0 per request |")
-print("|---|---:|---:|---:|---:|---:|---:|")
+      "| lmwarden/nginx proxy user CPU per request | lmwarden/nginx CPU 0 per request |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|")
 for case in CASES:
     r = summary["cases"][case]["ratio_lmwarden_over_nginx"]
     print(f"| {case} | {r['requests_per_s']} | {r['added_p50']} | {r['added_p99']} "
           f"| {r.get('sse_events_per_s', '')} | {r['proxy_cpu_per_request'] or ''} "
-          f"| {r['load_cpu_per_request'] or ''} |")
+          f"| {r['proxy_user_cpu_per_request'] or ''} | {r['load_cpu_per_request'] or ''} |")
 print("\nPaired by round (lmwarden/nginx within each round, the two runs seconds apart; "
       "median, then each round):\n")
-print("| case | requests/s | proxy CPU per request |")
-print("|---|---|---|")
+print("| case | requests/s | proxy CPU per request | proxy user CPU per request |")
+print("|---|---|---|---|")
 for case in CASES:
     pr = summary["cases"][case]["ratio_per_round"]
     cells = [f"{median(v)} ({', '.join(str(x) for x in v)})" if v else "" for v in
-             (pr["requests_per_s"], pr["proxy_cpu_per_request"])]
-    print(f"| {case} | {cells[0]} | {cells[1]} |")
+             (pr["requests_per_s"], pr["proxy_cpu_per_request"], pr["proxy_user_cpu_per_request"])]
+    print(f"| {case} | {cells[0]} | {cells[1]} | {cells[2]} |")
 bad = {(case, t): summary["cases"][case][t]["errors"] for case in CASES for t in TARGETS
        if summary["cases"][case][t]["errors"]}
 if bad:
