@@ -172,6 +172,11 @@ for case in CASES:
 with open(a.out, "w") as f:
     json.dump(summary, f, indent=2)
 
+def cell(value):
+    """A table cell: blank where there is no figure."""
+    return "" if value is None else value
+
+
 print(f"\nrequests/s: wrk -t1 -c{a.connections}, best of {a.rounds} × {a.seconds}s; "
       f"latency: 1 connection, best of {a.rounds} × {a.latency_seconds}s; "
       f"proxies on {a.threads or 1} thread(s){' pinned to CPU 1' if a.pinned else ''}\n")
@@ -184,10 +189,9 @@ for case in CASES:
         added50 = t.get("added_us_p50", "")
         added99 = t.get("added_us_p99", "")
         ev = f"{t['sse_events_per_s']:,}" if "sse_events_per_s" in t else ""
-        pcpu = t["proxy_cpu_us_per_request"] if t["proxy_cpu_us_per_request"] is not None else ""
-        ucpu = t["proxy_user_cpu_us_per_request"] if t["proxy_user_cpu_us_per_request"] is not None else ""
-        rcpu = t["responder_cpu_us_per_request"] if t["responder_cpu_us_per_request"] is not None else ""
-        lcpu = t["load_cpu_us_per_request"] if t["load_cpu_us_per_request"] is not None else ""
+        pcpu, ucpu, rcpu, lcpu = (cell(t[k]) for k in (
+            "proxy_cpu_us_per_request", "proxy_user_cpu_us_per_request",
+            "responder_cpu_us_per_request", "load_cpu_us_per_request"))
         busy = " / ".join(f"{b:.0%}" for b in t["cpu_busy_share"] or [] if b is not None)
         print(f"| {case} | {target} | {t['requests_per_s']:,.0f} | {t['latency_us_p50']} | "
               f"{t['latency_us_p99']} | {added50} | {added99} | {ev} | {pcpu} | {ucpu} | {rcpu} | {lcpu} | {busy} |")

@@ -145,21 +145,17 @@ declare -A proxy_pids=([direct]="")
 proxy_pids[nginx]="$nginx_pid $(pgrep -P "$nginx_pid" | xargs)"
 proxy_pids[lmwarden]="$lmwarden_pid"
 
-# CPU time (clock ticks, all threads) of the given processes: user + system,
-# or with CPU_TICKS=user the user time alone.
+# CPU time (clock ticks, all threads) of the given processes: "user system".
 cpu_ticks() {
-  local total=0 pid stat
+  local user=0 system=0 pid stat
   for pid in "$@"; do
     stat="$(cat "/proc/$pid/stat" 2>/dev/null)" || continue
     stat="${stat##*) }"  # after the command name
     read -r -a f <<<"$stat"
-    if [ "${CPU_TICKS:-all}" = user ]; then
-      total=$((total + f[11]))  # utime
-    else
-      total=$((total + f[11] + f[12]))  # utime, stime
-    fi
+    user=$((user + f[11]))      # utime
+    system=$((system + f[12]))  # stime
   done
-  echo "$total"
+  echo "$user $system"
 }
 # Busy ticks of each CPU ("busy idle" pairs from /proc/stat, one per CPU).
 cpu_busy() {
@@ -167,19 +163,18 @@ cpu_busy() {
 }
 
 run_wrk() {  # target case connections seconds result-file
-  local proxy_before proxy_user_before responder_before busy_before
-  proxy_before="$(cpu_ticks ${proxy_pids[$1]})"
-  proxy_user_before="$(CPU_TICKS=user cpu_ticks ${proxy_pids[$1]})"
-  responder_before="$(cpu_ticks "$responder_pid")"
+  local pu0 ps0 pu1 ps1 ru0 rs0 ru1 rs1 busy_before
+  read -r pu0 ps0 <<<"$(cpu_ticks ${proxy_pids[$1]})"
+  read -r ru0 rs0 <<<"$(cpu_ticks "$responder_pid")"
   busy_before="$(cpu_busy)"
   "${pin_load[@]}" wrk -t1 -c"$3" -d"$4s" --timeout 10s -s "$here/wrk.lua" "${url[$1]}" -- \
     POST "${path[$2]}" "$work/$2.headers" "$work/$2.body" >"$work/wrk.out" 2>&1 || true
   # Where the CPU went: the proxy's and the responder's time, and each CPU's
   # busy share (with the default pinning, CPU 0 carries wrk and the responder).
+  read -r pu1 ps1 <<<"$(cpu_ticks ${proxy_pids[$1]})"
+  read -r ru1 rs1 <<<"$(cpu_ticks "$responder_pid")"
   printf '{"ticks_per_s": %s, "proxy_ticks": %s, "proxy_user_ticks": %s, "responder_ticks": %s, "cpu_before": [%s], "cpu_after": [%s]}\n' \
-    "$(getconf CLK_TCK)" "$(($(cpu_ticks ${proxy_pids[$1]}) - proxy_before))" \
-    "$(($(CPU_TICKS=user cpu_ticks ${proxy_pids[$1]}) - proxy_user_before))" \
-    "$(($(cpu_ticks "$responder_pid") - responder_before))" \
+    "$(getconf CLK_TCK)" "$((pu1 + ps1 - pu0 - ps0))" "$((pu1 - pu0))" "$((ru1 + rs1 - ru0 - rs0))" \
     "$(echo $busy_before | tr ' ' ',')" "$(cpu_busy | xargs | tr ' ' ',')" >"$5.cpu"
   if ! grep '^JSON ' "$work/wrk.out" | cut -c6- >"$5" || [ ! -s "$5" ]; then
     echo "bench-proxy: wrk failed for $1 $2:" >&2
