@@ -2,6 +2,9 @@
 // response bytes. The first two input bytes choose cut points; the rest is the
 // body. Properties checked beyond "no crash":
 //   - the tap reads the same usage whether the body arrives whole or cut;
+//   - a body's usage read from its end (merge_body_usage) is what the whole
+//     parse reads, wherever simdjson accepts the body as an object without a
+//     root "message" or "response" wrapper;
 //   - the stripper sends the client the same bytes whole or cut, and only ever
 //     removes bytes (its output is a subsequence of the input, in order);
 //   - the request splice adds exactly the member it promises.
@@ -45,6 +48,26 @@ std::string strip(std::string_view body, std::size_t cut1, std::size_t cut2) {
   return out;
 }
 
+// merge_body_usage() against merge_usage(), on documents both must read alike.
+bool body_read_agrees(std::string_view body) {
+  PaddedBuffer doc;
+  doc.append(body);
+  UsageFields fast;
+  merge_body_usage(doc.padded(), fast);
+  simdjson::dom::parser parser;
+  simdjson::dom::object root;
+  if (parser.parse(doc.view().data(), doc.size(), false).get_object().get(root) !=
+      simdjson::SUCCESS) {
+    return true;
+  }
+  for (const simdjson::dom::key_value_pair field : root) {
+    if (field.key == "message" || field.key == "response") return true;
+  }
+  UsageFields full;
+  merge_usage(doc.padded(), full);
+  return fast == full;
+}
+
 bool is_subsequence(std::string_view small, std::string_view big) {
   std::size_t j = 0;
   for (char c : big) {
@@ -63,6 +86,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (cut1 > cut2) std::swap(cut1, cut2);
 
   if (!(tap(body, 0, 0) == tap(body, cut1, cut2))) std::abort();
+  if (!body_read_agrees(body)) std::abort();
 
   const std::string whole = strip(body, 0, 0);
   if (whole != strip(body, cut1, cut2)) std::abort();

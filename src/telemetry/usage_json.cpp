@@ -4,6 +4,7 @@
 #include <bitset>
 #include <cmath>
 #include <cstring>
+#include <string.h>  // memrchr
 
 namespace lmwarden::telemetry {
 namespace {
@@ -35,16 +36,16 @@ void read_count(dom::element value, std::optional<std::uint64_t>& out) noexcept 
   out = static_cast<std::uint64_t>(d);
 }
 
-// One pass over an object's fields: fn(i, value) for the first field named
-// names[i], as at_key would find it (each at_key is a scan of its own).
+// One pass over an object's fields: fn(i, value) for each field named
+// names[i], in document order, so that of duplicate keys the last one counts
+// (as in Python's json, which writes vLLM's replies, and as
+// find_root_usage_object() finds it). Each at_key would be a scan of its own.
 template <std::size_t N, typename Fn>
 void for_named_fields(dom::object obj, const std::array<std::string_view, N>& names,
                       Fn&& fn) noexcept {
-  std::bitset<N> seen;
   for (const dom::key_value_pair field : obj) {
     for (std::size_t i = 0; i < N; ++i) {
-      if (!seen[i] && field.key == names[i]) {
-        seen[i] = true;
+      if (field.key == names[i]) {
         fn(i, field.value);
         break;
       }
@@ -99,16 +100,40 @@ void read_usage_object(dom::element value, UsageFields& into) noexcept {
   into.merge(f);
 }
 
+bool is_json_space(char c) noexcept { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+// The index of the quote that opens the string whose closing quote is at
+// `close`, or npos. A quote is escaped when an odd run of backslashes
+// precedes it; outside strings JSON has no backslashes, so the run decides.
+std::size_t string_start(std::string_view doc, std::size_t close) noexcept {
+  std::size_t end = close;
+  while (const void* hit = ::memrchr(doc.data(), '"', end)) {
+    const std::size_t at = static_cast<std::size_t>(static_cast<const char*>(hit) - doc.data());
+    std::size_t backslashes = 0;
+    while (backslashes < at && doc[at - 1 - backslashes] == '\\') ++backslashes;
+    if (backslashes % 2 == 0) return at;
+    end = at;
+  }
+  return std::string_view::npos;
+}
+
+// Parses `size` bytes at `data`, which simdjson's padding follows (a
+// PaddedBuffer, or a slice of one), so no copy is made; fn(element) on success.
+template <typename Fn>
+bool with_parsed(const char* data, std::size_t size, Fn&& fn) noexcept {
+  dom::parser local;
+  dom::parser& parser = size <= kSharedParserMaxBytes ? shared_parser() : local;
+  dom::element element;
+  if (parser.parse(data, size, false).get(element) != simdjson::SUCCESS) return false;
+  return fn(element);
+}
+
 template <typename Fn>
 bool with_root(simdjson::padded_string_view doc, Fn&& fn) noexcept {
-  dom::parser local;
-  dom::parser& parser = doc.length() <= kSharedParserMaxBytes ? shared_parser() : local;
-  dom::object root;
-  // The buffer carries simdjson's padding (PaddedBuffer), so no copy is made.
-  if (parser.parse(doc.data(), doc.length(), false).get_object().get(root) != simdjson::SUCCESS) {
-    return false;
-  }
-  return fn(root);
+  return with_parsed(doc.data(), doc.length(), [&fn](dom::element element) {
+    dom::object root;
+    return element.get_object().get(root) == simdjson::SUCCESS && fn(root);
+  });
 }
 
 }  // namespace
@@ -175,6 +200,70 @@ bool merge_usage(simdjson::padded_string_view doc, UsageFields& into) noexcept {
     }
     return true;
   });
+}
+
+std::string_view find_root_usage_object(std::string_view doc) noexcept {
+  constexpr std::size_t npos = std::string_view::npos;
+  constexpr std::string_view kKey = "usage";
+  std::size_t i = doc.size();
+  while (i > 0 && is_json_space(doc[i - 1])) --i;
+  if (i == 0 || doc[i - 1] != '}') return {};
+  --i;
+  // Walking backwards, each string is met at its closing quote and skipped
+  // whole, so brackets are counted only outside strings. The last object
+  // value met at the root's level is remembered: when the key before it turns
+  // out to be "usage", that object is the field's value.
+  std::size_t depth = 1;
+  std::size_t object_open = npos;
+  std::size_t object_close = npos;
+  while (i > 0) {
+    const char c = doc[--i];
+    switch (c) {
+      case '"': {
+        const std::size_t open = string_start(doc, i);
+        if (open == npos) return {};
+        if (depth == 1 && doc.substr(open + 1, i - open - 1) == kKey) {
+          std::size_t j = i + 1;
+          while (j < doc.size() && is_json_space(doc[j])) ++j;
+          if (j < doc.size() && doc[j] == ':') {  // a key, not a string value
+            ++j;
+            while (j < doc.size() && is_json_space(doc[j])) ++j;
+            if (j != object_open) return {};  // usage is not an object
+            return doc.substr(object_open, object_close - object_open + 1);
+          }
+        }
+        i = open;
+        break;
+      }
+      case '}':
+        if (depth == 1) object_close = i;
+        ++depth;
+        break;
+      case ']':
+        ++depth;
+        break;
+      case '{':
+      case '[':
+        if (--depth == 0) return {};  // the root's start: no usage field
+        if (depth == 1 && c == '{') object_open = i;
+        break;
+      default:
+        break;
+    }
+  }
+  return {};
+}
+
+bool merge_body_usage(simdjson::padded_string_view doc, UsageFields& into) noexcept {
+  const std::string_view usage = find_root_usage_object({doc.data(), doc.length()});
+  // The object lies inside `doc`, so simdjson's padding lies behind it too.
+  if (!usage.empty() && with_parsed(usage.data(), usage.size(), [&into](dom::element value) {
+        read_usage_object(value, into);
+        return true;
+      })) {
+    return true;
+  }
+  return merge_usage(doc, into);
 }
 
 bool is_usage_only_chunk(simdjson::padded_string_view doc, UsageFields& usage) noexcept {

@@ -37,6 +37,7 @@ struct UsageFields {
 
   // Fields present in `later` replace ours: streams repeat cumulative counts.
   void merge(const UsageFields& later) noexcept;
+  friend bool operator==(const UsageFields&, const UsageFields&) = default;
 };
 
 // A growable byte buffer that always keeps simdjson's padding allocated past
@@ -63,6 +64,23 @@ bool mentions_usage(std::string_view text) noexcept;
 // Parses `doc` and merges every usage object in it into `into`. Returns false
 // when the document is not a JSON object (nothing merged).
 bool merge_usage(simdjson::padded_string_view doc, UsageFields& into) noexcept;
+
+// Merges the usage of a whole response body (not a stream event): its root's
+// "usage" object when it has one, found by walking the body backwards from its
+// end and parsing only that object; otherwise as merge_usage(). The body is
+// not validated as a whole (the usage object is), and a root "message" or
+// "response" wrapper is read only when the root has no usage of its own: the
+// three dialects put a body's usage at its root and the wrappers in stream
+// events. Returns false when no usage object was parsed and the body is not a
+// JSON object. Duplicate keys: the last one counts, as in merge_usage().
+bool merge_body_usage(simdjson::padded_string_view doc, UsageFields& into) noexcept;
+
+// The value of the root object's "usage" field when it is an object, as the
+// bytes of `doc` it spans; empty when the root has no such field or `doc`
+// does not end as a JSON object does. Reads from the end and stops at the
+// field, so it costs what follows the field, not the whole document. Assumes
+// `doc` is well-formed JSON; what it returns still has to be parsed.
+std::string_view find_root_usage_object(std::string_view doc) noexcept;
 
 // Whether `doc` is the extra final chunk of an OpenAI stream that exists only
 // because stream_options.include_usage was set: "choices" is an empty array and

@@ -169,7 +169,7 @@ void UsageTap::inspect(std::string_view data) {
 void UsageTap::finish() noexcept {
   if (finished_) return;
   if (format_ == BodyFormat::kJson) {
-    if (!document_overflow_ && !document_.empty()) merge_usage(document_.padded(), fields_);
+    if (!document_overflow_ && !document_.empty()) merge_body_usage(document_.padded(), fields_);
     document_.clear();
   } else if (format_ == BodyFormat::kEventStream) {
     // A stream cut after its last line but before the blank line still said

@@ -19,9 +19,10 @@
 // within one chunk is inspected in place, and only events whose data contains
 // the text "usage" are parsed (simdjson), so content deltas cost a scan and no
 // copy. A line split across chunks is carried over in a buffer the size of the
-// line. JSON bodies are copied aside (up to kMaxDocumentBytes) and parsed once
-// at finish(), since the usage object sits at the end of a body whose start
-// may be megabytes earlier.
+// line. JSON bodies are copied aside (up to kMaxDocumentBytes) and read once
+// at finish(), since the usage object sits near the end of a body whose start
+// may be megabytes earlier: the body is walked back from its end to the
+// root's usage field, and only that object is parsed (merge_body_usage).
 //
 // Not thread-safe: one tap per request, used by the task relaying it.
 #pragma once
