@@ -8,6 +8,7 @@
 // produced). Errors are values (`as_tuple`), never exceptions on this path.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
@@ -18,6 +19,7 @@
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/intrusive/list_hook.hpp>
+#include <charconv>
 #include <chrono>
 #include <cstddef>
 #include <functional>
@@ -72,9 +74,20 @@ std::size_t read_now(tcp::socket& socket, std::span<const asio::mutable_buffer> 
                      beast::error_code& ec);
 
 // Appends one field line, "Name: value" and CRLF.
+// Appends the pieces (each convertible to std::string_view) with one size
+// update: an append per piece would check capacity each time and call memcpy
+// even for the two bytes of a literal ": ", whose copy inlines here.
+template <class... Pieces>
+void append_all(std::string& out, const Pieces&... pieces) {
+  const std::size_t at = out.size();
+  out.resize(at + (std::string_view(pieces).size() + ...));
+  char* p = out.data() + at;
+  ((p = std::copy_n(std::string_view(pieces).data(), std::string_view(pieces).size(), p)), ...);
+}
+
 inline void append_field(std::string& out, std::string_view name, std::string_view value) {
-  using namespace std::string_view_literals;  // lengths known where the text is written
-  out.append(name).append(": "sv).append(value).append("\r\n"sv);
+  using namespace std::string_view_literals;
+  append_all(out, name, ": "sv, value, "\r\n"sv);
 }
 
 // Appends a status line and the fields `keep` accepts, each line ending in
@@ -84,8 +97,10 @@ template <class Fields, class Keep>
 void write_status_and_fields(std::string& out, unsigned status, std::string_view reason,
                              const Fields& fields, Keep keep) {
   using namespace std::string_view_literals;
-  out.append("HTTP/1.1 "sv).append(std::to_string(status)).append(" "sv);
-  out.append(reason).append("\r\n"sv);
+  char digits[12];
+  const char* const end = std::to_chars(std::begin(digits), std::end(digits), status).ptr;
+  append_all(out, "HTTP/1.1 "sv, std::string_view(digits, static_cast<std::size_t>(end - digits)),
+             " "sv, reason, "\r\n"sv);
   for (const auto& f : fields)
     if (keep(f)) append_field(out, f.name_string(), f.value());
 }

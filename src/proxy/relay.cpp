@@ -290,8 +290,8 @@ void write_upstream_head(std::string& out, const net::Request& request,
   };
 
   out.clear();
-  out.append(request.method_string()).append(" "sv).append(backend.base_path);
-  out.append(request.target()).append(" HTTP/1.1\r\n"sv);
+  net::append_all(out, request.method_string(), " "sv, backend.base_path, request.target(),
+                  " HTTP/1.1\r\n"sv);
   // X-Forwarded-For values the client (or a proxy before us) sent, in order:
   // the chain this hop extends.
   boost::container::small_vector<std::string_view, 2> chain;
@@ -305,12 +305,12 @@ void write_upstream_head(std::string& out, const net::Request& request,
   if (rank >= 0) append_field(out, "X-data-parallel-rank", rank);
   if (own_key) {
     const char* key = std::getenv(backend.api_key_env->c_str());
-    out.append("Authorization: Bearer "sv).append(key ? key : "").append("\r\n"sv);
+    net::append_all(out, "Authorization: Bearer "sv, key ? key : "", "\r\n"sv);
   }
   // Several X-Forwarded-For fields join into one list.
   if (!forwarded_for.empty()) chain.push_back(forwarded_for);
   for (std::size_t i = 0; i < chain.size(); ++i)
-    out.append(i == 0 ? "X-Forwarded-For: "sv : ", "sv).append(chain[i]);
+    net::append_all(out, i == 0 ? "X-Forwarded-For: "sv : ", "sv, chain[i]);
   if (!chain.empty()) out.append("\r\n"sv);
   append_field(out, "Host", backend.authority);
   // The body is held whole, so it goes with its length, never chunked; a
