@@ -6,6 +6,9 @@
 // usage_tap/*: the tap every relayed reply goes through, one upstream chunk
 //   per SSE event as vLLM flushes them: per chunk time for content deltas, and
 //   for a whole reply of 256 events ending in the usage chunk and [DONE].
+// usage_json/*: a non-streamed chat completion's usage, read from the body's
+//   end (what the tap does) and by parsing the whole body (its fallback), on
+//   a short reply and on one whose answer is 16 KB long.
 #include <benchmark/benchmark.h>
 
 #include <string>
@@ -115,6 +118,42 @@ void usage_tap_split_chunk(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
 }
 BENCHMARK(usage_tap_split_chunk)->Name("usage_tap/openai/per_half_event");
+
+// A vLLM chat completion as its OpenAI server writes it (fields in its
+// order, the trailing ones null), with an answer of `content_bytes`.
+std::string chat_completion(std::size_t content_bytes) {
+  return R"({"id":"chatcmpl-bench","object":"chat.completion","created":1767000000,"model":"qwen3-4b",)"
+         R"("choices":[{"index":0,"message":{"role":"assistant","content":")" +
+         std::string(content_bytes, 'x') +
+         R"(","refusal":null,"annotations":null,"audio":null,"function_call":null,"tool_calls":[],)"
+         R"("reasoning_content":null},"logprobs":null,"finish_reason":"stop","stop_reason":null}],)"
+         R"("service_tier":null,"system_fingerprint":null,"usage":{"prompt_tokens":30000,)"
+         R"("total_tokens":30256,"completion_tokens":256,"prompt_tokens_details":{"cached_tokens":)"
+         R"(29696}},"prompt_logprobs":null,"prompt_token_ids":null,"kv_transfer_params":null})";
+}
+
+void usage_json_body(benchmark::State& state, bool from_end) {
+  telemetry::PaddedBuffer body;
+  body.append(chat_completion(static_cast<std::size_t>(state.range(0))));
+  for (auto _ : state) {
+    telemetry::UsageFields fields;
+    if (from_end) {
+      telemetry::merge_body_usage(body.padded(), fields);
+    } else {
+      telemetry::merge_usage(body.padded(), fields);
+    }
+    benchmark::DoNotOptimize(fields.prompt_cached_tokens);
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * body.size()));
+}
+BENCHMARK_CAPTURE(usage_json_body, from_end, true)
+    ->Name("usage_json/chat_completion/from_end")
+    ->Arg(30)
+    ->Arg(16 << 10);
+BENCHMARK_CAPTURE(usage_json_body, whole_parse, false)
+    ->Name("usage_json/chat_completion/whole_parse")
+    ->Arg(30)
+    ->Arg(16 << 10);
 
 }  // namespace
 }  // namespace lmwarden::bench
