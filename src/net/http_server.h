@@ -76,7 +76,8 @@ std::size_t read_now(tcp::socket& socket, std::span<const asio::mutable_buffer> 
 // Appends one field line, "Name: value" and CRLF.
 // Appends the pieces (each convertible to std::string_view) with one size
 // update: an append per piece would check capacity each time and call memcpy
-// even for the two bytes of a literal ": ", whose copy inlines here.
+// even for the two bytes of a literal ": ", whose copy inlines here. No piece
+// may view `out` itself: the resize may move it before the pieces are copied.
 template <class... Pieces>
 void append_all(std::string& out, const Pieces&... pieces) {
   const std::size_t at = out.size();
