@@ -73,7 +73,6 @@ std::size_t write_now(tcp::socket& socket, std::span<const asio::const_buffer> b
 std::size_t read_now(tcp::socket& socket, std::span<const asio::mutable_buffer> buffers,
                      beast::error_code& ec);
 
-// Appends one field line, "Name: value" and CRLF.
 // Appends the pieces (each convertible to std::string_view) with one size
 // update: an append per piece would check capacity each time and call memcpy
 // even for the two bytes of a literal ": ", whose copy inlines here. No piece
@@ -86,6 +85,7 @@ void append_all(std::string& out, const Pieces&... pieces) {
   ((p = std::copy_n(std::string_view(pieces).data(), std::string_view(pieces).size(), p)), ...);
 }
 
+// Appends one field line, "Name: value" and CRLF.
 inline void append_field(std::string& out, std::string_view name, std::string_view value) {
   using namespace std::string_view_literals;
   append_all(out, name, ": "sv, value, "\r\n"sv);

@@ -238,22 +238,17 @@ TEST(UsageTap, MalformedNestedUsageIsIgnored) {
   expect_split_invariant(stream, u);
 }
 
-
-UsageFields body_fields(std::string_view body) {
+// What `read` (merge_body_usage or merge_usage) finds in `body`.
+UsageFields read_fields(bool (*read)(simdjson::padded_string_view, UsageFields&),
+                        std::string_view body) {
   PaddedBuffer doc;
   doc.append(body);
   UsageFields f;
-  merge_body_usage(doc.padded(), f);
+  read(doc.padded(), f);
   return f;
 }
-
-UsageFields full_fields(std::string_view body) {
-  PaddedBuffer doc;
-  doc.append(body);
-  UsageFields f;
-  merge_usage(doc.padded(), f);
-  return f;
-}
+UsageFields body_fields(std::string_view body) { return read_fields(merge_body_usage, body); }
+UsageFields full_fields(std::string_view body) { return read_fields(merge_usage, body); }
 
 TEST(UsageJson, RootUsageIsFoundFromTheEnd) {
   const std::string_view body =
