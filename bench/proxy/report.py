@@ -35,6 +35,7 @@ for flag in ("connections", "seconds", "latency-seconds", "rounds", "events", "p
     p.add_argument("--" + flag, type=int)
 p.add_argument("--nginx-version")
 p.add_argument("--lmwarden-commit")
+p.add_argument("--lmwarden-build", help="how the measured binary was built, e.g. profile-guided")
 a = p.parse_args()
 
 CASES = ["small", "claude100k", "sse256"]
@@ -115,7 +116,8 @@ def lowest(values):
 
 summary = {"cases": {}, "setup": {
     "cpus": os.cpu_count(), "kernel": platform.release(), "nginx": a.nginx_version,
-    "lmwarden_commit": a.lmwarden_commit, "connections": a.connections, "seconds": a.seconds,
+    "lmwarden_commit": a.lmwarden_commit, "lmwarden_build": a.lmwarden_build,
+    "connections": a.connections, "seconds": a.seconds,
     "latency_seconds": a.latency_seconds, "rounds": a.rounds, "sse_events_per_reply": a.events,
     "pinned": bool(a.pinned), "load_generator": "wrk -t1", "proxy_threads": a.threads or 1}}
 for case in CASES:
@@ -179,7 +181,8 @@ def cell(value):
 
 print(f"\nrequests/s: wrk -t1 -c{a.connections}, best of {a.rounds} × {a.seconds}s; "
       f"latency: 1 connection, best of {a.rounds} × {a.latency_seconds}s; "
-      f"proxies on {a.threads or 1} thread(s){' pinned to CPU 1' if a.pinned else ''}\n")
+      f"proxies on {a.threads or 1} thread(s){' pinned to CPU 1' if a.pinned else ''}; "
+      f"lmwarden {a.lmwarden_commit} ({a.lmwarden_build})\n")
 print("| case | target | requests/s | p50 µs | p99 µs | added p50 µs | added p99 µs | SSE events/s "
       "| proxy CPU µs/request | of it user µs | responder CPU µs/request | CPU 0 µs/request | CPUs busy |")
 print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")

@@ -34,24 +34,21 @@ rounds="${BENCH_ROUNDS:-2}"
 connections="${BENCH_CONNECTIONS:-16}"
 threads="${BENCH_PROXY_THREADS:-1}"  # nginx workers and lmwarden I/O threads
 events=256
-lmwarden="${LMWARDEN_BINARY:-$root/build/release/src/lmwarden}"
+# The profile-guided build by default (make build-pgo); LMWARDEN_BINARY picks
+# another, e.g. build/release/src/lmwarden, the plain optimised one.
+lmwarden="${LMWARDEN_BINARY:-$root/build/pgo/src/lmwarden}"
+case "$(realpath "$lmwarden" 2>/dev/null)" in
+  "$root"/build/pgo/*) lmwarden_build="profile-guided, build/pgo" ;;
+  "$root"/build/release/*) lmwarden_build="optimised without a profile, build/release" ;;
+  *) lmwarden_build="$lmwarden" ;;
+esac
 responder="${BENCH_RESPONDER:-$root/build/release/bench/bench_responder}"
 fixtures="${LMWARDEN_FIXTURES:-$root/../shared/fixtures}"
 
 # --- tools -------------------------------------------------------------------
-missing=()
-command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx-light)
-command -v wrk >/dev/null 2>&1 || missing+=(wrk)
-command -v python3 >/dev/null 2>&1 || missing+=(python3)
-command -v taskset >/dev/null 2>&1 || missing+=(util-linux)
-if ((${#missing[@]})); then
-  echo "bench-proxy: installing ${missing[*]}"
-  sudo_cmd=()
-  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
-  export DEBIAN_FRONTEND=noninteractive
-  "${sudo_cmd[@]}" apt-get update -qq
-  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+prog=bench-proxy
+. "$here/common.sh"
+ensure_commands nginx:nginx-light wrk:wrk python3:python3 taskset:util-linux
 nginx_bin="$(command -v nginx || echo /usr/sbin/nginx)"
 for bin in "$lmwarden" "$responder"; do
   [ -x "$bin" ] || { echo "bench-proxy: $bin not built (make bench-proxy builds it)" >&2; exit 1; }
@@ -75,20 +72,6 @@ if [ "$(nproc)" -ge 2 ] && [ "${BENCH_PIN:-1}" = 1 ] && [ "$threads" = 1 ]; then
   pin_load=(taskset -c 0)
   pin_proxy=(taskset -c 1)
 fi
-
-# Waits for "listening on http://HOST:PORT" in a log and prints the port.
-port_from_log() {
-  local log="$1" name="$2"
-  for _ in $(seq 100); do
-    local port
-    port="$(grep -oE 'listening on http://127\.0\.0\.1:[0-9]+' "$log" 2>/dev/null | grep -oE '[0-9]+$' | head -1 || true)"
-    [ -n "$port" ] && { echo "$port"; return; }
-    sleep 0.1
-  done
-  echo "bench-proxy: $name did not start:" >&2
-  cat "$log" >&2
-  exit 1
-}
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
@@ -116,14 +99,7 @@ pids+=($!)
 nginx_pid=$!
 wait_http "$nginx_port"
 
-cat >"$work/lmwarden.yaml" <<YAML
-listen: 127.0.0.1:0
-threads: $threads
-models:
-  - name: bench
-    backends:
-      - url: http://127.0.0.1:$upstream_port
-YAML
+write_warden_config "$work/lmwarden.yaml" "$threads" "$upstream_port"
 "${pin_proxy[@]}" "$lmwarden" serve --config "$work/lmwarden.yaml" --log-level warn \
   >"$work/lmwarden.log" 2>&1 &
 pids+=($!)
@@ -205,4 +181,5 @@ python3 "$here/report.py" "$work/results" "$out_dir/proxy.json" \
   --connections "$connections" --seconds "$seconds" --latency-seconds "$latency_seconds" \
   --rounds "$rounds" --events "$events" --pinned "${#pin_proxy[@]}" --threads "$threads" \
   --nginx-version "$("$nginx_bin" -v 2>&1 | sed 's/.*nginx\///')" \
-  --lmwarden-commit "$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  --lmwarden-commit "$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)" \
+  --lmwarden-build "$lmwarden_build"
