@@ -24,6 +24,8 @@ ensure_commands wrk:wrk python3:python3
 for bin in "$lmwarden" "$responder"; do
   [ -x "$bin" ] || { echo "$prog: $bin not built" >&2; exit 1; }
 done
+[ -f "$fixtures/clients/claude-code-2.1.332_messages_turn2.json" ] ||
+  { echo "$prog: fixtures not found under $fixtures (set LMWARDEN_FIXTURES)" >&2; exit 1; }
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/lmwarden-pgo-train.XXXXXX")"
 pids=()
