@@ -61,7 +61,7 @@ soak: build
 # routing, parsers, memory per conversation (Google Benchmark), JSON in
 # build/bench/micro.json. Proxy: the same load direct, through nginx and
 # through lmwarden (the profile-guided build), table and build/bench/proxy.json;
-# about 4 minutes after the builds.
+# about 5 minutes after the builds.
 bench-micro: bootstrap
 	@cmake --preset release >/dev/null
 	@cmake --build --preset release -j $(JOBS) --target micro_benchmarks
