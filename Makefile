@@ -22,7 +22,7 @@ build: bootstrap
 # the build time, less CPU per request (docs/performance.md, round 12). Does
 # nothing when the sources are those of its last build; PGO_RETRAIN=1 trains again.
 build-pgo: bootstrap
-	@bash scripts/pgo-build.sh
+	@JOBS=$(JOBS) bash scripts/pgo-build.sh
 	@ln -sf pgo/src/lmwarden build/lmwarden-pgo
 
 build-dev: bootstrap

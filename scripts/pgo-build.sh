@@ -21,12 +21,13 @@ profile_dir="$PWD/build/pgo/pgo-profile"
 
 # Nothing to do when the last run's optimised build was made from the same
 # files: a digest of every source, build and training file (tracked or new,
-# as they are now on disk) is kept beside it. PGO_RETRAIN=1 trains again
+# as they are now on disk; not the benchmark's report scripts) is kept beside it. PGO_RETRAIN=1 trains again
 # anyway. Outside a git checkout, every run trains.
 stamp=build/pgo/pgo-sources.sha256
 sources_digest() {
-  local paths=(src bench cmake ui/web ui/package-lock.json CMakeLists.txt CMakePresets.json
-               scripts/pgo-build.sh)
+  local paths=(src cmake ui/web ui/package-lock.json CMakeLists.txt CMakePresets.json
+               scripts/pgo-build.sh bench/CMakeLists.txt bench/proxy/train.sh bench/proxy/common.sh
+               bench/proxy/prepare_cases.py bench/proxy/wrk.lua bench/proxy/responder.cpp)
   { git ls-files -z -- "${paths[@]}"; git ls-files -z --others --exclude-standard -- "${paths[@]}"; } |
     sort -z | { xargs -0 sha256sum 2>/dev/null || true; } | sha256sum | cut -d' ' -f1
 }
