@@ -1,5 +1,37 @@
 # Shared by run.sh (the benchmark) and train.sh (the PGO training load).
-# Sourced; defines functions only. Messages name the caller by $prog.
+# Sourced; defines functions and the cases' paths. Messages name the caller
+# by $prog.
+
+# The request path of each case (prepare_cases.py writes their bodies).
+declare -A case_path=([small]="/v1/chat/completions" [claude100k]="/v1/messages?beta=true"
+                      [sse256]="/v1/chat/completions")
+
+# Stops with a message unless both binaries are built and the fixtures found:
+#   require_inputs LMWARDEN RESPONDER FIXTURES HINT
+require_inputs() {
+  local bin
+  for bin in "$1" "$2"; do
+    [ -x "$bin" ] || { echo "$prog: $bin not built ($4)" >&2; exit 1; }
+  done
+  [ -f "$3/clients/claude-code-2.1.332_messages_turn2.json" ] ||
+    { echo "$prog: fixtures not found under $3 (set LMWARDEN_FIXTURES)" >&2; exit 1; }
+}
+
+# Makes the work directory $work and, on exit, kills and reaps the processes
+# whose pids are in $pids and removes $work:
+#   start_work NAME
+start_work() {
+  work="$(mktemp -d "${TMPDIR:-/tmp}/lmwarden-$1.XXXXXX")"
+  pids=()
+  trap cleanup EXIT
+  trap 'exit 130' INT TERM
+}
+cleanup() {
+  local pid
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  rm -rf "$work"
+}
 
 # Installs the Debian packages of the commands that are missing:
 #   ensure_commands COMMAND:PACKAGE ...

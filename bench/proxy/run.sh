@@ -50,22 +50,10 @@ prog=bench-proxy
 . "$here/common.sh"
 ensure_commands nginx:nginx-light wrk:wrk python3:python3 taskset:util-linux
 nginx_bin="$(command -v nginx || echo /usr/sbin/nginx)"
-for bin in "$lmwarden" "$responder"; do
-  [ -x "$bin" ] || { echo "bench-proxy: $bin not built (make bench-proxy builds it)" >&2; exit 1; }
-done
-[ -f "$fixtures/clients/claude-code-2.1.332_messages_turn2.json" ] ||
-  { echo "bench-proxy: fixtures not found under $fixtures" >&2; exit 1; }
+require_inputs "$lmwarden" "$responder" "$fixtures" "make bench-proxy builds it"
 
 # --- processes ---------------------------------------------------------------
-work="$(mktemp -d "${TMPDIR:-/tmp}/lmwarden-bench-proxy.XXXXXX")"
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+start_work bench-proxy
 
 pin_load=() pin_proxy=()
 if [ "$(nproc)" -ge 2 ] && [ "${BENCH_PIN:-1}" = 1 ] && [ "$threads" = 1 ]; then
@@ -111,8 +99,6 @@ python3 "$here/prepare_cases.py" "$fixtures" "$work"
 
 declare -A url=([direct]="http://127.0.0.1:$upstream_port" [nginx]="http://127.0.0.1:$nginx_port"
                 [lmwarden]="http://127.0.0.1:$lmwarden_port")
-declare -A path=([small]="/v1/chat/completions" [claude100k]="/v1/messages?beta=true"
-                 [sse256]="/v1/chat/completions")
 cases=(small claude100k sse256)
 targets=(direct nginx lmwarden)
 # Whose CPU time counts as the proxy's: the nginx master and its workers, the
@@ -144,7 +130,7 @@ run_wrk() {  # target case connections seconds result-file
   read -r ru0 rs0 <<<"$(cpu_ticks "$responder_pid")"
   busy_before="$(cpu_busy)"
   "${pin_load[@]}" wrk -t1 -c"$3" -d"$4s" --timeout 10s -s "$here/wrk.lua" "${url[$1]}" -- \
-    POST "${path[$2]}" "$work/$2.headers" "$work/$2.body" >"$work/wrk.out" 2>&1 || true
+    POST "${case_path[$2]}" "$work/$2.headers" "$work/$2.body" >"$work/wrk.out" 2>&1 || true
   # Where the CPU went: the proxy's and the responder's time, and each CPU's
   # busy share (with the default pinning, CPU 0 carries wrk and the responder).
   read -r pu1 ps1 <<<"$(cpu_ticks ${proxy_pids[$1]})"

@@ -21,21 +21,8 @@ fixtures="${LMWARDEN_FIXTURES:-$root/../shared/fixtures}"
 prog=pgo-train
 . "$here/common.sh"
 ensure_commands wrk:wrk python3:python3
-for bin in "$lmwarden" "$responder"; do
-  [ -x "$bin" ] || { echo "$prog: $bin not built" >&2; exit 1; }
-done
-[ -f "$fixtures/clients/claude-code-2.1.332_messages_turn2.json" ] ||
-  { echo "$prog: fixtures not found under $fixtures (set LMWARDEN_FIXTURES)" >&2; exit 1; }
-
-work="$(mktemp -d "${TMPDIR:-/tmp}/lmwarden-pgo-train.XXXXXX")"
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+require_inputs "$lmwarden" "$responder" "$fixtures" "scripts/pgo-build.sh builds it"
+start_work pgo-train
 
 "$responder" --port 0 --events 256 --max-seconds 600 >"$work/responder.log" 2>&1 &
 responder_pid=$!
@@ -48,12 +35,10 @@ pids+=("$lmwarden_pid")
 port="$(port_from_log "$work/lmwarden.log" "lmwarden serve")"
 
 python3 "$here/prepare_cases.py" "$fixtures" "$work"
-declare -A path=([small]="/v1/chat/completions" [claude100k]="/v1/messages?beta=true"
-                 [sse256]="/v1/chat/completions")
 for c in small claude100k sse256; do
   for connections in 16 1; do
     wrk -t1 -c"$connections" -d"${seconds}s" --timeout 10s -s "$here/wrk.lua" \
-      "http://127.0.0.1:$port" -- POST "${path[$c]}" "$work/$c.headers" "$work/$c.body" \
+      "http://127.0.0.1:$port" -- POST "${case_path[$c]}" "$work/$c.headers" "$work/$c.body" \
       >"$work/wrk.out" 2>&1 || true
     read -r requests errors < <(grep '^JSON ' "$work/wrk.out" | cut -c6- | python3 -c '
 import json, sys
