@@ -4,7 +4,7 @@
 // ordered index searched by case-insensitive string comparison.
 #pragma once
 
-#include <boost/beast/http/fields.hpp>
+#include <boost/beast/http/field.hpp>
 #include <string_view>
 
 namespace lmwarden::net {
@@ -19,7 +19,8 @@ std::string_view first_value(const Fields& fields, boost::beast::http::field nam
 }
 
 // Whether a field called `name` (a known field) is present.
-inline bool has_field(const boost::beast::http::fields& fields, boost::beast::http::field name) {
+template <class Fields>
+bool has_field(const Fields& fields, boost::beast::http::field name) {
   for (const auto& f : fields)
     if (f.name() == name) return true;
   return false;

@@ -1,6 +1,5 @@
 #include "net/http_server.h"
 
-#include "net/field_lookup.h"
 #include "net/request_reader.h"
 
 #include <sys/socket.h>
@@ -530,8 +529,11 @@ asio::awaitable<void> HttpServer::serve_connection(tcp::socket tcp_socket) {
     }
   };
 
+  // One request object for the connection: each request reuses its storage.
+  Request request;
   for (;;) {
-    RequestParser parser;
+    request.clear();
+    RequestParser parser{request};
     parser.header_limit(static_cast<std::uint32_t>(options_.max_header_bytes));
     parser.body_limit(options_.max_body_bytes);
 
@@ -565,7 +567,7 @@ asio::awaitable<void> HttpServer::serve_connection(tcp::socket tcp_socket) {
         co_await send_error("", http::status::request_header_fields_too_large,
                             "request header too large");
       } else if (hec == http::error::body_limit) {
-        co_await send_error(std::string(parser.get().target()), http::status::payload_too_large,
+        co_await send_error(request.target(), http::status::payload_too_large,
                             "request body too large");
       } else if (hec == beast::error::timeout && buffer.size() > 0) {
         co_await send_error("", http::status::request_timeout, "request header timed out");
@@ -576,14 +578,13 @@ asio::awaitable<void> HttpServer::serve_connection(tcp::socket tcp_socket) {
       break;
     }
     first = false;
-    // The parser's target; it moves into the request with its storage.
-    const std::string_view target = parser.get().target();
+    const std::string_view target = request.target();
     if (ambiguous_framing(parser)) {
       co_await send_error(target, http::status::bad_request,
                           "request has both Content-Length and Transfer-Encoding");
       break;
     }
-    if (first_value(parser.get(), http::field::expect) == "100-continue" && !parser.is_done()) {
+    if (request[http::field::expect] == "100-continue" && !parser.is_done()) {
       static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
       stream.expires_after(options_.read_timeout);
       co_await asio::async_write(stream, asio::buffer(kContinue), kAsTuple);
@@ -594,7 +595,7 @@ asio::awaitable<void> HttpServer::serve_connection(tcp::socket tcp_socket) {
       if (const auto length = parser.content_length(); length && !parser.chunked()) {
         // The parser holds the header only; the body is read past it. One
         // already buffered is taken without a coroutine of its own.
-        auto& body = parser.get().body();
+        auto& body = request.body();
         const std::size_t got = take_buffered_body(buffer, body, *length);
         if (got < *length)
           bec = co_await read_sized_body(stream.socket(), buffer, body, got, *length, deadline);
@@ -615,7 +616,6 @@ asio::awaitable<void> HttpServer::serve_connection(tcp::socket tcp_socket) {
     }
     deadline.disarm();
 
-    Request request = parser.release();
     if (request.body().capacity() < request.body().size() + kBodyPadding)
       request.body().reserve(request.body().size() + kBodyPadding);
     Exchange exchange{stream, buffer, request, remote, deadline, client_read};

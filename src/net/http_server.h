@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "net/connection_deadline.h"
+#include "net/request.h"
 
 namespace lmwarden::net {
 
@@ -39,7 +40,6 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
-using Request = http::request<http::string_body>;
 using Response = http::response<http::string_body>;
 using ResponseHeader = http::response<http::empty_body>;
 

@@ -127,7 +127,7 @@ asio::awaitable<beast::error_code> read_parsed_body(tcp::socket& socket, beast::
 }
 
 bool ambiguous_framing(const RequestParser& parser) {
-  const auto& h = parser.get();
+  const Request& h = parser.get();
   return has_field(h, http::field::content_length) && has_field(h, http::field::transfer_encoding);
 }
 

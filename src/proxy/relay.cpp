@@ -36,7 +36,7 @@ constexpr std::array<http::field, 8> kHopByHop = {
 // Says which fields of a message are hop-by-hop: the fixed ones and those its
 // sender listed in Connection (in any of its Connection fields). Views into
 // the message's fields: no copies.
-// `Fields`: Beast's fields or a ReplyParser's.
+// `Fields`: a Request's or a ReplyParser's.
 class HopByHop {
  public:
   template <class Fields>
@@ -275,7 +275,7 @@ void write_upstream_head(std::string& out, const net::Request& request,
                          std::string_view forwarded_for) {
   const HopByHop hop_by_hop{request};
   const bool own_key = backend.api_key_env.has_value();
-  auto rewritten = [&](const http::fields::value_type& f) {
+  auto rewritten = [&](const net::FieldView& f) {
     switch (f.name()) {
       case http::field::expect:
       case http::field::host:

@@ -34,20 +34,7 @@ namespace lmwarden::proxy {
 // Beast's buffer_body does it.
 class ReplyParser final : public net::http::basic_parser<false> {
  public:
-  // One field as it was received; read like Beast's fields.
-  class Field {
-   public:
-    Field(net::http::field name, std::string_view name_string, std::string_view value) noexcept
-        : name_(name), name_string_(name_string), value_(value) {}
-    net::http::field name() const noexcept { return name_; }
-    std::string_view name_string() const noexcept { return name_string_; }
-    std::string_view value() const noexcept { return value_; }
-
-   private:
-    net::http::field name_;
-    std::string_view name_string_;
-    std::string_view value_;
-  };
+  using Field = net::FieldView;
 
   unsigned status() const noexcept { return status_; }
   // The reason phrase received, or the standard one when it was empty.

@@ -78,9 +78,9 @@ std::optional<Api> api_of(std::string_view path) {
 // X-data-parallel-rank as vLLM reads it: an integer pins, anything else is
 // ignored (so is an absent header).
 std::optional<std::int64_t> pinned_rank(const net::Request& req) {
-  auto it = req.find("X-data-parallel-rank");
-  if (it == req.end()) return std::nullopt;
-  std::string_view v = it->value();
+  const auto found = req.find("X-data-parallel-rank");
+  if (!found) return std::nullopt;
+  std::string_view v = *found;
   while (!v.empty() && v.front() == ' ') v.remove_prefix(1);
   while (!v.empty() && v.back() == ' ') v.remove_suffix(1);
   std::int64_t rank = 0;

@@ -114,7 +114,7 @@ class FakeVllm {
     }
     Seen s;
     s.path = std::string(req.target());
-    if (auto it = req.find("X-data-parallel-rank"); it != req.end()) s.rank = std::stoi(std::string(it->value()));
+    if (const auto rank = req.find("X-data-parallel-rank")) s.rank = std::stoi(std::string(*rank));
     s.session = std::string(req["session-id"]);
     s.forwarded_for = std::string(req["X-Forwarded-For"]);
     s.body = req.body();

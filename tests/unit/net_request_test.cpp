@@ -1,0 +1,185 @@
+// The server's Request and the parser that fills it: the header as received
+// (order, spelling, duplicates), lookups, keep-alive, a chunked body, and a
+// request object reused across a connection's requests.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "net/request_reader.h"
+
+namespace lmwarden::net {
+namespace {
+
+using Fields = std::vector<std::pair<std::string, std::string>>;
+
+struct Capture {
+  std::string method;
+  std::string target;
+  Fields fields;
+};
+
+// A request captured from a real client (../shared/fixtures/clients).
+Capture load_capture(const std::string& name) {
+  const std::string path = std::string(LMWARDEN_FIXTURES) + "/clients/" + name;
+  std::ifstream in(path);
+  EXPECT_TRUE(in) << "cannot open " << path;
+  const auto json = nlohmann::json::parse(in);
+  Capture capture{json.at("method"), json.at("path"), {}};
+  for (const auto& pair : json.at("headers")) capture.fields.emplace_back(pair.at(0), pair.at(1));
+  return capture;
+}
+
+std::string wire_head(const Capture& c) {
+  std::string head = c.method + " " + c.target + " HTTP/1.1\r\n";
+  for (const auto& [name, value] : c.fields) head += name + ": " + value + "\r\n";
+  return head + "\r\n";
+}
+
+// Parses `bytes` into `request` (cleared first); the parser's error, if any.
+beast::error_code parse_into(Request& request, std::string_view bytes, bool whole = true) {
+  request.clear();
+  RequestParser parser{request};
+  parser.eager(true);
+  beast::error_code ec;
+  const std::size_t used = parser.put(asio::buffer(bytes.data(), bytes.size()), ec);
+  if (!ec && whole) {
+    EXPECT_TRUE(parser.is_done()) << bytes;
+    EXPECT_EQ(used, bytes.size());
+  }
+  return ec;
+}
+
+Fields fields_of(const Request& request) {
+  Fields out;
+  for (const auto& f : request) out.emplace_back(f.name_string(), f.value());
+  return out;
+}
+
+TEST(Request, HoldsARealClaudeCodeHeaderAsReceived) {
+  const Capture claude = load_capture("claude-code-2.1.332_messages_turn2.json");
+  Request request;
+  // The header alone: its Content-Length announces a body not given here.
+  ASSERT_FALSE(parse_into(request, wire_head(claude), /*whole=*/false));
+  EXPECT_EQ(request.method(), http::verb::post);
+  EXPECT_EQ(request.method_string(), "POST");
+  EXPECT_EQ(request.target(), "/v1/messages?beta=true");
+  EXPECT_EQ(request.version(), 11u);
+  EXPECT_EQ(fields_of(request), claude.fields);  // order and spelling kept
+  EXPECT_EQ(request["x-claude-code-session-id"], "5506220c-1ac0-498d-ad24-592ac04efcdd");
+  EXPECT_EQ(request[http::field::content_type], "application/json");
+  EXPECT_EQ(request["CONTENT-TYPE"], "application/json");  // a known name, any case
+  EXPECT_EQ(request[http::field::host], "127.0.0.1:18080");
+  EXPECT_TRUE(request.keep_alive());
+}
+
+TEST(Request, AReusedRequestHoldsOnlyTheLatestRequest) {
+  const Capture claude = load_capture("claude-code-2.1.332_messages_turn2.json");
+  const Capture codex = load_capture("codex-0.171.0_responses_tool-followup.json");
+  Request request;
+  ASSERT_FALSE(parse_into(request, wire_head(claude), false));
+  ASSERT_FALSE(parse_into(request, wire_head(codex), false));
+  EXPECT_EQ(request.target(), codex.target);
+  EXPECT_EQ(fields_of(request), codex.fields);
+  EXPECT_FALSE(request.find("X-Claude-Code-Session-Id"));
+  EXPECT_EQ(request["Session-Id"], "01a22a54-fd9d-7df1-9e18-855eab7ea70c");
+
+  ASSERT_FALSE(parse_into(request, "GET /health HTTP/1.1\r\nHost: a\r\n\r\n"));
+  EXPECT_EQ(request.method(), http::verb::get);
+  EXPECT_EQ(request.target(), "/health");
+  EXPECT_EQ(fields_of(request), (Fields{{"Host", "a"}}));
+  EXPECT_TRUE(request.body().empty());
+}
+
+TEST(Request, CopiesAndMovesKeepTheirFields) {
+  Request request;
+  ASSERT_FALSE(parse_into(request, "POST /v1/x HTTP/1.1\r\nA: 1\r\nX-Long: " +
+                                       std::string(3000, 'v') + "\r\nContent-Length: 2\r\n\r\nhi"));
+  const Request copy = request;
+  Request moved = std::move(request);
+  request.clear();
+  ASSERT_FALSE(parse_into(request, "GET /other HTTP/1.1\r\nB: 2\r\n\r\n"));
+  for (const Request* r : {&copy, const_cast<const Request*>(&moved)}) {
+    EXPECT_EQ(r->target(), "/v1/x");
+    EXPECT_EQ(r->field_count(), 3u);
+    EXPECT_EQ((*r)["a"], "1");
+    EXPECT_EQ((*r)["x-long"], std::string(3000, 'v'));
+    EXPECT_EQ(r->body(), "hi");
+  }
+}
+
+TEST(Request, KeepsDuplicatesInOrderAndTellsAbsentFromEmpty) {
+  Request request;
+  ASSERT_FALSE(parse_into(request,
+                          "GET / HTTP/1.1\r\nX-Forwarded-For: 1.1.1.1\r\nX-Empty:\r\n"
+                          "x-forwarded-for: 2.2.2.2\r\n\r\n"));
+  EXPECT_EQ(request["X-Forwarded-For"], "1.1.1.1");  // the first
+  EXPECT_EQ(fields_of(request)[2], (std::pair<std::string, std::string>{"x-forwarded-for", "2.2.2.2"}));
+  ASSERT_TRUE(request.find("x-empty"));
+  EXPECT_EQ(*request.find("x-empty"), "");
+  EXPECT_FALSE(request.find("x-missing"));
+  EXPECT_FALSE(request.find(http::field::authorization));
+  EXPECT_EQ(request[http::field::authorization], "");
+}
+
+TEST(Request, KeepAliveFollowsTheVersionAndEveryConnectionField) {
+  const auto keep_alive = [](std::string_view head) {
+    Request request;
+    EXPECT_FALSE(parse_into(request, head)) << head;
+    return request.keep_alive();
+  };
+  EXPECT_TRUE(keep_alive("GET / HTTP/1.1\r\n\r\n"));
+  EXPECT_FALSE(keep_alive("GET / HTTP/1.1\r\nConnection: close\r\n\r\n"));
+  EXPECT_FALSE(keep_alive("GET / HTTP/1.1\r\nConnection: Upgrade, CLOSE\r\n\r\n"));
+  EXPECT_FALSE(keep_alive("GET / HTTP/1.1\r\nConnection: x-trace\r\nConnection: close\r\n\r\n"));
+  EXPECT_FALSE(keep_alive("GET / HTTP/1.0\r\n\r\n"));
+  EXPECT_TRUE(keep_alive("GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n"));
+  EXPECT_FALSE(keep_alive("GET / HTTP/1.0\r\nConnection: keep-alive, close\r\n\r\n"));
+}
+
+TEST(Request, AChunkedBodyIsDecodedIntoTheBody) {
+  Request request;
+  ASSERT_FALSE(parse_into(request,
+                          "POST /v1/chat/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+                          "5\r\n{\"a\":\r\n3\r\n1}\n\r\n0\r\n\r\n"));
+  EXPECT_EQ(request.body(), "{\"a\":1}\n");
+}
+
+TEST(Request, AnUnknownMethodKeepsItsSpelling) {
+  Request request;
+  ASSERT_FALSE(parse_into(request, "BREW /pot HTTP/1.1\r\n\r\n"));
+  EXPECT_EQ(request.method(), http::verb::unknown);
+  EXPECT_EQ(request.method_string(), "BREW");
+}
+
+TEST(Request, ABuiltRequestReadsLikeAParsedOne) {
+  Request request{http::verb::patch, "/api/models/m"};
+  request.insert("Authorization", "Bearer t");
+  request.insert("X-Custom", "1");
+  request.body() = "{}";
+  EXPECT_EQ(request.method_string(), "PATCH");
+  EXPECT_EQ(request[http::field::authorization], "Bearer t");
+  EXPECT_EQ(request["x-custom"], "1");
+  EXPECT_EQ((*request.begin()).name(), http::field::authorization);
+  EXPECT_EQ((*std::next(request.begin())).name(), http::field::unknown);
+}
+
+TEST(Request, ClearingGivesBackALargeBodyAndKeepsASmallOne) {
+  Request request;
+  request.body().assign(Request::kKeptBodyBytes * 2, 'x');
+  request.clear();
+  EXPECT_TRUE(request.body().empty());
+  EXPECT_LE(request.body().capacity(), Request::kKeptBodyBytes);
+  request.body().assign(1000, 'x');
+  const std::size_t kept = request.body().capacity();
+  request.clear();
+  EXPECT_TRUE(request.body().empty());
+  EXPECT_EQ(request.body().capacity(), kept);
+}
+
+}  // namespace
+}  // namespace lmwarden::net
