@@ -14,6 +14,10 @@ Sources:
               (the samples of tests/unit/telemetry_stream_samples.h), each
               prefixed with the two cut-point bytes.
   config      docs/lmwarden.example.yaml and a few small variants.
+  request_head  every client fixture as a wire request (its method, path and
+              header fields in the client's order, Content-Length set to the
+              shrunk body's), the first also with a chunked body, plus a
+              bodiless HTTP/1.0 GET.
 
 The output is deterministic; rerun after a fixture changes and commit the
 result. libFuzzer never writes here: scripts/fuzz.sh fuzzes a copy.
@@ -57,6 +61,28 @@ def identity_seeds(fixtures):
             write("identity", f"{f.stem}.claude-user-id.bin", b"\x20" + body)
     # A pinned rank: header length 1 ("3"), honour_client_rank on.
     write("identity", "pinned-rank.bin", b"\x11" + b'3{"model":"m","stream":false}')
+
+
+def request_head_seeds(fixtures):
+    clients = sorted((fixtures / "clients").glob("*.json"))
+    for i, f in enumerate(clients):
+        capture = json.loads(f.read_text())
+        body = json.dumps(shrink(capture["body"]), ensure_ascii=False,
+                          separators=(",", ":")).encode()
+        head = f"{capture['method']} {capture['path']} HTTP/1.1\r\n"
+        for name, value in capture["headers"]:
+            if name.lower() != "content-length":
+                head += f"{name}: {value}\r\n"
+        write("request_head", f"{f.stem}.http",
+              (head + f"Content-Length: {len(body)}\r\n\r\n").encode() + body)
+        if i == 0:
+            chunked = b"".join(b"%x\r\n%s\r\n" % (len(body[j:j + 100]), body[j:j + 100])
+                               for j in range(0, len(body), 100)) + b"0\r\n\r\n"
+            write("request_head", f"{f.stem}.chunked.http",
+                  (head + "Transfer-Encoding: chunked\r\n\r\n").encode() + chunked)
+    write("request_head", "get-http10.http",
+          "GET /v1/models?x=%41 HTTP/1.0\r\nHost: a\r\nConnection: keep-alive\r\n"
+          "X-Forwarded-For: 192.0.2.1\r\nx-forwarded-for: 192.0.2.2\r\n\r\n")
 
 
 def prometheus_seeds(fixtures):
@@ -203,6 +229,7 @@ def main():
     prometheus_seeds(fixtures)
     usage_tap_seeds()
     config_seeds()
+    request_head_seeds(fixtures)
 
 
 if __name__ == "__main__":

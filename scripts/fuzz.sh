@@ -27,12 +27,12 @@ build="$root/build/fuzz"
 jobs="${JOBS:-2}"
 cxx="${CXX_FUZZ:-clang++}"
 
-all_targets=(prometheus usage_tap identity config)
+all_targets=(prometheus usage_tap identity config request_head)
 targets=("$@")
 ((${#targets[@]})) || targets=("${all_targets[@]}")
 
 # Longest input per target (0 = libFuzzer's choice: the largest seed, at least 4 KB).
-declare -A max_len=([prometheus]=0 [usage_tap]=4096 [identity]=8192 [config]=8192)
+declare -A max_len=([prometheus]=0 [usage_tap]=4096 [identity]=8192 [config]=8192 [request_head]=8192)
 
 for t in "${targets[@]}"; do
   [[ -v "max_len[$t]" ]] || { echo "fuzz: unknown target '$t' (${all_targets[*]})" >&2; exit 2; }

@@ -616,8 +616,6 @@ asio::awaitable<void> HttpServer::serve_connection(tcp::socket tcp_socket) {
     }
     deadline.disarm();
 
-    if (request.body().capacity() < request.body().size() + kBodyPadding)
-      request.body().reserve(request.body().size() + kBodyPadding);
     Exchange exchange{stream, buffer, request, remote, deadline, client_read};
     {
       struct InProgress {

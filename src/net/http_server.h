@@ -43,10 +43,6 @@ using tcp = asio::ip::tcp;
 using Response = http::response<http::string_body>;
 using ResponseHeader = http::response<http::empty_body>;
 
-// Padding kept free after a request body so that it can be parsed in place by
-// simdjson (which reads up to 64 bytes past the end).
-inline constexpr std::size_t kBodyPadding = 64;
-
 struct ServerOptions {
   std::size_t max_header_bytes = 64 * 1024;
   std::size_t max_body_bytes = 32 * 1024 * 1024;

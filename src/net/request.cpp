@@ -2,10 +2,58 @@
 
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http/rfc7230.hpp>
+#include <algorithm>
 #include <cassert>
+#include <cstring>
 #include <limits>
 
 namespace lmwarden::net {
+
+// ---------------------------------------------------------------- Body
+
+void Body::reserve(std::size_t n) {
+  if (n <= capacity_) return;
+  const std::size_t grown = std::max(n, capacity_ + capacity_ / 2);
+  auto bytes = std::make_unique_for_overwrite<char[]>(grown + kBodyPadding);
+  if (size_ > 0) std::memcpy(bytes.get(), bytes_.get(), size_);
+  bytes_ = std::move(bytes);
+  capacity_ = grown;
+}
+
+void Body::resize_unchecked(std::size_t n) noexcept {
+  size_ = n;
+  if (bytes_) std::memset(bytes_.get() + n, 0, kBodyPadding);
+}
+
+void Body::resize_for_overwrite(std::size_t n) {
+  reserve(n);
+  resize_unchecked(n);
+}
+
+void Body::assign(std::string_view bytes) {
+  if (bytes.empty()) return clear();
+  reserve(bytes.size());
+  std::memcpy(bytes_.get(), bytes.data(), bytes.size());
+  resize_unchecked(bytes.size());
+}
+
+void Body::append(std::string_view bytes) {
+  if (bytes.empty()) return;
+  const std::size_t at = size_;
+  reserve(at + bytes.size());
+  std::memcpy(bytes_.get() + at, bytes.data(), bytes.size());
+  resize_unchecked(at + bytes.size());
+}
+
+void Body::clear_and_shrink(std::size_t keep) noexcept {
+  if (capacity_ > keep) {
+    bytes_.reset();
+    size_ = capacity_ = 0;
+  }
+  clear();
+}
+
+// ---------------------------------------------------------------- Request
 
 Request::Request(http::verb method, std::string_view target, unsigned version) {
   const auto name = http::to_string(method);
@@ -83,8 +131,7 @@ void Request::clear() noexcept {
   slots_.clear();
   text_.clear();
   if (text_.capacity() > kKeptHeaderBytes) std::string().swap(text_);
-  body_.clear();
-  if (body_.capacity() > kKeptBodyBytes) std::string().swap(body_);
+  body_.clear_and_shrink(kKeptBodyBytes);
 }
 
 }  // namespace lmwarden::net

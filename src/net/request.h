@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -39,6 +40,64 @@ class FieldView {
   http::field name_;
   std::string_view name_string_;
   std::string_view value_;
+};
+
+// Padding kept readable after a request body so that it can be parsed in
+// place by simdjson (which reads up to 64 bytes past the end).
+inline constexpr std::size_t kBodyPadding = 64;
+
+// A request body: bytes read straight into it, then kBodyPadding zero bytes
+// past its end. Unlike std::string, it is sized for a read without writing
+// zeros over the bytes the read is about to write (a whole pass over a large
+// body, which C++20's string has no way to skip).
+class Body {
+ public:
+  Body() = default;
+  Body(const Body& other) { assign(other); }
+  Body& operator=(const Body& other) {
+    if (this != &other) assign(other);
+    return *this;
+  }
+  Body(Body&& other) noexcept { swap(other); }
+  Body& operator=(Body&& other) noexcept {
+    Body(std::move(other)).swap(*this);
+    return *this;
+  }
+
+  const char* data() const noexcept { return bytes_ ? bytes_.get() : ""; }
+  char* data() noexcept { return bytes_.get(); }
+  std::size_t size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+  // Bytes readable from data(): at least size() + kBodyPadding once sized.
+  std::size_t capacity() const noexcept { return capacity_ ? capacity_ + kBodyPadding : 0; }
+  std::string_view view() const noexcept { return {data(), size_}; }
+  operator std::string_view() const noexcept { return view(); }
+  friend bool operator==(const Body& body, std::string_view bytes) noexcept {
+    return body.view() == bytes;
+  }
+
+  // Makes the body `n` bytes long. Bytes past what it held before are left
+  // as they are, for the caller to write.
+  void resize_for_overwrite(std::size_t n);
+  // `bytes` must not view this body (growing it may move its bytes first).
+  void assign(std::string_view bytes);
+  void append(std::string_view bytes);
+  void clear() noexcept { resize_unchecked(0); }
+  // Clears it and gives back storage beyond `keep` bytes.
+  void clear_and_shrink(std::size_t keep) noexcept;
+
+ private:
+  void swap(Body& other) noexcept {
+    std::swap(bytes_, other.bytes_);
+    std::swap(size_, other.size_);
+    std::swap(capacity_, other.capacity_);
+  }
+  void reserve(std::size_t n);  // room for n bytes; keeps the content
+  void resize_unchecked(std::size_t n) noexcept;
+
+  std::unique_ptr<char[]> bytes_;
+  std::size_t size_ = 0;
+  std::size_t capacity_ = 0;  // body bytes the storage holds, not counting the padding
 };
 
 class Request {
@@ -112,8 +171,8 @@ class Request {
   void insert(http::field name, std::string_view name_string, std::string_view value);
   void insert(std::string_view name, std::string_view value);
 
-  std::string& body() noexcept { return body_; }
-  const std::string& body() const noexcept { return body_; }
+  Body& body() noexcept { return body_; }
+  const Body& body() const noexcept { return body_; }
 
   // Forgets the request and keeps its storage (up to the kKept* sizes) for
   // the next one.
@@ -142,7 +201,7 @@ class Request {
   Span target_;
   boost::container::small_vector<Slot, 16> slots_;
   std::string text_;  // the start line's parts and the fields' names and values, back to back
-  std::string body_;
+  Body body_;
 };
 
 }  // namespace lmwarden::net

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <tuple>
@@ -70,19 +71,18 @@ template asio::awaitable<beast::error_code> read_header(tcp::socket&, beast::fla
                                                         http::basic_parser<false>&,
                                                         ConnectionDeadline&);
 
-std::size_t take_buffered_body(beast::flat_buffer& buffer, std::string& body, std::size_t length) {
-  body.reserve(length + kBodyPadding);
+std::size_t take_buffered_body(beast::flat_buffer& buffer, Body& body, std::size_t length) {
+  body.resize_for_overwrite(length);
   const std::size_t have = std::min(buffer.size(), length);
-  body.assign(static_cast<const char*>(buffer.data().data()), have);
+  std::memcpy(body.data(), buffer.data().data(), have);
   buffer.consume(have);
   return have;
 }
 
 asio::awaitable<beast::error_code> read_sized_body(tcp::socket& socket, beast::flat_buffer& buffer,
-                                                   std::string& body, std::size_t got,
+                                                   Body& body, std::size_t got,
                                                    std::size_t length,
                                                    ConnectionDeadline& deadline) {
-  body.resize(length);
   while (got < length) {
     const std::array<asio::mutable_buffer, 2> into{asio::buffer(body.data() + got, length - got),
                                                    buffer.prepare(kSpillBytes)};

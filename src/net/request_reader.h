@@ -6,54 +6,14 @@
 // an upstream reply's header with the same two header functions.
 #pragma once
 
-#include <boost/beast/http/basic_parser.hpp>
 #include <cstddef>
 #include <string>
 
 #include "net/http_server.h"
-#include "net/request.h"
+#include "net/request_parser.h"
 
 namespace lmwarden::net {
 
-// Beast's HTTP/1.1 request parser, writing into a Request (which the server
-// keeps per connection): the start line and each field as they are parsed,
-// and a body the parser decodes (a chunked one) into the request's body.
-// A body with a Content-Length is read past the parser (read_sized_body).
-class RequestParser final : public http::basic_parser<true> {
- public:
-  explicit RequestParser(Request& into) noexcept : request_(into) {}
-  Request& get() noexcept { return request_; }
-  const Request& get() const noexcept { return request_; }
-
- private:
-  using string_view = beast::string_view;
-  static std::string_view view(string_view s) noexcept { return {s.data(), s.size()}; }
-
-  void on_request_impl(http::verb method, string_view method_string, string_view target,
-                       int version, beast::error_code&) override {
-    request_.set_start_line(method, view(method_string), view(target),
-                            static_cast<unsigned>(version));
-  }
-  void on_response_impl(int, string_view, int, beast::error_code&) override {}
-  void on_field_impl(http::field name, string_view name_string, string_view value,
-                     beast::error_code&) override {
-    request_.insert(name, view(name_string), view(value));
-  }
-  void on_header_impl(beast::error_code&) override {}
-  void on_body_init_impl(const boost::optional<std::uint64_t>&, beast::error_code&) override {}
-  std::size_t on_body_impl(string_view body, beast::error_code&) override {
-    request_.body().append(body.data(), body.size());
-    return body.size();
-  }
-  void on_chunk_header_impl(std::uint64_t, string_view, beast::error_code&) override {}
-  std::size_t on_chunk_body_impl(std::uint64_t, string_view body, beast::error_code&) override {
-    request_.body().append(body.data(), body.size());
-    return body.size();
-  }
-  void on_finish_impl(beast::error_code&) override {}
-
-  Request& request_;
-};
 
 // Bytes asked of the socket per read of a request header (and by the client
 // watch): a usual header and the start of its body come in one read.
@@ -74,15 +34,14 @@ asio::awaitable<beast::error_code> read_header(tcp::socket& socket, beast::flat_
                                                http::basic_parser<isRequest>& parser,
                                                ConnectionDeadline& deadline);
 
-// Starts a body of `length` bytes (its Content-Length) with what the buffer
-// holds; returns how many bytes that was. The body's string gets
-// kBodyPadding bytes of room past its end.
-std::size_t take_buffered_body(beast::flat_buffer& buffer, std::string& body, std::size_t length);
+// Sizes `body` for `length` bytes (its Content-Length) and starts it with
+// what the buffer holds; returns how many bytes that was.
+std::size_t take_buffered_body(beast::flat_buffer& buffer, Body& body, std::size_t length);
 
 // Reads the rest of a body that take_buffered_body started with `got` bytes
 // straight into it; bytes past its end stay in the buffer.
 asio::awaitable<beast::error_code> read_sized_body(tcp::socket& socket, beast::flat_buffer& buffer,
-                                                   std::string& body, std::size_t got,
+                                                   Body& body, std::size_t got,
                                                    std::size_t length,
                                                    ConnectionDeadline& deadline);
 

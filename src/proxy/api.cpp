@@ -138,7 +138,7 @@ net::Response patch_model(ModelState& model, const net::Request& request,
   if (!constant_time_equal(auth.substr(kBearer.size()), *admin_token))
     return error(http::status::forbidden, "wrong admin token");
 
-  const json body = json::parse(request.body(), nullptr, /*allow_exceptions=*/false);
+  const json body = json::parse(request.body().view(), nullptr, /*allow_exceptions=*/false);
   if (!body.is_object()) return error(http::status::bad_request, "body must be a JSON object");
   std::optional<bool> affinity;
   std::optional<std::optional<int>> threshold;  // outer: given; inner nullopt: auto

@@ -402,7 +402,6 @@ struct Warden::Forward {
 
 net::asio::awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dialect) {
   auto& request = exchange.request();
-  const std::string& body = request.body();
   InProgress in_progress{in_progress_};
   auto set = models();
   Admission admission = admit(request, dialect, *set);
@@ -418,8 +417,8 @@ net::asio::awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dial
   bool injected_usage = false;
   if (model->config.inject_stream_usage && dialect == Dialect::kOpenAi && facts.stream &&
       !facts.stream_include_usage) {
-    if (auto rewritten = telemetry::with_stream_usage(body)) {
-      request.body() = std::move(*rewritten);
+    if (auto rewritten = telemetry::with_stream_usage(request.body())) {
+      request.body().assign(*rewritten);
       injected_usage = true;
     }
   }

@@ -304,12 +304,13 @@ std::int32_t int_field(element doc, std::string_view key) {
 
 }  // namespace
 
-ParseResult parse_api_request(Api api, const std::string& body) {
+ParseResult parse_api_request(Api api, std::string_view body, std::size_t body_capacity) {
   ParseResult out;
   // One parser per thread: its buffers are reused from request to request.
   thread_local simdjson::dom::parser parser;
   element doc;
-  if (auto err = parser.parse(body).get(doc); err) {
+  const bool padded = body_capacity >= body.size() + simdjson::SIMDJSON_PADDING;
+  if (auto err = parser.parse(body.data(), body.size(), /*realloc_if_needed=*/!padded).get(doc); err) {
     out.error = std::string("malformed JSON body: ") + simdjson::error_message(err);
     return out;
   }

@@ -4,6 +4,7 @@
 // the same tokens whichever route carries it. Pure code: no I/O.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -46,9 +47,10 @@ struct ParseResult {
   std::string error;  // why the body was refused, when request is empty
 };
 
-// Parses a request body for `api`. `body` must have simdjson's padding after
-// it in its allocation, or it is copied.
-ParseResult parse_api_request(Api api, const std::string& body);
+// Parses a request body for `api` in place when `body_capacity` bytes are
+// readable from its start and that leaves simdjson's padding after it;
+// otherwise from a padded copy.
+ParseResult parse_api_request(Api api, std::string_view body, std::size_t body_capacity = 0);
 
 // The prompt's tokens: prompt_tokens if given, else the tokenized text.
 std::vector<engine::TokenId> prompt_token_ids(const ApiRequest& request);

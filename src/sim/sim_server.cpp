@@ -265,7 +265,7 @@ class Core : public std::enable_shared_from_this<Core> {
   }
 
   asio::awaitable<void> generate(net::Exchange& ex, Api api) {
-    ParseResult parsed = parse_api_request(api, ex.request().body());
+    ParseResult parsed = parse_api_request(api, ex.request().body(), ex.request().body().capacity());
     if (!parsed.request) {
       co_await fail(ex, api, http::status::bad_request, parsed.error);
       co_return;

@@ -117,7 +117,7 @@ class FakeVllm {
     if (const auto rank = req.find("X-data-parallel-rank")) s.rank = std::stoi(std::string(*rank));
     s.session = std::string(req["session-id"]);
     s.forwarded_for = std::string(req["X-Forwarded-For"]);
-    s.body = req.body();
+    s.body = req.body().view();
     if (s.rank >= ranks_) {
       net::Response res{http::status::bad_request, 11};
       res.body() = R"({"error":"rank out of range"})";

@@ -108,7 +108,7 @@ TEST(Request, CopiesAndMovesKeepTheirFields) {
     EXPECT_EQ(r->field_count(), 3u);
     EXPECT_EQ((*r)["a"], "1");
     EXPECT_EQ((*r)["x-long"], std::string(3000, 'v'));
-    EXPECT_EQ(r->body(), "hi");
+    EXPECT_EQ(r->body().view(), "hi");
   }
 }
 
@@ -146,7 +146,7 @@ TEST(Request, AChunkedBodyIsDecodedIntoTheBody) {
   ASSERT_FALSE(parse_into(request,
                           "POST /v1/chat/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
                           "5\r\n{\"a\":\r\n3\r\n1}\n\r\n0\r\n\r\n"));
-  EXPECT_EQ(request.body(), "{\"a\":1}\n");
+  EXPECT_EQ(request.body().view(), "{\"a\":1}\n");
 }
 
 TEST(Request, AnUnknownMethodKeepsItsSpelling) {
@@ -160,7 +160,7 @@ TEST(Request, ABuiltRequestReadsLikeAParsedOne) {
   Request request{http::verb::patch, "/api/models/m"};
   request.insert("Authorization", "Bearer t");
   request.insert("X-Custom", "1");
-  request.body() = "{}";
+  request.body().assign("{}");
   EXPECT_EQ(request.method_string(), "PATCH");
   EXPECT_EQ(request[http::field::authorization], "Bearer t");
   EXPECT_EQ(request["x-custom"], "1");
@@ -170,15 +170,62 @@ TEST(Request, ABuiltRequestReadsLikeAParsedOne) {
 
 TEST(Request, ClearingGivesBackALargeBodyAndKeepsASmallOne) {
   Request request;
-  request.body().assign(Request::kKeptBodyBytes * 2, 'x');
+  request.body().assign(std::string(Request::kKeptBodyBytes * 2, 'x'));
   request.clear();
   EXPECT_TRUE(request.body().empty());
   EXPECT_LE(request.body().capacity(), Request::kKeptBodyBytes);
-  request.body().assign(1000, 'x');
+  request.body().assign(std::string(1000, 'x'));
   const std::size_t kept = request.body().capacity();
   request.clear();
   EXPECT_TRUE(request.body().empty());
   EXPECT_EQ(request.body().capacity(), kept);
+}
+
+
+// Whether the kBodyPadding bytes after the body are readable zeros.
+bool padded_with_zeros(const Body& body) {
+  if (body.capacity() < body.size() + kBodyPadding) return false;
+  for (std::size_t i = 0; i < kBodyPadding; ++i)
+    if (body.data()[body.size() + i] != 0) return false;
+  return true;
+}
+
+TEST(Body, SizingForAReadKeepsWhatItHeldAndPadsWithZeros) {
+  Body body;
+  EXPECT_EQ(body.capacity(), 0u);  // nothing readable past an empty body's ""
+  EXPECT_EQ(body.view(), "");
+  body.assign("{\"model\":\"m\"}");
+  EXPECT_TRUE(padded_with_zeros(body));
+  body.resize_for_overwrite(5);
+  EXPECT_EQ(body.view(), "{\"mod");
+  EXPECT_TRUE(padded_with_zeros(body));
+  body.resize_for_overwrite(200);  // grows: the first bytes move with it
+  EXPECT_EQ(body.view().substr(0, 5), "{\"mod");
+  EXPECT_EQ(body.size(), 200u);
+  EXPECT_TRUE(padded_with_zeros(body));
+}
+
+TEST(Body, AppendsAcrossGrowthAndCopiesAndMovesWhole) {
+  Body body;
+  std::string expected;
+  for (int i = 0; i < 500; ++i) {
+    const std::string piece = std::to_string(i) + ",";
+    body.append(piece);
+    expected += piece;
+    ASSERT_TRUE(padded_with_zeros(body)) << i;
+  }
+  EXPECT_EQ(body.view(), expected);
+  Body copy = body;
+  Body moved = std::move(body);
+  EXPECT_EQ(copy.view(), expected);
+  EXPECT_EQ(moved.view(), expected);
+  EXPECT_NE(copy.data(), moved.data());
+  copy = moved;
+  EXPECT_EQ(copy.view(), expected);
+  moved.clear();
+  EXPECT_TRUE(moved.empty());
+  EXPECT_TRUE(padded_with_zeros(moved));
+  EXPECT_EQ(copy.view(), expected);
 }
 
 }  // namespace

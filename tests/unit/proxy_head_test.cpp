@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "config/config_loader.h"
+#include "net/request_parser.h"
 #include "proxy/relay.h"
 
 namespace lmwarden::proxy {
@@ -31,7 +32,7 @@ net::Request client_request(http::verb verb, std::string_view target, const Fiel
                             std::string body) {
   net::Request request{verb, target, 11};
   for (const auto& [name, value] : fields) request.insert(name, value);
-  request.body() = std::move(body);
+  request.body().assign(body);
   return request;
 }
 
@@ -49,9 +50,23 @@ ParsedHead parse_request_head(const std::string& head) {
   EXPECT_FALSE(ec) << ec.message() << "\n" << head;
   EXPECT_TRUE(parser.is_header_done()) << head;
   ParsedHead parsed{parser.release(), {}};
-  for (const auto& f : parsed.header)
+  // The fields in the order written: Beast's message files a repeated name
+  // beside its first, the server's Request keeps them as they came.
+  net::Request in_order;
+  net::RequestParser fields_parser{in_order};
+  fields_parser.skip(true);
+  fields_parser.put(net::asio::buffer(head), ec);
+  EXPECT_FALSE(ec) << ec.message();
+  for (const auto& f : in_order)
     parsed.fields.emplace_back(std::string(f.name_string()), std::string(f.value()));
   return parsed;
+}
+
+// The fields of the head written for a plain backend, no rank, in order.
+Fields upstream_fields(const net::Request& request, std::string_view forwarded_for) {
+  std::string head;
+  write_upstream_head(head, request, backend("http://127.0.0.1:8000"), -1, forwarded_for);
+  return parse_request_head(head).fields;
 }
 
 TEST(UpstreamHead, RewritesOnlyWhatTheProxyOwnsAndKeepsTheRestInOrder) {
@@ -94,6 +109,26 @@ TEST(UpstreamHead, RewritesOnlyWhatTheProxyOwnsAndKeepsTheRestInOrder) {
   EXPECT_EQ(request[http::field::host], "warden.example");
 }
 
+TEST(UpstreamHead, RepeatedFieldsKeepTheOrderTheyCameIn) {
+  // A name that comes back after other fields stays where the client put it
+  // (Beast's own field list would have moved it up beside the first).
+  const auto request = client_request(http::verb::post, "/v1/messages",
+                                      {{"X-Trace", "a"},
+                                       {"Accept", "application/json"},
+                                       {"x-trace", "b"},
+                                       {"X-Other", "c"},
+                                       {"X-TRACE", "d"}},
+                                      "{}");
+  EXPECT_THAT(upstream_fields(request, ""),
+              testing::ElementsAre(testing::Pair("X-Trace", "a"),
+                                   testing::Pair("Accept", "application/json"),
+                                   testing::Pair("x-trace", "b"),
+                                   testing::Pair("X-Other", "c"),
+                                   testing::Pair("X-TRACE", "d"),
+                                   testing::Pair("Host", "127.0.0.1:8000"),
+                                   testing::Pair("Content-Length", "2")));
+}
+
 TEST(UpstreamHead, ExtendsTheForwardedForChainOfEveryField) {
   const auto request = client_request(http::verb::post, "/v1/messages",
                                       {{"X-Forwarded-For", "203.0.113.1"},
@@ -124,9 +159,7 @@ TEST(UpstreamHead, EveryConnectionFieldListsHopByHopFields) {
                                        {"X-Kept", "3"},
                                        {"connection", "x-hop-two, X-Forwarded-For"}},
                                       "{}");
-  std::string head;
-  write_upstream_head(head, request, backend("http://127.0.0.1:8000"), -1, "127.0.0.1");
-  EXPECT_THAT(parse_request_head(head).fields,
+  EXPECT_THAT(upstream_fields(request, "127.0.0.1"),
               testing::ElementsAre(testing::Pair("X-Kept", "3"),
                                    testing::Pair("X-Forwarded-For", "127.0.0.1"),
                                    testing::Pair("Host", "127.0.0.1:8000"),

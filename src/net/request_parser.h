@@ -1,0 +1,57 @@
+// The parser that fills the server's Request: Beast's HTTP/1.1 request
+// parser (its grammar, limits and framing checks), with the message kept our
+// way. Apart from the server's I/O so that a fuzz target can drive it alone.
+#pragma once
+
+#include <boost/beast/http/basic_parser.hpp>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "net/request.h"
+
+namespace lmwarden::net {
+
+namespace beast = boost::beast;
+
+// Beast's HTTP/1.1 request parser, writing into a Request (which the server
+// keeps per connection): the start line and each field as they are parsed,
+// and a body the parser decodes (a chunked one) into the request's body.
+// A body with a Content-Length is read past the parser (read_sized_body).
+class RequestParser final : public http::basic_parser<true> {
+ public:
+  explicit RequestParser(Request& into) noexcept : request_(into) {}
+  Request& get() noexcept { return request_; }
+  const Request& get() const noexcept { return request_; }
+
+ private:
+  using string_view = beast::string_view;
+  static std::string_view view(string_view s) noexcept { return {s.data(), s.size()}; }
+
+  void on_request_impl(http::verb method, string_view method_string, string_view target,
+                       int version, beast::error_code&) override {
+    request_.set_start_line(method, view(method_string), view(target),
+                            static_cast<unsigned>(version));
+  }
+  void on_response_impl(int, string_view, int, beast::error_code&) override {}
+  void on_field_impl(http::field name, string_view name_string, string_view value,
+                     beast::error_code&) override {
+    request_.insert(name, view(name_string), view(value));
+  }
+  void on_header_impl(beast::error_code&) override {}
+  void on_body_init_impl(const boost::optional<std::uint64_t>&, beast::error_code&) override {}
+  std::size_t on_body_impl(string_view body, beast::error_code&) override {
+    request_.body().append(view(body));
+    return body.size();
+  }
+  void on_chunk_header_impl(std::uint64_t, string_view, beast::error_code&) override {}
+  std::size_t on_chunk_body_impl(std::uint64_t, string_view body, beast::error_code&) override {
+    request_.body().append(view(body));
+    return body.size();
+  }
+  void on_finish_impl(beast::error_code&) override {}
+
+  Request& request_;
+};
+
+}  // namespace lmwarden::net
