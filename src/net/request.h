@@ -105,9 +105,11 @@ class Request {
 
  public:
   // Header bytes and body bytes a cleared request keeps for the next one; a
-  // larger store is given back, so an idle connection holds little.
+  // larger store is given back, so that an idle connection holds at most
+  // this much (a request's header and a small body reuse it; a large body,
+  // rarer, is allocated for its request).
   static constexpr std::size_t kKeptHeaderBytes = 16 * 1024;
-  static constexpr std::size_t kKeptBodyBytes = 256 * 1024;
+  static constexpr std::size_t kKeptBodyBytes = 64 * 1024;
   // Header store made at once for a connection's first request (a usual
   // header fits: no reallocation as the fields come).
   static constexpr std::size_t kFirstHeaderBytes = 1024;
