@@ -74,7 +74,7 @@ template asio::awaitable<beast::error_code> read_header(tcp::socket&, beast::fla
 std::size_t take_buffered_body(beast::flat_buffer& buffer, Body& body, std::size_t length) {
   body.resize_for_overwrite(length);
   const std::size_t have = std::min(buffer.size(), length);
-  std::memcpy(body.data(), buffer.data().data(), have);
+  if (have > 0) std::memcpy(body.data(), buffer.data().data(), have);
   buffer.consume(have);
   return have;
 }
