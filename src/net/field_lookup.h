@@ -1,7 +1,8 @@
-// Header fields found by their known name (Beast's field enum) in one pass
-// over a message's fields that compares integers. For the dozen fields a
-// request or reply carries this is cheaper than the fields' own lookup, an
-// ordered index searched by case-insensitive string comparison.
+// A header field found by its known name (Beast's field enum) in one pass
+// over a list of fields that compares integers: for the fields of a reply
+// (ReplyParser's list has no lookup of its own) or of Beast's fields, whose
+// own lookup searches an ordered index by case-insensitive comparison. A
+// Request has find() for this.
 #pragma once
 
 #include <boost/beast/http/field.hpp>
@@ -16,14 +17,6 @@ std::string_view first_value(const Fields& fields, boost::beast::http::field nam
   for (const auto& f : fields)
     if (f.name() == name) return f.value();
   return {};
-}
-
-// Whether a field called `name` (a known field) is present.
-template <class Fields>
-bool has_field(const Fields& fields, boost::beast::http::field name) {
-  for (const auto& f : fields)
-    if (f.name() == name) return true;
-  return false;
 }
 
 }  // namespace lmwarden::net

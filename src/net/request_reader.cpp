@@ -8,7 +8,6 @@
 #include <tuple>
 #include <utility>
 
-#include "net/field_lookup.h"
 
 namespace lmwarden::net {
 namespace {
@@ -128,7 +127,7 @@ asio::awaitable<beast::error_code> read_parsed_body(tcp::socket& socket, beast::
 
 bool ambiguous_framing(const RequestParser& parser) {
   const Request& h = parser.get();
-  return has_field(h, http::field::content_length) && has_field(h, http::field::transfer_encoding);
+  return h.find(http::field::content_length) && h.find(http::field::transfer_encoding);
 }
 
 }  // namespace lmwarden::net
