@@ -9,7 +9,6 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <charconv>
@@ -20,6 +19,7 @@
 #include "bench/online.h"
 #include "bench/stream_tap.h"
 #include "config/config_loader.h"
+#include "net/http_client.h"
 #include "telemetry/counter_delta.h"
 #include "telemetry/vllm_snapshot.h"
 #include "workload/closed_loop.h"
@@ -35,7 +35,6 @@ using asio::awaitable;
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
-constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
 constexpr std::chrono::seconds kControlTimeout{10};
 
 struct Endpoint {
@@ -63,11 +62,11 @@ awaitable<Result<Reply, std::string>> fetch(const Endpoint& ep, http::verb verb,
                                             std::optional<std::string> bearer = std::nullopt) {
   auto ex = co_await asio::this_coro::executor;
   tcp::resolver resolver(ex);
-  auto [rec, results] = co_await resolver.async_resolve(ep.host, std::to_string(ep.port), kTuple);
+  auto [rec, results] = co_await resolver.async_resolve(ep.host, std::to_string(ep.port), net::kAsTuple);
   if (rec) co_return unexpected(fmt::format("{}: {}", ep.url, rec.message()));
   beast::tcp_stream stream(ex);
   stream.expires_after(kControlTimeout);
-  auto [cec, _] = co_await stream.async_connect(results, kTuple);
+  const auto cec = co_await net::connect_any(stream, results);
   if (cec) co_return unexpected(fmt::format("{}: {}", ep.url, cec.message()));
   http::request<http::string_body> req{verb, ep.base_path + target, 11};
   req.set(http::field::host, ep.host);
@@ -77,12 +76,12 @@ awaitable<Result<Reply, std::string>> fetch(const Endpoint& ep, http::verb verb,
   req.body() = std::move(body);
   req.prepare_payload();
   stream.expires_after(kControlTimeout);
-  auto [wec, wn] = co_await http::async_write(stream, req, kTuple);
+  auto [wec, wn] = co_await http::async_write(stream, req, net::kAsTuple);
   if (wec) co_return unexpected(fmt::format("{}{}: {}", ep.url, target, wec.message()));
   beast::flat_buffer buffer;
   http::response_parser<http::string_body> parser;
   parser.body_limit(64 * 1024 * 1024);
-  auto [ec, rn] = co_await http::async_read(stream, buffer, parser, kTuple);
+  auto [ec, rn] = co_await http::async_read(stream, buffer, parser, net::kAsTuple);
   if (ec) co_return unexpected(fmt::format("{}{}: {}", ep.url, target, ec.message()));
   beast::error_code ignored;
   stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
@@ -139,7 +138,7 @@ class StepRunner {
     auto next_poll = start_ + poll_every;
     while (Clock::now() < deadline_) {
       timer.expires_at(std::min(next_poll, deadline_));
-      co_await timer.async_wait(kTuple);
+      co_await timer.async_wait(net::kAsTuple);
       if (Clock::now() >= next_poll) {
         next_poll += poll_every;
         if (auto err = co_await poll(/*record=*/true)) poll_errors_++;
@@ -158,7 +157,7 @@ class StepRunner {
     }
     while (running_slots_ > 0) {
       timer.expires_after(std::chrono::milliseconds(5));
-      co_await timer.async_wait(kTuple);
+      co_await timer.async_wait(net::kAsTuple);
     }
     if (auto err = co_await poll(/*record=*/false)) co_return unexpected(*err);
     for (auto& [key, counters] : ranks_) {
@@ -272,7 +271,7 @@ class StepRunner {
     timer.expires_after(std::chrono::duration_cast<Clock::duration>(
         std::chrono::duration<double>(simulated_seconds / o_.time_scale)));
     slots_[static_cast<std::size_t>(s)].timer = &timer;
-    co_await timer.async_wait(kTuple);
+    co_await timer.async_wait(net::kAsTuple);
     slots_[static_cast<std::size_t>(s)].timer = nullptr;
   }
 
@@ -282,7 +281,7 @@ class StepRunner {
     auto ex = co_await asio::this_coro::executor;
     tcp::resolver resolver(ex);
     auto [rec, results] =
-        co_await resolver.async_resolve(warden_.host, std::to_string(warden_.port), kTuple);
+        co_await resolver.async_resolve(warden_.host, std::to_string(warden_.port), net::kAsTuple);
     std::optional<beast::tcp_stream> stream;
     beast::flat_buffer buffer;
     while (!rec && !stopping_) {
@@ -295,7 +294,7 @@ class StepRunner {
         stream.emplace(ex);
         slots_[static_cast<std::size_t>(s)].stream = &*stream;
         stream->expires_after(kControlTimeout);
-        auto [cec, _] = co_await stream->async_connect(results, kTuple);
+        const auto cec = co_await net::connect_any(*stream, results);
         if (cec) {
           slots_[static_cast<std::size_t>(s)].stream = nullptr;
           stream.reset();
@@ -317,21 +316,21 @@ class StepRunner {
       const auto sent = Clock::now();
       ++result_.samples.requests_sent;
       stream->expires_after(o_.request_timeout);
-      auto [wec, wn] = co_await http::async_write(*stream, req, kTuple);
+      auto [wec, wn] = co_await http::async_write(*stream, req, net::kAsTuple);
       StreamTap tap(o_.dialect);
       bool ok = !wec;
       bool keep_alive = false;
       if (ok) {
         http::response_parser<http::buffer_body> parser;
         parser.body_limit(boost::none);
-        auto [hec, hn] = co_await http::async_read_header(*stream, buffer, parser, kTuple);
+        auto [hec, hn] = co_await http::async_read_header(*stream, buffer, parser, net::kAsTuple);
         ok = !hec && parser.get().result_int() == 200;
         char chunk[16 * 1024];
         while (!hec && !parser.is_done()) {
           parser.get().body().data = chunk;
           parser.get().body().size = sizeof chunk;
           stream->expires_after(o_.request_timeout);
-          auto [rec2, rn] = co_await http::async_read(*stream, buffer, parser, kTuple);
+          auto [rec2, rn] = co_await http::async_read(*stream, buffer, parser, net::kAsTuple);
           if (rec2 && rec2 != http::error::need_buffer) {
             ok = false;
             break;

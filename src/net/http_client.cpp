@@ -8,9 +8,15 @@
 
 namespace lmwarden::net {
 
+asio::awaitable<beast::error_code> connect_any(beast::tcp_stream& stream,
+                                               const tcp::resolver::results_type& endpoints) {
+  auto [ec, endpoint] =
+      co_await stream.async_connect(endpoints, asio::as_tuple(asio::use_awaitable));
+  co_return ec;
+}
+
 asio::awaitable<GetResult> http_get(std::string host, std::uint16_t port, std::string target,
                                     std::chrono::milliseconds timeout, std::size_t body_limit) {
-  constexpr auto kAsTuple = asio::as_tuple(asio::use_awaitable);
   auto executor = co_await asio::this_coro::executor;
   beast::tcp_stream stream{executor};
   GetResult result;
@@ -26,8 +32,7 @@ asio::awaitable<GetResult> http_get(std::string host, std::uint16_t port, std::s
     auto [rec, endpoints] = co_await resolver.async_resolve(host, std::to_string(port), kAsTuple);
     ec = rec;
     if (!ec) {
-      auto [cec, ep] = co_await stream.async_connect(endpoints, kAsTuple);
-      ec = cec;
+      ec = co_await connect_any(stream, endpoints);
     }
   }
   if (ec) {

@@ -20,4 +20,10 @@ asio::awaitable<GetResult> http_get(std::string host, std::uint16_t port, std::s
                                     std::chrono::milliseconds timeout,
                                     std::size_t body_limit = 32 * 1024 * 1024);
 
+// Connects `stream` to the first of `endpoints` that accepts, under the
+// stream's deadline. (Beast's connect to a range of endpoints predates the
+// completion tokens kAsTuple is built on.)
+asio::awaitable<beast::error_code> connect_any(beast::tcp_stream& stream,
+                                               const tcp::resolver::results_type& endpoints);
+
 }  // namespace lmwarden::net

@@ -10,7 +10,6 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/buffers_range.hpp>
 #include <boost/beast/core/buffers_suffix.hpp>
@@ -60,7 +59,6 @@ std::size_t read_now(tcp::socket& socket, std::span<const asio::mutable_buffer> 
 
 namespace {
 
-constexpr auto kAsTuple = asio::as_tuple(asio::use_awaitable);
 
 // Upper bound on the lingering close after a refusal, whatever the read timeout.
 constexpr std::chrono::milliseconds kMaxLinger{5'000};
@@ -132,12 +130,6 @@ namespace {
 // Exchanges whose handler is running, per I/O thread (a connection never
 // leaves its thread).
 thread_local std::size_t exchanges_on_this_thread = 0;
-
-// Resumes the caller after the work already ready on its thread, and after
-// the reactor's next poll.
-asio::awaitable<void> let_ready_work_run(const asio::any_io_executor& executor) {
-  return asio::post(executor, asio::use_awaitable);
-}
 
 void start_client_read(ClientRead& read, tcp::socket& socket, beast::flat_buffer& buffer) {
   class Completion {
@@ -366,10 +358,6 @@ void Exchange::stop_watching_client() noexcept {
 
 bool Exchange::others_in_progress() const noexcept { return exchanges_on_this_thread > 1; }
 
-asio::awaitable<void> Exchange::yield_to_ready_work() {
-  return let_ready_work_run(stream_.get_executor());
-}
-
 bool Exchange::client_gone() const noexcept { return client_read_.state->gone; }
 
 asio::awaitable<bool> Exchange::client_closed() {
@@ -554,7 +542,7 @@ asio::awaitable<void> HttpServer::serve_connection(tcp::socket tcp_socket) {
         if (exchanges_on_this_thread > 0) co_await let_ready_work_run(stream.get_executor());
         start_client_read(client_read, stream.socket(), buffer);
       }
-      if (client_read.state->pending) co_await wait_client_read(client_read, asio::use_awaitable);
+      if (client_read.state->pending) co_await wait_client_read(client_read, asio::deferred);
       if (buffer.size() == 0) break;  // closed, failed, or idle past the keep-alive timeout
     }
     deadline.arm(stream.socket(), options_.read_timeout);

@@ -10,9 +10,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/deferred.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/empty_body.hpp>
@@ -42,6 +45,20 @@ namespace http = beast::http;
 using tcp = asio::ip::tcp;
 using Response = http::response<http::string_body>;
 using ResponseHeader = http::response<http::empty_body>;
+
+// How the warden's coroutines await an operation: `co_await op(..., kAsTuple)`
+// gives the results as a tuple (an error is a value, not an exception), and
+// the operation is awaited directly. (use_awaitable would start each one from
+// a coroutine frame of its own, allocated and resumed per read or write;
+// asio::deferred does not.) An operand of the awaitable operators (||, &&)
+// must be an awaitable and takes asio::as_tuple(asio::use_awaitable).
+inline constexpr auto kAsTuple = asio::as_tuple(asio::deferred);
+
+// Resumes the coroutine that awaits it after the work already ready on its
+// thread, and after the reactor's next poll.
+inline auto let_ready_work_run(const asio::any_io_executor& executor) {
+  return asio::post(executor, asio::deferred);
+}
 
 struct ServerOptions {
   std::size_t max_header_bytes = 64 * 1024;
@@ -193,7 +210,7 @@ class Exchange {
   // arrived, and the read finds them at once instead of finding nothing (a
   // system call wasted) and waiting.
   bool others_in_progress() const noexcept;
-  asio::awaitable<void> yield_to_ready_work();
+  auto yield_to_ready_work() { return let_ready_work_run(stream_.get_executor()); }
 
   bool responded() const noexcept { return state_ != State::kNone; }
   bool keep_alive() const noexcept { return keep_alive_ && !client_gone(); }

@@ -4,7 +4,6 @@
 #include <array>
 #include <cstring>
 #include <boost/asio/as_tuple.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <tuple>
 #include <utility>
 
@@ -12,7 +11,6 @@
 namespace lmwarden::net {
 namespace {
 
-constexpr auto kAsTuple = asio::as_tuple(asio::use_awaitable);
 
 // Room for bytes past a request body (a pipelined request), read together
 // with the body's end.

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <array>
 #include <boost/asio/as_tuple.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/buffers_suffix.hpp>
 #include <boost/beast/core/string.hpp>
@@ -25,7 +24,6 @@ namespace {
 
 namespace http = net::http;
 using namespace std::string_view_literals;  // appended text of known length
-constexpr auto kAsTuple = net::asio::as_tuple(net::asio::use_awaitable);
 
 // RFC 9110 §7.6.1: connection-specific fields never cross the proxy.
 constexpr std::array<http::field, 8> kHopByHop = {
@@ -100,7 +98,7 @@ net::asio::awaitable<net::beast::error_code> send_request(net::tcp::socket& sock
   if (ec || sent == head.size() + body.size()) co_return ec;
   net::beast::buffers_suffix<std::span<const net::asio::const_buffer>> rest(pieces);
   rest.consume(sent);
-  auto [wec, n] = co_await net::asio::async_write(socket, rest, kAsTuple);
+  auto [wec, n] = co_await net::asio::async_write(socket, rest, net::kAsTuple);
   co_return wec;
 }
 
@@ -226,7 +224,7 @@ net::asio::awaitable<AttemptResult> relay_reply(AttemptContext& ctx,
       ctx.exchange.deadline().arm(upstream, ctx.timeouts.idle,
                                   net::ConnectionDeadline::OnExpiry::kClose);
       auto [ec, rn] =
-          co_await upstream.async_read_some(conn.buffer.prepare(kReplyReadBytes), kAsTuple);
+          co_await upstream.async_read_some(conn.buffer.prepare(kReplyReadBytes), net::kAsTuple);
       ctx.exchange.deadline().disarm();
       conn.buffer.commit(rn);
       // A reply delimited by the close ends here; one with a length or

@@ -7,7 +7,6 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/use_awaitable.hpp>
 
 #include "net/http_client.h"
 #include "telemetry/vllm_snapshot.h"
@@ -101,7 +100,7 @@ net::asio::awaitable<void> Scraper::watch(std::shared_ptr<ModelState> model_ptr,
     }
 
     timer.expires_at(round_start + interval_);
-    co_await timer.async_wait(net::asio::as_tuple(net::asio::use_awaitable));
+    co_await timer.async_wait(net::kAsTuple);
   }
 }
 

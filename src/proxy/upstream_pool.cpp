@@ -4,15 +4,14 @@
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/ip/address.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <cerrno>
 
 #include "common/coarse_clock.h"
+#include "net/http_client.h"
 
 namespace lmwarden::proxy {
 namespace {
 
-constexpr auto kAsTuple = net::asio::as_tuple(net::asio::use_awaitable);
 constexpr auto kTrustedIdle = std::chrono::milliseconds(1000);
 
 // An idle keep-alive connection the server has closed shows as readable with
@@ -52,16 +51,15 @@ net::asio::awaitable<net::beast::error_code> UpstreamPool::connect(
   const auto address = net::asio::ip::make_address(backend.host, ec);
   stream->expires_after(connect_timeout);
   if (!ec) {
-    auto [cec] = co_await stream->async_connect(net::tcp::endpoint{address, backend.port}, kAsTuple);
+    auto [cec] = co_await stream->async_connect(net::tcp::endpoint{address, backend.port}, net::kAsTuple);
     ec = cec;
   } else {
     net::tcp::resolver resolver{io_};
     auto [rec, results] =
-        co_await resolver.async_resolve(backend.host, std::to_string(backend.port), kAsTuple);
+        co_await resolver.async_resolve(backend.host, std::to_string(backend.port), net::kAsTuple);
     ec = rec;
     if (!ec) {
-      auto [cec, ep] = co_await stream->async_connect(results, kAsTuple);
-      ec = cec;
+      ec = co_await net::connect_any(*stream, results);
     }
   }
   stream->expires_never();

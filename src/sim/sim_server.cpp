@@ -31,8 +31,8 @@ namespace {
 namespace asio = boost::asio;
 namespace http = boost::beast::http;
 using namespace asio::experimental::awaitable_operators;
+using net::kAsTuple;
 using Clock = std::chrono::steady_clock;
-constexpr auto kAsTuple = asio::as_tuple(asio::use_awaitable);
 
 // What vLLM reports at /version; the simulator follows that release's API.
 constexpr std::string_view kVllmVersion = "0.11.0";
@@ -357,7 +357,7 @@ class Core : public std::enable_shared_from_this<Core> {
       sink.pending.clear();
       if (!chunk.empty() && co_await ex.write_body(chunk)) co_return;
       if (builder.finished()) break;
-      auto woke = co_await (sink.signal.async_wait(kAsTuple) || ex.client_closed());
+      auto woke = co_await (sink.signal.async_wait(asio::as_tuple(asio::use_awaitable)) || ex.client_closed());
       if (woke.index() == 1 && std::get<1>(woke)) co_return;  // the client left: abort
     }
 
