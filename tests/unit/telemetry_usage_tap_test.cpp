@@ -296,6 +296,32 @@ TEST(UsageJson, BodyWithoutRootUsageFallsBackToTheWholeParse) {
   EXPECT_FALSE(body_fields("{\"error\":{\"message\":\"x\"}}").seen);
 }
 
+TEST(UsageJson, BodyReadTakesWhatTheWholeParseTakes) {
+  // Of duplicate counts the last; of a details object's duplicate
+  // cached_tokens the first; values of the wrong type read nothing; a float
+  // form of a whole number counts; an escaped key is its unescaped name.
+  const std::string_view bodies[] = {
+      "{\"usage\":{\"prompt_tokens_details\":{\"cached_tokens\":3,\"x\":[1],"
+      "\"cached_tokens\":4},\"prompt_tokens\":7,\"prompt_tokens\":8}}",
+      "{\"usage\":{\"prompt_tokens\":\"12\",\"completion_tokens\":null,"
+      "\"prompt_tokens_details\":[1],\"input_tokens\":3.0,\"output_tokens\":2.5,"
+      "\"input_tokens_details\":{\"cached_tokens\":{\"n\":1}},\"cache_read_input_tokens\":-1}}",
+      "{\"usage\":{\"prompt\\u005ftokens\":9,\"prompt_tokens_details\":null}}",
+  };
+  for (std::string_view body : bodies) {
+    SCOPED_TRACE(body);
+    const UsageFields fast = body_fields(body);
+    EXPECT_TRUE(fast.seen);
+    EXPECT_EQ(fast, full_fields(body));
+  }
+  EXPECT_EQ(body_fields(bodies[0]).prompt_cached_tokens, 3u);
+  EXPECT_EQ(body_fields(bodies[0]).prompt_tokens, 8u);
+  EXPECT_EQ(body_fields(bodies[1]).input_tokens, 3u);
+  EXPECT_FALSE(body_fields(bodies[1]).prompt_tokens.has_value());
+  EXPECT_FALSE(body_fields(bodies[1]).output_tokens.has_value());
+  EXPECT_EQ(body_fields(bodies[2]).prompt_tokens, 9u);
+}
+
 // Against the whole-document parse, on random documents built from pieces
 // that make the walk's hard cases: strings holding quotes, backslashes and
 // the key, nested and duplicate usage fields, arrays, whitespace. Wherever
