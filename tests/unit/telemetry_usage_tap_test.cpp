@@ -307,6 +307,13 @@ TEST(UsageJson, BodyReadTakesWhatTheWholeParseTakes) {
       "\"prompt_tokens_details\":[1],\"input_tokens\":3.0,\"output_tokens\":2.5,"
       "\"input_tokens_details\":{\"cached_tokens\":{\"n\":1}},\"cache_read_input_tokens\":-1}}",
       "{\"usage\":{\"prompt\\u005ftokens\":9,\"prompt_tokens_details\":null}}",
+      // Spaces, zero, a null first cached_tokens, a later null count, an
+      // unknown object.
+      "{\"usage\":{ \"prompt_tokens\" : 0 ,\"completion_tokens\":15,\"completion_tokens\":null,"
+      "\"prompt_tokens_details\":{\"cached_tokens\":null,\"cached_tokens\":5},\"x\":{\"y\":1}} }",
+      // 16 digits, an exponent, deeper nesting, a non-ASCII key.
+      "{\"usage\":{\"prompt_tokens\":123456789012345,\"completion_tokens\":1234567890123456}}",
+      "{\"usage\":{\"prompt_tokens\":1e2,\"x\":{\"y\":{\"z\":1}},\"\xc3\xa9\":2}}",
   };
   for (std::string_view body : bodies) {
     SCOPED_TRACE(body);
@@ -320,6 +327,19 @@ TEST(UsageJson, BodyReadTakesWhatTheWholeParseTakes) {
   EXPECT_FALSE(body_fields(bodies[1]).prompt_tokens.has_value());
   EXPECT_FALSE(body_fields(bodies[1]).output_tokens.has_value());
   EXPECT_EQ(body_fields(bodies[2]).prompt_tokens, 9u);
+  EXPECT_EQ(body_fields(bodies[3]).prompt_tokens, 0u);
+  EXPECT_EQ(body_fields(bodies[3]).completion_tokens, 15u);
+  EXPECT_FALSE(body_fields(bodies[3]).prompt_cached_tokens.has_value());
+  EXPECT_EQ(body_fields(bodies[4]).completion_tokens, 1234567890123456u);
+  EXPECT_EQ(body_fields(bodies[5]).prompt_tokens, 100u);
+  // Malformed usage objects read nothing.
+  for (std::string_view bad :
+       {"{\"usage\":{\"prompt_tokens\":01}}", "{\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":}}",
+        "{\"usage\":{\"prompt_tokens\":7 \"completion_tokens\":1}}",
+        "{\"usage\":{\"prompt_tokens\":7,,\"completion_tokens\":1}}", "{\"usage\":{\"prompt_tokens\":nul}}"}) {
+    SCOPED_TRACE(bad);
+    EXPECT_FALSE(body_fields(bad).seen);
+  }
 }
 
 // Against the whole-document parse, on random documents built from pieces
