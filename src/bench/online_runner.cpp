@@ -31,7 +31,6 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
-using asio::awaitable;
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
@@ -57,14 +56,14 @@ struct Reply {
 
 // One request on a fresh connection (control and metrics calls: a handful a
 // second on loopback, not worth pooling).
-awaitable<Result<Reply, std::string>> fetch(const Endpoint& ep, http::verb verb, std::string target,
-                                            std::string body = {},
-                                            std::optional<std::string> bearer = std::nullopt) {
+net::Awaitable<Result<Reply, std::string>> fetch(const Endpoint& ep, http::verb verb,
+                                                 std::string target, std::string body = {},
+                                                 std::optional<std::string> bearer = std::nullopt) {
   auto ex = co_await asio::this_coro::executor;
-  tcp::resolver resolver(ex);
+  net::Resolver resolver(ex);
   auto [rec, results] = co_await resolver.async_resolve(ep.host, std::to_string(ep.port), net::kAsTuple);
   if (rec) co_return unexpected(fmt::format("{}: {}", ep.url, rec.message()));
-  beast::tcp_stream stream(ex);
+  net::Stream stream(ex);
   stream.expires_after(kControlTimeout);
   const auto cec = co_await net::connect_any(stream, results);
   if (cec) co_return unexpected(fmt::format("{}: {}", ep.url, cec.message()));
@@ -112,7 +111,7 @@ class StepRunner {
   std::function<void(const Progress&)> on_progress;
   Progress progress;
 
-  awaitable<Result<evaluator::StepResult, std::string>> run() {
+  net::Awaitable<Result<evaluator::StepResult, std::string>> run() {
     auto ex = co_await asio::this_coro::executor;
     const bool affinity = result_.arm != "off";
     if (auto err = co_await switch_arm()) co_return unexpected(*err);
@@ -134,7 +133,7 @@ class StepRunner {
     }
     const auto poll_every = std::chrono::duration_cast<Clock::duration>(
         std::chrono::duration<double>(std::max(0.02, o_.poll_interval_s / o_.time_scale)));
-    asio::steady_timer timer(ex);
+    net::Timer timer(ex);
     auto next_poll = start_ + poll_every;
     while (Clock::now() < deadline_) {
       timer.expires_at(std::min(next_poll, deadline_));
@@ -180,15 +179,15 @@ class StepRunner {
 
  private:
   struct Slot {
-    beast::tcp_stream* stream = nullptr;  // while a request is open
-    asio::steady_timer* timer = nullptr;  // while pausing
+    net::Stream* stream = nullptr;  // while a request is open
+    net::Timer* timer = nullptr;    // while pausing
   };
 
   double simulated_since(Clock::time_point t) const {
     return std::chrono::duration<double>(Clock::now() - t).count() * o_.time_scale;
   }
 
-  awaitable<std::optional<std::string>> switch_arm() {
+  net::Awaitable<std::optional<std::string>> switch_arm() {
     if (!o_.admin_token) co_return std::nullopt;  // single arm as configured
     json body;
     if (result_.arm == "off") {
@@ -207,7 +206,7 @@ class StepRunner {
   }
 
   // (sticky, spilled_in + rehomed) summed over the model's replicas.
-  awaitable<Result<std::pair<double, double>, std::string>> warden_counters() {
+  net::Awaitable<Result<std::pair<double, double>, std::string>> warden_counters() {
     auto r = co_await fetch(warden_, http::verb::get, "/api/models/" + o_.model);
     if (!r) co_return unexpected(r.error());
     const json j = json::parse(r->body, nullptr, false);
@@ -230,7 +229,7 @@ class StepRunner {
   }
 
   // Scrapes every backend; with `record`, adds a "replicas busy" sample.
-  awaitable<std::optional<std::string>> poll(bool record) {
+  net::Awaitable<std::optional<std::string>> poll(bool record) {
     double busy = 0;
     for (std::size_t b = 0; b < backends_.size(); ++b) {
       auto r = co_await fetch(backends_[b], http::verb::get, "/metrics");
@@ -265,9 +264,9 @@ class StepRunner {
     on_progress(progress);
   }
 
-  awaitable<void> pause(int s, double simulated_seconds) {
+  net::Awaitable<void> pause(int s, double simulated_seconds) {
     auto ex = co_await asio::this_coro::executor;
-    asio::steady_timer timer(ex);
+    net::Timer timer(ex);
     timer.expires_after(std::chrono::duration_cast<Clock::duration>(
         std::chrono::duration<double>(simulated_seconds / o_.time_scale)));
     slots_[static_cast<std::size_t>(s)].timer = &timer;
@@ -277,12 +276,12 @@ class StepRunner {
 
   // One slot of the closed loop: its sessions' turns, one after the other,
   // on one keep-alive connection.
-  awaitable<void> run_slot(int s) {
+  net::Awaitable<void> run_slot(int s) {
     auto ex = co_await asio::this_coro::executor;
-    tcp::resolver resolver(ex);
+    net::Resolver resolver(ex);
     auto [rec, results] =
         co_await resolver.async_resolve(warden_.host, std::to_string(warden_.port), net::kAsTuple);
-    std::optional<beast::tcp_stream> stream;
+    std::optional<net::Stream> stream;
     beast::flat_buffer buffer;
     while (!rec && !stopping_) {
       const double wait = loop_.pause_before_next(s);
@@ -363,7 +362,7 @@ class StepRunner {
 
   // A request failed: count it, drop the session if it was mid-way (its
   // history would now be wrong), and back off a little before the next try.
-  awaitable<void> fail(int s, bool abandon) {
+  net::Awaitable<void> fail(int s, bool abandon) {
     ++result_.samples.requests_failed;
     if (abandon) loop_.abandon(s);
     co_await pause(s, 0.2 * o_.time_scale);
@@ -384,7 +383,7 @@ class StepRunner {
   int poll_errors_ = 0;
 };
 
-awaitable<Result<OnlineRun, std::string>> run_steps(
+net::Awaitable<Result<OnlineRun, std::string>> run_steps(
     const OnlineOptions& o, const std::function<void(const Progress&)>& on_progress,
     const std::function<void(const evaluator::StepResult&)>& on_step) {
   auto warden = endpoint_of(o.target);
@@ -440,10 +439,10 @@ awaitable<Result<OnlineRun, std::string>> run_steps(
 }
 
 // co_spawn's completion wants a default-constructible result; Result is not.
-awaitable<void> run_all(const OnlineOptions& o,
-                        const std::function<void(const Progress&)>& on_progress,
-                        const std::function<void(const evaluator::StepResult&)>& on_step,
-                        std::optional<Result<OnlineRun, std::string>>& out) {
+net::Awaitable<void> run_all(const OnlineOptions& o,
+                             const std::function<void(const Progress&)>& on_progress,
+                             const std::function<void(const evaluator::StepResult&)>& on_step,
+                             std::optional<Result<OnlineRun, std::string>>& out) {
   out.emplace(co_await run_steps(o, on_progress, on_step));
 }
 

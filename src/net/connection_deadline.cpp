@@ -7,12 +7,12 @@
 namespace lmwarden::net {
 
 struct ConnectionDeadline::State {
-  explicit State(const boost::asio::any_io_executor& executor) : timer(executor) {}
-  boost::asio::steady_timer timer;
+  explicit State(const Executor& executor) : timer(executor) {}
+  Timer timer;
   Clock::time_point deadline = Clock::time_point::max();  // max: nothing armed
   Clock::time_point wake = Clock::time_point::max();      // the timer's expiry while waiting
   Clock::duration horizon = Clock::duration::max();       // shortest timeout armed so far
-  boost::asio::ip::tcp::socket* target = nullptr;
+  Socket* target = nullptr;
   OnExpiry action = OnExpiry::kCancel;
   unsigned epoch = 0;  // of the wait that counts; a superseded one returns quietly
   bool waiting = false;
@@ -20,7 +20,7 @@ struct ConnectionDeadline::State {
   bool stopped = false;
 };
 
-ConnectionDeadline::ConnectionDeadline(const boost::asio::any_io_executor& executor)
+ConnectionDeadline::ConnectionDeadline(const Executor& executor)
     : state_(std::make_shared<State>(executor)) {}
 
 ConnectionDeadline::~ConnectionDeadline() {
@@ -29,8 +29,7 @@ ConnectionDeadline::~ConnectionDeadline() {
   state_->timer.cancel();
 }
 
-void ConnectionDeadline::arm(boost::asio::ip::tcp::socket& target, Clock::duration timeout,
-                             OnExpiry action) noexcept {
+void ConnectionDeadline::arm(Socket& target, Clock::duration timeout, OnExpiry action) noexcept {
   State& s = *state_;
   // Armed a few times per request: the coarse clock, plus the tick it may
   // lag by, so that the deadline does not fall before now + timeout.

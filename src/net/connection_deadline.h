@@ -27,11 +27,10 @@
 // Single-threaded: use it only from its connection's io_context thread.
 #pragma once
 
-#include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <memory>
+
+#include "net/executor.h"
 
 namespace lmwarden::net {
 
@@ -40,14 +39,13 @@ class ConnectionDeadline {
   using Clock = std::chrono::steady_clock;
   enum class OnExpiry { kCancel, kClose };
 
-  explicit ConnectionDeadline(const boost::asio::any_io_executor& executor);
+  explicit ConnectionDeadline(const Executor& executor);
   ~ConnectionDeadline();
   ConnectionDeadline(const ConnectionDeadline&) = delete;
   ConnectionDeadline& operator=(const ConnectionDeadline&) = delete;
 
   // `target` must stay open until disarm() or the next arm().
-  void arm(boost::asio::ip::tcp::socket& target, Clock::duration timeout,
-           OnExpiry action = OnExpiry::kCancel) noexcept;
+  void arm(Socket& target, Clock::duration timeout, OnExpiry action = OnExpiry::kCancel) noexcept;
   void disarm() noexcept;
   bool expired() const noexcept;
 

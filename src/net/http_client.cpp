@@ -8,17 +8,16 @@
 
 namespace lmwarden::net {
 
-asio::awaitable<beast::error_code> connect_any(beast::tcp_stream& stream,
-                                               const tcp::resolver::results_type& endpoints) {
+Awaitable<beast::error_code> connect_any(Stream& stream, const Resolver::results_type& endpoints) {
   auto [ec, endpoint] =
-      co_await stream.async_connect(endpoints, asio::as_tuple(asio::use_awaitable));
+      co_await stream.async_connect(endpoints, asio::as_tuple(asio::use_awaitable_t<Executor>{}));
   co_return ec;
 }
 
-asio::awaitable<GetResult> http_get(std::string host, std::uint16_t port, std::string target,
-                                    std::chrono::milliseconds timeout, std::size_t body_limit) {
+Awaitable<GetResult> http_get(std::string host, std::uint16_t port, std::string target,
+                              std::chrono::milliseconds timeout, std::size_t body_limit) {
   auto executor = co_await asio::this_coro::executor;
-  beast::tcp_stream stream{executor};
+  Stream stream{executor};
   GetResult result;
   stream.expires_after(timeout);
 
@@ -28,7 +27,7 @@ asio::awaitable<GetResult> http_get(std::string host, std::uint16_t port, std::s
     auto [cec] = co_await stream.async_connect(tcp::endpoint{address, port}, kAsTuple);
     ec = cec;
   } else {
-    tcp::resolver resolver{executor};
+    Resolver resolver{executor};
     auto [rec, endpoints] = co_await resolver.async_resolve(host, std::to_string(port), kAsTuple);
     ec = rec;
     if (!ec) {

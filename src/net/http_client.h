@@ -16,14 +16,13 @@ struct GetResult {
   std::string body;
 };
 
-asio::awaitable<GetResult> http_get(std::string host, std::uint16_t port, std::string target,
-                                    std::chrono::milliseconds timeout,
-                                    std::size_t body_limit = 32 * 1024 * 1024);
+Awaitable<GetResult> http_get(std::string host, std::uint16_t port, std::string target,
+                              std::chrono::milliseconds timeout,
+                              std::size_t body_limit = 32 * 1024 * 1024);
 
 // Connects `stream` to the first of `endpoints` that accepts, under the
 // stream's deadline. (Beast's connect to a range of endpoints predates the
 // completion tokens kAsTuple is built on.)
-asio::awaitable<beast::error_code> connect_any(beast::tcp_stream& stream,
-                                               const tcp::resolver::results_type& endpoints);
+Awaitable<beast::error_code> connect_any(Stream& stream, const Resolver::results_type& endpoints);
 
 }  // namespace lmwarden::net

@@ -34,7 +34,7 @@ namespace {
 // Runs one socket operation in non-blocking mode; "would block" is no error
 // (the operation then reports 0 bytes).
 template <class Operation>
-std::size_t without_waiting(tcp::socket& socket, beast::error_code& ec, Operation operation) {
+std::size_t without_waiting(Socket& socket, beast::error_code& ec, Operation operation) {
   ec = {};
   if (!socket.non_blocking()) socket.non_blocking(true, ec);
   std::size_t bytes = 0;
@@ -45,20 +45,19 @@ std::size_t without_waiting(tcp::socket& socket, beast::error_code& ec, Operatio
 
 }  // namespace
 
-std::size_t write_now(tcp::socket& socket, std::span<const asio::const_buffer> buffers,
+std::size_t write_now(Socket& socket, std::span<const asio::const_buffer> buffers,
                       beast::error_code& ec) {
   return without_waiting(socket, ec,
                          [&](beast::error_code& e) { return socket.write_some(buffers, e); });
 }
 
-std::size_t read_now(tcp::socket& socket, std::span<const asio::mutable_buffer> buffers,
+std::size_t read_now(Socket& socket, std::span<const asio::mutable_buffer> buffers,
                      beast::error_code& ec) {
   return without_waiting(socket, ec,
                          [&](beast::error_code& e) { return socket.read_some(buffers, e); });
 }
 
 namespace {
-
 
 // Upper bound on the lingering close after a refusal, whatever the read timeout.
 constexpr std::chrono::milliseconds kMaxLinger{5'000};
@@ -70,9 +69,8 @@ constexpr auto kWriteTimeout = std::chrono::seconds(60);
 // without arming the stream's timer and without a coroutine: the usual case
 // for replies and SSE events), then send_rest for what it left, which a
 // client that reads slowly gets asynchronously under kWriteTimeout.
-asio::awaitable<beast::error_code> send_rest(beast::tcp_stream& stream,
-                                             std::span<const asio::const_buffer> buffers,
-                                             std::size_t sent) {
+Awaitable<beast::error_code> send_rest(Stream& stream, std::span<const asio::const_buffer> buffers,
+                                       std::size_t sent) {
   beast::buffers_suffix<std::span<const asio::const_buffer>> rest(buffers);
   rest.consume(sent);
   stream.expires_after(kWriteTimeout);
@@ -95,7 +93,7 @@ Response plain_error(std::string_view, http::status status, std::string_view mes
 // reads goes to the connection's buffer. Started only with that buffer empty,
 // so while it is pending no other read of the client is started.
 struct ClientRead {
-  explicit ClientRead(tcp::socket& socket) : socket(socket) {}
+  explicit ClientRead(Socket& socket) : socket(socket) {}
   // The connection is ending (normally or by an exception): the read is
   // cancelled, and its completion, which runs later, touches nothing of it.
   ~ClientRead() {
@@ -117,7 +115,7 @@ struct ClientRead {
     // recurses; it is only ever move-constructed here.)
     std::optional<asio::any_completion_handler<void()>> waiter;
   };
-  tcp::socket& socket;
+  Socket& socket;
   // Shared with the read's completion handler: if the io_context is destroyed
   // with the read pending, destroying that handler also destroys the waiter
   // (and so the waiting coroutine), which would otherwise own itself.
@@ -131,7 +129,7 @@ namespace {
 // leaves its thread).
 thread_local std::size_t exchanges_on_this_thread = 0;
 
-void start_client_read(ClientRead& read, tcp::socket& socket, beast::flat_buffer& buffer) {
+void start_client_read(ClientRead& read, Socket& socket, beast::flat_buffer& buffer) {
   class Completion {
    public:
     Completion(std::shared_ptr<ClientRead::State> state, ClientRead& read,
@@ -228,13 +226,13 @@ class ClientWatchTicker final : public asio::execution_context::service {
   void shutdown() override { due_.clear(); }
 
   Due due_;
-  asio::steady_timer timer_;
+  Timer timer_;
   bool ticking_ = false;
 };
 
 // ---------------------------------------------------------------- Exchange
 
-asio::awaitable<beast::error_code> Exchange::respond(Response response) {
+Awaitable<beast::error_code> Exchange::respond(Response response) {
   response.keep_alive(keep_alive_);
   keep_alive_ = response.keep_alive();
   response.prepare_payload();
@@ -246,9 +244,8 @@ asio::awaitable<beast::error_code> Exchange::respond(Response response) {
   co_return ec;
 }
 
-asio::awaitable<beast::error_code> Exchange::begin_stream(const ResponseHeader& header,
-                                                         bool chunked,
-                                                         std::string_view first_body) {
+Awaitable<beast::error_code> Exchange::begin_stream(const ResponseHeader& header, bool chunked,
+                                                    std::string_view first_body) {
   // The framing fields are the exchange's to write.
   std::string head;
   write_status_and_fields(head, header, [chunked](const http::fields::value_type& f) {
@@ -258,9 +255,9 @@ asio::awaitable<beast::error_code> Exchange::begin_stream(const ResponseHeader& 
   co_return co_await begin_stream(head, std::nullopt, chunked, first_body);
 }
 
-asio::awaitable<beast::error_code> Exchange::begin_stream(std::string_view head,
-                                                         std::optional<std::uint64_t> content_length,
-                                                         bool chunked, std::string_view first_body) {
+Awaitable<beast::error_code> Exchange::begin_stream(std::string_view head,
+                                                    std::optional<std::uint64_t> content_length,
+                                                    bool chunked, std::string_view first_body) {
   chunked_ = !content_length && chunked;
   state_ = State::kStreaming;
   // The framing lines, the blank line, then the first piece (chunk-framed
@@ -291,7 +288,7 @@ asio::awaitable<beast::error_code> Exchange::begin_stream(std::string_view head,
   co_return ec;
 }
 
-asio::awaitable<beast::error_code> Exchange::write_body(std::string_view bytes) {
+Awaitable<beast::error_code> Exchange::write_body(std::string_view bytes) {
   if (bytes.empty()) co_return beast::error_code{};
   std::array<asio::const_buffer, 3> pieces;
   std::size_t count = 0;
@@ -312,7 +309,7 @@ asio::awaitable<beast::error_code> Exchange::write_body(std::string_view bytes) 
   co_return ec;
 }
 
-asio::awaitable<beast::error_code> Exchange::end_stream() {
+Awaitable<beast::error_code> Exchange::end_stream() {
   state_ = State::kDone;
   if (!chunked_) co_return beast::error_code{};
   static constexpr std::string_view kLastChunk = "0\r\n\r\n";
@@ -339,12 +336,7 @@ bool Exchange::client_watch_needed() const noexcept {
 
 void Exchange::watch_client() {
   if (!client_watch_needed()) return;
-  const auto executor = stream_.get_executor();
-  if (const auto* io = executor.target<asio::io_context::executor_type>()) {
-    asio::use_service<ClientWatchTicker>(io->context()).add(*this);
-  } else {
-    start_client_watch();
-  }
+  asio::use_service<ClientWatchTicker>(stream_.get_executor().context()).add(*this);
 }
 
 void Exchange::start_client_watch() {
@@ -360,7 +352,7 @@ bool Exchange::others_in_progress() const noexcept { return exchanges_on_this_th
 
 bool Exchange::client_gone() const noexcept { return client_read_.state->gone; }
 
-asio::awaitable<bool> Exchange::client_closed() {
+Awaitable<bool> Exchange::client_closed() {
   auto& socket = stream_.socket();
   auto [ec] = co_await socket.async_wait(tcp::socket::wait_read, kAsTuple);
   if (ec == asio::error::operation_aborted) co_return false;  // cancelled: the race is over
@@ -369,7 +361,7 @@ asio::awaitable<bool> Exchange::client_closed() {
     const auto n = ::recv(socket.native_handle(), &probe, 1, MSG_PEEK | MSG_DONTWAIT);
     if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))) {
       // Pipelined bytes: the client is still there. Wait until cancelled.
-      asio::steady_timer forever{socket.get_executor(), asio::steady_timer::time_point::max()};
+      Timer forever{socket.get_executor(), Timer::time_point::max()};
       co_await forever.async_wait(kAsTuple);
       co_return false;
     }
@@ -425,12 +417,12 @@ HttpServer::~HttpServer() = default;
 tcp::endpoint HttpServer::listen(const std::string& host, std::uint16_t port) {
   auto& ctx = io_.at(0);
   boost::system::error_code ec;
-  tcp::resolver resolver{ctx};
-  auto results = resolver.resolve(host, std::to_string(port), tcp::resolver::passive, ec);
+  Resolver resolver{ctx};
+  auto results = resolver.resolve(host, std::to_string(port), Resolver::passive, ec);
   if (ec || results.empty())
     throw std::system_error(ec, "cannot resolve listen address " + host);
   const tcp::endpoint endpoint = results.begin()->endpoint();
-  acceptor_ = std::make_unique<tcp::acceptor>(ctx);
+  acceptor_ = std::make_unique<Acceptor>(ctx);
   acceptor_->open(endpoint.protocol(), ec);
   if (!ec) acceptor_->set_option(asio::socket_base::reuse_address(true), ec);
   if (!ec) acceptor_->bind(endpoint, ec);
@@ -449,8 +441,8 @@ void HttpServer::stop_accepting() {
   });
 }
 
-asio::awaitable<void> HttpServer::accept_loop() {
-  asio::steady_timer backoff{acceptor_->get_executor()};
+Awaitable<void> HttpServer::accept_loop() {
+  Timer backoff{acceptor_->get_executor()};
   while (acceptor_->is_open()) {
     auto [ec, socket] = co_await acceptor_->async_accept(io_.next(), kAsTuple);
     if (ec == asio::error::operation_aborted || !acceptor_->is_open()) break;
@@ -474,7 +466,7 @@ asio::awaitable<void> HttpServer::accept_loop() {
   }
 }
 
-asio::awaitable<void> HttpServer::serve_connection(tcp::socket tcp_socket) {
+Awaitable<void> HttpServer::serve_connection(Socket tcp_socket) {
   struct Release {
     std::atomic<std::size_t>& n;
     ~Release() { n.fetch_sub(1); }
@@ -483,14 +475,14 @@ asio::awaitable<void> HttpServer::serve_connection(tcp::socket tcp_socket) {
   boost::system::error_code ec;
   Exchange::Peer remote{tcp_socket.remote_endpoint(ec), {}};
   remote.address = remote.endpoint.address().to_string();
-  beast::tcp_stream stream{std::move(tcp_socket)};
+  Stream stream{std::move(tcp_socket)};
   beast::flat_buffer buffer;
   ConnectionDeadline deadline{stream.get_executor()};
   ClientRead client_read{stream.socket()};
   bool first = true;
 
   auto send_error = [&](std::string_view target, http::status status,
-                        std::string_view message) -> asio::awaitable<void> {
+                        std::string_view message) -> Awaitable<void> {
     deadline.disarm();  // the reply and the lingering close keep time of their own
     Response res = options_.error_response(target, status, message);
     res.version(11);

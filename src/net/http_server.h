@@ -35,14 +35,12 @@
 #include <vector>
 
 #include "net/connection_deadline.h"
+#include "net/executor.h"
 #include "net/request.h"
 
 namespace lmwarden::net {
 
-namespace asio = boost::asio;
-namespace beast = boost::beast;
 namespace http = beast::http;
-using tcp = asio::ip::tcp;
 using Response = http::response<http::string_body>;
 using ResponseHeader = http::response<http::empty_body>;
 
@@ -51,12 +49,12 @@ using ResponseHeader = http::response<http::empty_body>;
 // the operation is awaited directly. (use_awaitable would start each one from
 // a coroutine frame of its own, allocated and resumed per read or write;
 // asio::deferred does not.) An operand of the awaitable operators (||, &&)
-// must be an awaitable and takes asio::as_tuple(asio::use_awaitable).
+// must be an awaitable and takes asio::use_awaitable_t<Executor>.
 inline constexpr auto kAsTuple = asio::as_tuple(asio::deferred);
 
 // Resumes the coroutine that awaits it after the work already ready on its
 // thread, and after the reactor's next poll.
-inline auto let_ready_work_run(const asio::any_io_executor& executor) {
+inline auto let_ready_work_run(const Executor& executor) {
   return asio::post(executor, asio::deferred);
 }
 
@@ -78,12 +76,12 @@ struct ServerOptions {
 // once still posts its completion, and the event loop polls epoll once more
 // before running it). Returns the bytes written; a full socket buffer is not
 // an error (the caller then waits for room).
-std::size_t write_now(tcp::socket& socket, std::span<const asio::const_buffer> buffers,
+std::size_t write_now(Socket& socket, std::span<const asio::const_buffer> buffers,
                       beast::error_code& ec);
 
 // The same for reading: what the socket holds now, without suspending (one
 // recvmsg); 0 bytes and no error when nothing has arrived yet.
-std::size_t read_now(tcp::socket& socket, std::span<const asio::mutable_buffer> buffers,
+std::size_t read_now(Socket& socket, std::span<const asio::mutable_buffer> buffers,
                      beast::error_code& ec);
 
 // Appends the pieces (each convertible to std::string_view) with one size
@@ -137,10 +135,15 @@ class Exchange {
     std::string address;  // e.g. "127.0.0.1"
   };
 
-  Exchange(beast::tcp_stream& stream, beast::flat_buffer& buffer, Request& request,
-           const Peer& remote, ConnectionDeadline& deadline, ClientRead& client_read)
-      : stream_(stream), buffer_(buffer), request_(request), remote_(remote), deadline_(deadline),
-        client_read_(client_read), keep_alive_(request.keep_alive()) {}
+  Exchange(Stream& stream, beast::flat_buffer& buffer, Request& request, const Peer& remote,
+           ConnectionDeadline& deadline, ClientRead& client_read)
+      : stream_(stream),
+        buffer_(buffer),
+        request_(request),
+        remote_(remote),
+        deadline_(deadline),
+        client_read_(client_read),
+        keep_alive_(request.keep_alive()) {}
   ~Exchange();
   Exchange(const Exchange&) = delete;
   Exchange& operator=(const Exchange&) = delete;
@@ -148,37 +151,37 @@ class Exchange {
   Request& request() noexcept { return request_; }
   const tcp::endpoint& remote() const noexcept { return remote_.endpoint; }
   std::string_view remote_address() const noexcept { return remote_.address; }
-  beast::tcp_stream& stream() noexcept { return stream_; }
+  Stream& stream() noexcept { return stream_; }
   // The connection's one deadline: a handler arms it for what it waits on
   // (the relay: its upstream reads) and disarms it after.
   ConnectionDeadline& deadline() noexcept { return deadline_; }
 
   // Whole response. Sets keep-alive from the request unless already closing.
-  asio::awaitable<beast::error_code> respond(Response response);
+  Awaitable<beast::error_code> respond(Response response);
 
   // Streamed response: the header (with Content-Length, or chunked when
   // `chunked`), then body pieces, each written as soon as it is given.
   // `first_body`, when given, is the first body piece: it leaves with the
   // header in one write (a small reply then costs one send, not two).
-  asio::awaitable<beast::error_code> begin_stream(const ResponseHeader& header, bool chunked,
-                                                  std::string_view first_body = {});
+  Awaitable<beast::error_code> begin_stream(const ResponseHeader& header, bool chunked,
+                                            std::string_view first_body = {});
   // The same from a header already in wire form: `head` is the status line
   // and the fields, each line ending in CRLF, without the framing fields
   // (Connection, Content-Length, Transfer-Encoding) and without the blank
   // line; the exchange adds those: `content_length` when known, else chunked
   // framing when `chunked`, else none (a bodiless reply).
-  asio::awaitable<beast::error_code> begin_stream(std::string_view head,
-                                                  std::optional<std::uint64_t> content_length,
-                                                  bool chunked, std::string_view first_body = {});
-  asio::awaitable<beast::error_code> write_body(std::string_view bytes);
-  asio::awaitable<beast::error_code> end_stream();
+  Awaitable<beast::error_code> begin_stream(std::string_view head,
+                                            std::optional<std::uint64_t> content_length,
+                                            bool chunked, std::string_view first_body = {});
+  Awaitable<beast::error_code> write_body(std::string_view bytes);
+  Awaitable<beast::error_code> end_stream();
 
   // Completes with true when the client has closed its side (or its socket
   // failed), with false when cancelled. Pipelined bytes say nothing about a
   // disconnect, so when they arrive it waits on until cancelled. Cancellable
   // (per-operation cancellation), so it races the upstream relay with asio's
   // awaitable operators.
-  asio::awaitable<bool> client_closed();
+  Awaitable<bool> client_closed();
 
   // The same watch without a coroutine of its own: a read of the client's
   // socket stays pending while the handler works, and the callback given to
@@ -221,7 +224,7 @@ class Exchange {
   bool client_watch_needed() const noexcept;
   void start_client_watch();
   enum class State { kNone, kStreaming, kDone };
-  beast::tcp_stream& stream_;
+  Stream& stream_;
   beast::flat_buffer& buffer_;
   Request& request_;
   const Peer& remote_;
@@ -235,7 +238,7 @@ class Exchange {
       watch_due_;
 };
 
-using Handler = std::function<asio::awaitable<void>(Exchange&)>;
+using Handler = std::function<Awaitable<void>(Exchange&)>;
 
 // A pool of single-threaded io_contexts, one thread each.
 class IoThreads {
@@ -276,13 +279,13 @@ class HttpServer {
   std::size_t open_connections() const noexcept { return connections_.load(); }
 
  private:
-  asio::awaitable<void> accept_loop();
-  asio::awaitable<void> serve_connection(tcp::socket socket);
+  Awaitable<void> accept_loop();
+  Awaitable<void> serve_connection(Socket socket);
 
   IoThreads& io_;
   ServerOptions options_;
   Handler handler_;
-  std::unique_ptr<tcp::acceptor> acceptor_;
+  std::unique_ptr<Acceptor> acceptor_;
   std::atomic<std::size_t> connections_{0};
 };
 

@@ -19,8 +19,8 @@ constexpr std::size_t kSpillBytes = 4 * 1024;
 // One read of the client under the connection deadline: nothing is read once
 // the deadline has passed, and a read it cut short reads as a timeout.
 template <class MutableBuffers>
-asio::awaitable<std::pair<beast::error_code, std::size_t>> read_before_deadline(
-    tcp::socket& socket, MutableBuffers into, const ConnectionDeadline& deadline) {
+Awaitable<std::pair<beast::error_code, std::size_t>> read_before_deadline(
+    Socket& socket, MutableBuffers into, const ConnectionDeadline& deadline) {
   if (deadline.expired())
     co_return std::pair{beast::error_code{beast::error::timeout}, std::size_t{0}};
   auto [ec, n] = co_await socket.async_read_some(into, kAsTuple);
@@ -40,9 +40,9 @@ beast::error_code parse_buffered_header(beast::flat_buffer& buffer,
 }
 
 template <bool isRequest>
-asio::awaitable<beast::error_code> read_header(tcp::socket& socket, beast::flat_buffer& buffer,
-                                               http::basic_parser<isRequest>& parser,
-                                               ConnectionDeadline& deadline) {
+Awaitable<beast::error_code> read_header(Socket& socket, beast::flat_buffer& buffer,
+                                         http::basic_parser<isRequest>& parser,
+                                         ConnectionDeadline& deadline) {
   for (;;) {
     auto [rec, n] =
         co_await read_before_deadline(socket, buffer.prepare(kHeaderReadBytes), deadline);
@@ -61,12 +61,10 @@ asio::awaitable<beast::error_code> read_header(tcp::socket& socket, beast::flat_
 
 template beast::error_code parse_buffered_header(beast::flat_buffer&, http::basic_parser<true>&);
 template beast::error_code parse_buffered_header(beast::flat_buffer&, http::basic_parser<false>&);
-template asio::awaitable<beast::error_code> read_header(tcp::socket&, beast::flat_buffer&,
-                                                        http::basic_parser<true>&,
-                                                        ConnectionDeadline&);
-template asio::awaitable<beast::error_code> read_header(tcp::socket&, beast::flat_buffer&,
-                                                        http::basic_parser<false>&,
-                                                        ConnectionDeadline&);
+template Awaitable<beast::error_code> read_header(Socket&, beast::flat_buffer&,
+                                                  http::basic_parser<true>&, ConnectionDeadline&);
+template Awaitable<beast::error_code> read_header(Socket&, beast::flat_buffer&,
+                                                  http::basic_parser<false>&, ConnectionDeadline&);
 
 std::size_t take_buffered_body(beast::flat_buffer& buffer, Body& body, std::size_t length) {
   body.resize_for_overwrite(length);
@@ -76,10 +74,9 @@ std::size_t take_buffered_body(beast::flat_buffer& buffer, Body& body, std::size
   return have;
 }
 
-asio::awaitable<beast::error_code> read_sized_body(tcp::socket& socket, beast::flat_buffer& buffer,
-                                                   Body& body, std::size_t got,
-                                                   std::size_t length,
-                                                   ConnectionDeadline& deadline) {
+Awaitable<beast::error_code> read_sized_body(Socket& socket, beast::flat_buffer& buffer, Body& body,
+                                             std::size_t got, std::size_t length,
+                                             ConnectionDeadline& deadline) {
   while (got < length) {
     const std::array<asio::mutable_buffer, 2> into{asio::buffer(body.data() + got, length - got),
                                                    buffer.prepare(kSpillBytes)};
@@ -97,9 +94,8 @@ asio::awaitable<beast::error_code> read_sized_body(tcp::socket& socket, beast::f
   co_return beast::error_code{};
 }
 
-asio::awaitable<beast::error_code> read_parsed_body(tcp::socket& socket, beast::flat_buffer& buffer,
-                                                    RequestParser& parser,
-                                                    ConnectionDeadline& deadline) {
+Awaitable<beast::error_code> read_parsed_body(Socket& socket, beast::flat_buffer& buffer,
+                                              RequestParser& parser, ConnectionDeadline& deadline) {
   parser.eager(true);
   beast::error_code ec;
   for (;;) {

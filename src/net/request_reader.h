@@ -30,9 +30,9 @@ beast::error_code parse_buffered_header(beast::flat_buffer& buffer,
 // operation). Called once parse_buffered_header said need_more. The end of
 // the connection before any byte is end_of_stream; after some, partial_message.
 template <bool isRequest>
-asio::awaitable<beast::error_code> read_header(tcp::socket& socket, beast::flat_buffer& buffer,
-                                               http::basic_parser<isRequest>& parser,
-                                               ConnectionDeadline& deadline);
+Awaitable<beast::error_code> read_header(Socket& socket, beast::flat_buffer& buffer,
+                                         http::basic_parser<isRequest>& parser,
+                                         ConnectionDeadline& deadline);
 
 // Sizes `body` for `length` bytes (its Content-Length) and starts it with
 // what the buffer holds; returns how many bytes that was.
@@ -40,15 +40,13 @@ std::size_t take_buffered_body(beast::flat_buffer& buffer, Body& body, std::size
 
 // Reads the rest of a body that take_buffered_body started with `got` bytes
 // straight into it; bytes past its end stay in the buffer.
-asio::awaitable<beast::error_code> read_sized_body(tcp::socket& socket, beast::flat_buffer& buffer,
-                                                   Body& body, std::size_t got,
-                                                   std::size_t length,
-                                                   ConnectionDeadline& deadline);
+Awaitable<beast::error_code> read_sized_body(Socket& socket, beast::flat_buffer& buffer, Body& body,
+                                             std::size_t got, std::size_t length,
+                                             ConnectionDeadline& deadline);
 
 // Reads a body without a Content-Length (chunked) through the parser.
-asio::awaitable<beast::error_code> read_parsed_body(tcp::socket& socket, beast::flat_buffer& buffer,
-                                                    RequestParser& parser,
-                                                    ConnectionDeadline& deadline);
+Awaitable<beast::error_code> read_parsed_body(Socket& socket, beast::flat_buffer& buffer,
+                                              RequestParser& parser, ConnectionDeadline& deadline);
 
 // A request whose framing could be read two ways (both Content-Length and
 // Transfer-Encoding) is the classic smuggling vector: refuse it outright.

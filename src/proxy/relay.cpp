@@ -89,9 +89,8 @@ net::beast::error_code drain_buffered(ReplyParser& parser, net::beast::flat_buff
 // Sends the request's head and body, in as few writes as the socket allows
 // (one sendmsg when it takes them at once; the wait for room, if any, is
 // bounded by the connection deadline the caller armed).
-net::asio::awaitable<net::beast::error_code> send_request(net::tcp::socket& socket,
-                                                          std::string_view head,
-                                                          std::string_view body) {
+net::Awaitable<net::beast::error_code> send_request(net::Socket& socket, std::string_view head,
+                                                    std::string_view body) {
   const std::array<net::asio::const_buffer, 2> pieces{net::asio::buffer(head), net::asio::buffer(body)};
   net::beast::error_code ec;
   const std::size_t sent = net::write_now(socket, pieces, ec);
@@ -169,9 +168,8 @@ net::beast::error_code classify(AttemptContext& ctx, net::beast::error_code ec) 
 // The upstream failed (or went silent) after the reply started: a streamed
 // reply is ended cleanly with an error event in the client's dialect, and the
 // client connection closes after it.
-net::asio::awaitable<AttemptResult> cut_short(AttemptContext& ctx,
-                                              const config::BackendConfig& backend,
-                                              net::beast::error_code ec, bool event_stream) {
+net::Awaitable<AttemptResult> cut_short(AttemptContext& ctx, const config::BackendConfig& backend,
+                                        net::beast::error_code ec, bool event_stream) {
   const bool idle = ec == net::beast::error::timeout;
   AttemptResult result =
       idle ? attempt_result(AttemptResult::Outcome::kCutShort, http::status::bad_gateway,
@@ -191,9 +189,8 @@ net::asio::awaitable<AttemptResult> cut_short(AttemptContext& ctx,
 // the client as they arrive, through the observer. Then the connection goes
 // back to the pool if both sides keep it alive. (Apart from forward_once so
 // that each coroutine frame stays within what Asio recycles per thread.)
-net::asio::awaitable<AttemptResult> relay_reply(AttemptContext& ctx,
-                                                const config::BackendConfig& backend,
-                                                UpstreamConnection& conn, unsigned status) {
+net::Awaitable<AttemptResult> relay_reply(AttemptContext& ctx, const config::BackendConfig& backend,
+                                          UpstreamConnection& conn, unsigned status) {
   auto& parser = *conn.reader->parser;
   auto& upstream = conn.stream->socket();
   // The request head has gone: its buffer takes the reply's. The header's
@@ -329,9 +326,9 @@ void write_client_head(std::string& out, const ReplyParser& reply) {
                                });
 }
 
-net::asio::awaitable<AttemptResult> forward_once(AttemptContext& ctx,
-                                                 const config::BackendConfig& backend, int rank,
-                                                 bool may_retry) {
+net::Awaitable<AttemptResult> forward_once(AttemptContext& ctx,
+                                           const config::BackendConfig& backend, int rank,
+                                           bool may_retry) {
   using Outcome = AttemptResult::Outcome;
   const net::Request& request = ctx.exchange.request();
 
@@ -346,7 +343,7 @@ net::asio::awaitable<AttemptResult> forward_once(AttemptContext& ctx,
     }
     auto& upstream = *conn.stream;
     struct LiveGuard {
-      net::beast::tcp_stream** slot;
+      net::Stream** slot;
       ~LiveGuard() { if (slot) *slot = nullptr; }
     } live{ctx.live_upstream};
     if (ctx.live_upstream) *ctx.live_upstream = &upstream;

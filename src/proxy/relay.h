@@ -63,7 +63,7 @@ struct AttemptContext {
   RelayObserver* observer = nullptr;
   // Set while an upstream connection is in use, so that a client disconnect
   // can close it at once (the engine then aborts the request).
-  net::beast::tcp_stream** live_upstream = nullptr;
+  net::Stream** live_upstream = nullptr;
 };
 
 // Writes into `out` (replacing what it held) the header of `request` as this
@@ -84,8 +84,8 @@ void write_client_head(std::string& out, const ReplyParser& reply);
 
 // Forwards once. `may_retry`: whether a 5xx reply (before anything was relayed)
 // should be reported as retryable rather than relayed.
-net::asio::awaitable<AttemptResult> forward_once(AttemptContext& ctx,
-                                                 const config::BackendConfig& backend, int rank,
-                                                 bool may_retry);
+net::Awaitable<AttemptResult> forward_once(AttemptContext& ctx,
+                                           const config::BackendConfig& backend, int rank,
+                                           bool may_retry);
 
 }  // namespace lmwarden::proxy

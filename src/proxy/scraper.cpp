@@ -28,8 +28,8 @@ void Scraper::start(net::asio::io_context& io) {
       net::asio::co_spawn(io, watch(model, b, set->generation), net::asio::detached);
 }
 
-net::asio::awaitable<void> Scraper::watch(std::shared_ptr<ModelState> model_ptr, int backend_index,
-                                          std::uint64_t generation) {
+net::Awaitable<void> Scraper::watch(std::shared_ptr<ModelState> model_ptr, int backend_index,
+                                    std::uint64_t generation) {
   ModelState& model = *model_ptr;
   const auto& backend = model.config.backends[static_cast<std::size_t>(backend_index)];
   const auto [first, ranks, was_healthy] = [&] {
@@ -40,7 +40,7 @@ net::asio::awaitable<void> Scraper::watch(std::shared_ptr<ModelState> model_ptr,
   // A probe may take as long as a round, but never so little that a loaded
   // server is declared dead for answering in 600 ms.
   const auto timeout = std::max(interval_, std::chrono::milliseconds(2000));
-  net::asio::steady_timer timer{co_await net::asio::this_coro::executor};
+  net::Timer timer{co_await net::asio::this_coro::executor};
   // A reload hands a server over with the health it had.
   int failures = was_healthy ? 0 : unhealthy_after_;
 

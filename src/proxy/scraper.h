@@ -35,7 +35,8 @@ class Scraper {
   void start(net::asio::io_context& io);
 
  private:
-  net::asio::awaitable<void> watch(std::shared_ptr<ModelState> model, int backend, std::uint64_t generation);
+  net::Awaitable<void> watch(std::shared_ptr<ModelState> model, int backend,
+                             std::uint64_t generation);
 
   Warden& warden_;
   std::chrono::milliseconds interval_;

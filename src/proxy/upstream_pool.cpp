@@ -16,7 +16,7 @@ constexpr auto kTrustedIdle = std::chrono::milliseconds(1000);
 
 // An idle keep-alive connection the server has closed shows as readable with
 // EOF (or with stray bytes, which make it unusable too).
-bool still_open(net::beast::tcp_stream& stream) {
+bool still_open(net::Stream& stream) {
   char probe;
   const auto n = ::recv(stream.socket().native_handle(), &probe, 1, MSG_PEEK | MSG_DONTWAIT);
   return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
@@ -43,10 +43,10 @@ std::optional<UpstreamConnection> UpstreamPool::take_idle(const config::BackendC
   return std::nullopt;
 }
 
-net::asio::awaitable<net::beast::error_code> UpstreamPool::connect(
+net::Awaitable<net::beast::error_code> UpstreamPool::connect(
     const config::BackendConfig& backend, std::chrono::milliseconds connect_timeout,
     UpstreamConnection& into) {
-  auto stream = std::make_unique<net::beast::tcp_stream>(io_);
+  auto stream = std::make_unique<net::Stream>(io_);
   net::beast::error_code ec;
   const auto address = net::asio::ip::make_address(backend.host, ec);
   stream->expires_after(connect_timeout);
@@ -54,7 +54,7 @@ net::asio::awaitable<net::beast::error_code> UpstreamPool::connect(
     auto [cec] = co_await stream->async_connect(net::tcp::endpoint{address, backend.port}, net::kAsTuple);
     ec = cec;
   } else {
-    net::tcp::resolver resolver{io_};
+    net::Resolver resolver{io_};
     auto [rec, results] =
         co_await resolver.async_resolve(backend.host, std::to_string(backend.port), net::kAsTuple);
     ec = rec;

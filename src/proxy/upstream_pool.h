@@ -104,7 +104,7 @@ struct ReplyReader {
 };
 
 struct UpstreamConnection {
-  std::unique_ptr<net::beast::tcp_stream> stream;
+  std::unique_ptr<net::Stream> stream;
   std::string key;      // host:port
   bool reused = false;  // came from the idle pool (may have been closed by the peer)
   // Reply read buffer, kept with the connection so that a request does not
@@ -127,9 +127,9 @@ class UpstreamPool {
   std::optional<UpstreamConnection> take_idle(const config::BackendConfig& backend);
 
   // Opens `into` as a new connection to the backend within `connect_timeout`.
-  net::asio::awaitable<net::beast::error_code> connect(const config::BackendConfig& backend,
-                                                       std::chrono::milliseconds connect_timeout,
-                                                       UpstreamConnection& into);
+  net::Awaitable<net::beast::error_code> connect(const config::BackendConfig& backend,
+                                                 std::chrono::milliseconds connect_timeout,
+                                                 UpstreamConnection& into);
 
   // Returns a connection whose last response was read completely and which
   // both sides keep alive. One with unread bytes left is closed instead.

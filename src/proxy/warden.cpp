@@ -287,14 +287,14 @@ UpstreamPool& Warden::pool_for_this_thread(net::Exchange& exchange) {
 
 // Not a coroutine: a forwarded request goes straight to forward's frame, the
 // rest to serve_local's.
-net::asio::awaitable<void> Warden::handle(net::Exchange& exchange) {
+net::Awaitable<void> Warden::handle(net::Exchange& exchange) {
   const std::string_view target = exchange.request().target();  // never rewritten
   if (is_forwarded_route(path_of(target)) && exchange.request().method() == http::verb::post)
     return forward(exchange, dialect_of(target));
   return serve_local(exchange);
 }
 
-net::asio::awaitable<void> Warden::serve_local(net::Exchange& exchange) {
+net::Awaitable<void> Warden::serve_local(net::Exchange& exchange) {
   auto& request = exchange.request();
   const std::string_view target = request.target();
   const std::string_view path = path_of(target);
@@ -339,7 +339,7 @@ net::asio::awaitable<void> Warden::serve_local(net::Exchange& exchange) {
                                            "no route " + std::string(path)));
 }
 
-net::asio::awaitable<void> Warden::handle_api(net::Exchange& exchange, std::string_view path) {
+net::Awaitable<void> Warden::handle_api(net::Exchange& exchange, std::string_view path) {
   auto& request = exchange.request();
   const auto set = models();
   if (path == "/api/models" && request.method() == http::verb::get) {
@@ -397,10 +397,10 @@ struct Warden::Forward {
   core::RequestFacts facts;
   bool injected_usage;
   std::uint64_t id;
-  net::beast::tcp_stream* live_upstream = nullptr;
+  net::Stream* live_upstream = nullptr;
 };
 
-net::asio::awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dialect) {
+net::Awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dialect) {
   auto& request = exchange.request();
   InProgress in_progress{in_progress_};
   auto set = models();
@@ -449,8 +449,8 @@ namespace {
 // Answers a forwarded request with an error in its client's dialect. A
 // coroutine of its own, so that the reply is built in its frame and not in
 // that of run_attempts, which every request allocates (see below).
-net::asio::awaitable<void> respond_error(net::Exchange& exchange, Dialect dialect,
-                                         http::status status, std::string_view message) {
+net::Awaitable<void> respond_error(net::Exchange& exchange, Dialect dialect, http::status status,
+                                   std::string_view message) {
   co_await exchange.respond(error_response(dialect, status, message));
 }
 
@@ -477,7 +477,7 @@ void take_out_of_service(ModelState& model, int backend, std::string_view why) {
 // frame is a malloc slow path per request): the accounting goes on the heap
 // (an allocation the thread cache serves) and error replies are built in
 // respond_error, with their text in one local string.
-net::asio::awaitable<void> Warden::run_attempts(Forward& f) {
+net::Awaitable<void> Warden::run_attempts(Forward& f) {
   using Outcome = AttemptResult::Outcome;
   const auto& identity = f.facts.identity;
   std::vector<int> tried;

@@ -91,7 +91,7 @@ class Warden {
   Warden(config::Config config, net::IoThreads& io);
 
   net::ServerOptions server_options() const;
-  net::asio::awaitable<void> handle(net::Exchange& exchange);
+  net::Awaitable<void> handle(net::Exchange& exchange);
 
   // The configuration and models in force now.
   std::shared_ptr<const ModelSet> models() const;
@@ -118,11 +118,11 @@ class Warden {
 
  private:
   struct Forward;
-  net::asio::awaitable<void> forward(net::Exchange& exchange, Dialect dialect);
+  net::Awaitable<void> forward(net::Exchange& exchange, Dialect dialect);
   // Everything the warden answers itself: health, metrics, the UI, the API.
-  net::asio::awaitable<void> serve_local(net::Exchange& exchange);
-  net::asio::awaitable<void> run_attempts(Forward& f);
-  net::asio::awaitable<void> handle_api(net::Exchange& exchange, std::string_view path);
+  net::Awaitable<void> serve_local(net::Exchange& exchange);
+  net::Awaitable<void> run_attempts(Forward& f);
+  net::Awaitable<void> handle_api(net::Exchange& exchange, std::string_view path);
   UpstreamPool& pool_for_this_thread(net::Exchange& exchange);
 
   const net::ServerOptions server_options_;  // fixed at start

@@ -101,9 +101,9 @@ net::Response json_response(http::status status, std::string body) {
 // looks at `pending`. An expired timer also completes waits that start later,
 // so a wake-up that comes before the wait is registered is not lost.
 struct Sink {
-  explicit Sink(asio::any_io_executor ex) : signal(ex, Clock::time_point::max()) {}
+  explicit Sink(net::Executor ex) : signal(ex, Clock::time_point::max()) {}
   std::vector<engine::TokenOutput> pending;
-  asio::steady_timer signal;
+  net::Timer signal;
 };
 
 }  // namespace
@@ -119,7 +119,7 @@ class Core : public std::enable_shared_from_this<Core> {
         start_(Clock::now()),
         started_unix_(unix_now()) {
     for (std::int32_t r = 0; r < dp_.size(); ++r) {
-      wake_.push_back(std::make_unique<asio::steady_timer>(io_, Clock::time_point::max()));
+      wake_.push_back(std::make_unique<net::Timer>(io_, Clock::time_point::max()));
       clock_.push_back(0.0);
     }
   }
@@ -130,7 +130,7 @@ class Core : public std::enable_shared_from_this<Core> {
     }
   }
 
-  static asio::awaitable<void> handle(std::shared_ptr<Core> self, net::Exchange& ex) {
+  static net::Awaitable<void> handle(std::shared_ptr<Core> self, net::Exchange& ex) {
     co_await self->dispatch(ex);
   }
 
@@ -151,9 +151,9 @@ class Core : public std::enable_shared_from_this<Core> {
 
   // One rank: step whenever there is work, let the step's virtual duration
   // pass on the wall clock, then publish its tokens.
-  static asio::awaitable<void> run_rank(std::shared_ptr<Core> self, std::int32_t rank) {
+  static net::Awaitable<void> run_rank(std::shared_ptr<Core> self, std::int32_t rank) {
     engine::Engine& engine = self->dp_.engine(rank);
-    asio::steady_timer step_timer(self->io_);
+    net::Timer step_timer(self->io_);
     for (;;) {
       if (!engine.has_unfinished_requests()) {
         auto& wake = *self->wake_[static_cast<std::size_t>(rank)];
@@ -187,7 +187,7 @@ class Core : public std::enable_shared_from_this<Core> {
     }
   }
 
-  asio::awaitable<void> dispatch(net::Exchange& ex) {
+  net::Awaitable<void> dispatch(net::Exchange& ex) {
     const net::Request& req = ex.request();
     const std::string_view path = path_of(req.target());
     const bool get = req.method() == http::verb::get;
@@ -237,7 +237,7 @@ class Core : public std::enable_shared_from_this<Core> {
     }
   }
 
-  asio::awaitable<void> not_allowed(net::Exchange& ex) {
+  net::Awaitable<void> not_allowed(net::Exchange& ex) {
     co_await ex.respond(
         json_response(http::status::method_not_allowed, std::string(kMethodNotAllowed)));
   }
@@ -259,12 +259,11 @@ class Core : public std::enable_shared_from_this<Core> {
         .dump();
   }
 
-  asio::awaitable<void> fail(net::Exchange& ex, Api api, http::status status,
-                             std::string_view msg) {
+  net::Awaitable<void> fail(net::Exchange& ex, Api api, http::status status, std::string_view msg) {
     co_await ex.respond(json_response(status, error_body(api, static_cast<int>(status), msg)));
   }
 
-  asio::awaitable<void> generate(net::Exchange& ex, Api api) {
+  net::Awaitable<void> generate(net::Exchange& ex, Api api) {
     ParseResult parsed = parse_api_request(api, ex.request().body(), ex.request().body().capacity());
     if (!parsed.request) {
       co_await fail(ex, api, http::status::bad_request, parsed.error);
@@ -357,7 +356,9 @@ class Core : public std::enable_shared_from_this<Core> {
       sink.pending.clear();
       if (!chunk.empty() && co_await ex.write_body(chunk)) co_return;
       if (builder.finished()) break;
-      auto woke = co_await (sink.signal.async_wait(asio::as_tuple(asio::use_awaitable)) || ex.client_closed());
+      auto woke = co_await (
+          sink.signal.async_wait(asio::as_tuple(asio::use_awaitable_t<net::Executor>{})) ||
+          ex.client_closed());
       if (woke.index() == 1 && std::get<1>(woke)) co_return;  // the client left: abort
     }
 
@@ -373,7 +374,7 @@ class Core : public std::enable_shared_from_this<Core> {
   engine::DpServer dp_;
   Clock::time_point start_;
   double started_unix_;
-  std::vector<std::unique_ptr<asio::steady_timer>> wake_;  // per rank: new work arrived
+  std::vector<std::unique_ptr<net::Timer>> wake_;          // per rank: new work arrived
   std::vector<engine::Seconds> clock_;                     // per rank: end of the last step
   std::unordered_map<engine::RequestId, Sink*> sinks_;
 };

@@ -11,11 +11,10 @@
 // 200 until set_healthy(false); hang_metrics(true) makes /metrics never answer.
 #pragma once
 
+#include <atomic>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/use_awaitable.hpp>
-#include <atomic>
 #include <map>
 #include <mutex>
 #include <string>
@@ -73,7 +72,7 @@ class FakeVllm {
   }
 
  private:
-  net::asio::awaitable<void> handle(net::Exchange& ex) {
+  net::Awaitable<void> handle(net::Exchange& ex) {
     namespace http = net::http;
     using namespace net::asio::experimental::awaitable_operators;
     auto& req = ex.request();
@@ -160,12 +159,12 @@ class FakeVllm {
       co_return;
     }
     if (hold) {
-      auto wait_release = [this]() -> net::asio::awaitable<void> {
+      auto wait_release = [this]() -> net::Awaitable<void> {
         auto ex = co_await net::asio::this_coro::executor;
-        net::asio::steady_timer t{ex};
+        net::Timer t{ex};
         while (!released_) {
           t.expires_after(std::chrono::milliseconds(5));
-          co_await t.async_wait(net::asio::as_tuple(net::asio::use_awaitable));
+          co_await t.async_wait(net::kAsTuple);
         }
       };
       auto outcome = co_await (wait_release() || ex.client_closed());

@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <chrono>
 #include <string>
 
@@ -34,17 +33,17 @@ class WatchingServer {
   std::uint16_t port() const { return port_; }
 
  private:
-  static asio::awaitable<void> handle(Exchange& ex, std::chrono::milliseconds wait) {
+  static Awaitable<void> handle(Exchange& ex, std::chrono::milliseconds wait) {
     bool gone = false;
     ex.on_client_gone([&gone] { gone = true; });
     ex.watch_client();
-    asio::steady_timer timer{ex.stream().get_executor()};
+    Timer timer{ex.stream().get_executor()};
     const auto until = std::chrono::steady_clock::now() + wait;
     // Woken every 10 ms to look, so that a long wait ends once the client is gone.
     while (!gone && std::chrono::steady_clock::now() < until) {
       timer.expires_after(std::min<std::chrono::steady_clock::duration>(
           std::chrono::milliseconds(10), until - std::chrono::steady_clock::now()));
-      co_await timer.async_wait(asio::use_awaitable);
+      co_await timer.async_wait(kAsTuple);
     }
     ex.stop_watching_client();
     Response res{http::status::ok, 11};

@@ -23,7 +23,7 @@ using Clock = std::chrono::steady_clock;
 // A connected pair: `near` is the side the deadline guards.
 struct SocketPair {
   asio::io_context io;
-  tcp::socket near{io}, far{io};
+  Socket near{io}, far{io};
   asio::steady_timer later{io};
   SocketPair() {
     tcp::acceptor acceptor{io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)};
