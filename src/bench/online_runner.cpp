@@ -59,13 +59,9 @@ struct Reply {
 net::Awaitable<Result<Reply, std::string>> fetch(const Endpoint& ep, http::verb verb,
                                                  std::string target, std::string body = {},
                                                  std::optional<std::string> bearer = std::nullopt) {
-  auto ex = co_await asio::this_coro::executor;
-  net::Resolver resolver(ex);
-  auto [rec, results] = co_await resolver.async_resolve(ep.host, std::to_string(ep.port), net::kAsTuple);
-  if (rec) co_return unexpected(fmt::format("{}: {}", ep.url, rec.message()));
-  net::Stream stream(ex);
+  net::Stream stream(co_await asio::this_coro::executor);
   stream.expires_after(kControlTimeout);
-  const auto cec = co_await net::connect_any(stream, results);
+  const auto cec = co_await net::connect_to(stream, ep.host, ep.port);
   if (cec) co_return unexpected(fmt::format("{}: {}", ep.url, cec.message()));
   http::request<http::string_body> req{verb, ep.base_path + target, 11};
   req.set(http::field::host, ep.host);

@@ -16,7 +16,7 @@ namespace beast = boost::beast;
 using tcp = asio::ip::tcp;
 
 // Each I/O thread runs an io_context of its own, and what runs on it names
-// that context's executor type rather than Executor (Asio's
+// that context's executor type rather than asio::any_io_executor (Asio's
 // default): a completion, a post or a coroutine's resumption then reaches
 // the scheduler directly instead of through a type-erased executor.
 using Executor = asio::io_context::executor_type;

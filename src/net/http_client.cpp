@@ -14,6 +14,20 @@ Awaitable<beast::error_code> connect_any(Stream& stream, const Resolver::results
   co_return ec;
 }
 
+Awaitable<beast::error_code> connect_to(Stream& stream, const std::string& host,
+                                        std::uint16_t port) {
+  beast::error_code ec;
+  const auto address = asio::ip::make_address(host, ec);
+  if (!ec) {
+    auto [cec] = co_await stream.async_connect(tcp::endpoint{address, port}, kAsTuple);
+    co_return cec;
+  }
+  Resolver resolver{stream.get_executor()};
+  auto [rec, endpoints] = co_await resolver.async_resolve(host, std::to_string(port), kAsTuple);
+  if (rec) co_return rec;
+  co_return co_await connect_any(stream, endpoints);
+}
+
 Awaitable<GetResult> http_get(std::string host, std::uint16_t port, std::string target,
                               std::chrono::milliseconds timeout, std::size_t body_limit) {
   auto executor = co_await asio::this_coro::executor;
@@ -21,20 +35,7 @@ Awaitable<GetResult> http_get(std::string host, std::uint16_t port, std::string 
   GetResult result;
   stream.expires_after(timeout);
 
-  beast::error_code ec;
-  const auto address = asio::ip::make_address(host, ec);
-  if (!ec) {
-    auto [cec] = co_await stream.async_connect(tcp::endpoint{address, port}, kAsTuple);
-    ec = cec;
-  } else {
-    Resolver resolver{executor};
-    auto [rec, endpoints] = co_await resolver.async_resolve(host, std::to_string(port), kAsTuple);
-    ec = rec;
-    if (!ec) {
-      ec = co_await connect_any(stream, endpoints);
-    }
-  }
-  if (ec) {
+  if (const auto ec = co_await connect_to(stream, host, port)) {
     result.error = ec;
     co_return result;
   }

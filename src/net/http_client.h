@@ -20,6 +20,12 @@ Awaitable<GetResult> http_get(std::string host, std::uint16_t port, std::string 
                               std::chrono::milliseconds timeout,
                               std::size_t body_limit = 32 * 1024 * 1024);
 
+// Connects `stream` to host:port under the stream's deadline: a literal
+// address directly, a name through the resolver, to the first of its
+// addresses that accepts.
+Awaitable<beast::error_code> connect_to(Stream& stream, const std::string& host,
+                                        std::uint16_t port);
+
 // Connects `stream` to the first of `endpoints` that accepts, under the
 // stream's deadline. (Beast's connect to a range of endpoints predates the
 // completion tokens kAsTuple is built on.)

@@ -7,10 +7,8 @@
 #include <tuple>
 #include <utility>
 
-
 namespace lmwarden::net {
 namespace {
-
 
 // Room for bytes past a request body (a pipelined request), read together
 // with the body's end.

@@ -188,7 +188,8 @@ net::Awaitable<AttemptResult> cut_short(AttemptContext& ctx, const config::Backe
 // Relays the reply whose header conn's parser has read: head and body go to
 // the client as they arrive, through the observer. Then the connection goes
 // back to the pool if both sides keep it alive. (Apart from forward_once so
-// that each coroutine frame stays within what Asio recycles per thread.)
+// that each coroutine frame holds only its own part's locals: GCC gives every
+// local of a coroutine a slot in its frame, allocated per request.)
 net::Awaitable<AttemptResult> relay_reply(AttemptContext& ctx, const config::BackendConfig& backend,
                                           UpstreamConnection& conn, unsigned status) {
   auto& parser = *conn.reader->parser;

@@ -3,7 +3,6 @@
 #include <sys/socket.h>
 
 #include <boost/asio/as_tuple.hpp>
-#include <boost/asio/ip/address.hpp>
 #include <cerrno>
 
 #include "common/coarse_clock.h"
@@ -47,21 +46,8 @@ net::Awaitable<net::beast::error_code> UpstreamPool::connect(
     const config::BackendConfig& backend, std::chrono::milliseconds connect_timeout,
     UpstreamConnection& into) {
   auto stream = std::make_unique<net::Stream>(io_);
-  net::beast::error_code ec;
-  const auto address = net::asio::ip::make_address(backend.host, ec);
   stream->expires_after(connect_timeout);
-  if (!ec) {
-    auto [cec] = co_await stream->async_connect(net::tcp::endpoint{address, backend.port}, net::kAsTuple);
-    ec = cec;
-  } else {
-    net::Resolver resolver{io_};
-    auto [rec, results] =
-        co_await resolver.async_resolve(backend.host, std::to_string(backend.port), net::kAsTuple);
-    ec = rec;
-    if (!ec) {
-      ec = co_await net::connect_any(*stream, results);
-    }
-  }
+  const auto ec = co_await net::connect_to(*stream, backend.host, backend.port);
   stream->expires_never();
   if (!ec) {
     net::beast::error_code ignored;

@@ -473,10 +473,10 @@ void take_out_of_service(ModelState& model, int backend, std::string_view why) {
 
 }  // namespace
 
-// Kept under the 1,020 bytes that Asio recycles per thread (a larger coroutine
-// frame is a malloc slow path per request): the accounting goes on the heap
-// (an allocation the thread cache serves) and error replies are built in
-// respond_error, with their text in one local string.
+// Kept small (GCC gives every local of a coroutine, and every temporary of an
+// expression that awaits, a slot in its frame, allocated per request): the
+// accounting goes on the heap and error replies are built in respond_error,
+// with their text in one local string.
 net::Awaitable<void> Warden::run_attempts(Forward& f) {
   using Outcome = AttemptResult::Outcome;
   const auto& identity = f.facts.identity;

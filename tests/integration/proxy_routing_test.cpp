@@ -67,6 +67,26 @@ TEST(ProxyRouting, EachConversationStaysOnOneRankAcrossTurns) {
   EXPECT_EQ(card["sticky_ratio"], 1.0);
 }
 
+TEST(ProxyRouting, BackendNamedByHostNameIsResolvedAndReached) {
+  // A name, not an address: resolved, then connected to the first of its
+  // addresses that accepts (localhost may list ::1 first; the fake listens
+  // on 127.0.0.1 only).
+  FakeVllm fake{1};
+  auto cfg = config::load_config_string(
+      "listen: 127.0.0.1:0\ntimeouts:\n  connect: 2s\nmodels:\n  - name: m\n    backends:\n"
+      "      - url: http://localhost:" +
+          std::to_string(fake.port()) + "\n",
+      "test.yaml");
+  ASSERT_TRUE(cfg) << cfg.error().message();
+  RunningWarden warden{std::move(cfg).value()};
+  for (int turn = 0; turn < 2; ++turn) {
+    auto r = chat(warden.port(), "conv-named");
+    ASSERT_EQ(r.status, 200u) << r.body;
+    EXPECT_NE(r.body.find("[DONE]"), std::string::npos);
+  }
+  EXPECT_EQ(fake.seen().size(), 2u);
+}
+
 TEST(ProxyRouting, NewConversationsSpreadOverAllRanks) {
   FakeVllm fake{4};
   RunningWarden warden{make_config({{fake.port(), 4}})};
