@@ -69,11 +69,11 @@ void append_field(std::string& out, std::string_view name, Integer n) {
 // Upstream reply reads: up to this much per read.
 constexpr std::size_t kReplyReadBytes = 16 * 1024;
 
-// Parses what is buffered into the body buffer, element after element (a
-// chunk of a chunked reply: one SSE event from vLLM), so that events that
+// Parses what is buffered into the body buffer (all the chunks of a chunked
+// reply that have arrived: each one SSE event from vLLM), so that events that
 // arrived together leave in one write instead of one write (and one timer)
-// each. Stops at a partial element, a full body buffer or the end of the
-// reply; a parse error is returned as the read's error.
+// each. Stops at a partial chunk, a full body buffer or the end of the reply;
+// a parse error is returned as the read's error.
 net::beast::error_code drain_buffered(ReplyParser& parser, net::beast::flat_buffer& buffer) {
   while (!parser.is_done() && buffer.size() > 0 && parser.body_room() > 0) {
     net::beast::error_code ec;
@@ -211,6 +211,10 @@ net::Awaitable<AttemptResult> relay_reply(AttemptContext& ctx, const config::Bac
   // Beast's http::async_read_some, whose composed operation costs more than
   // the read itself when events arrive back to back.
   const std::span<char> chunk{conn.reader->chunk};
+  // Each put() decodes all that is buffered, chunk after chunk, until the
+  // body buffer is full, rather than one chunk header or one chunk's data
+  // per call.
+  parser.eager(true);
   bool header_sent = false;
   for (;;) {
     parser.body_buffer(chunk.data(), chunk.size());

@@ -159,23 +159,28 @@ void PaddedBuffer::append(std::string_view s) {
   bytes_.append(s);
 }
 
-bool mentions_usage(std::string_view text) noexcept {
+std::size_t find_usage_key(std::string_view text) noexcept {
   // Anchored on the key's 'g', its rarest letter in a stream's JSON: memchr
   // (vectorised) hops from one 'g' to the next, and the key is compared around
   // each. A search anchored on the first byte would stop at every '"'.
   static constexpr std::string_view kKey = "\"usage\"";
   static constexpr std::size_t kAnchor = 4;
   static_assert(kKey[kAnchor] == 'g');
-  if (text.size() < kKey.size()) return false;
+  if (text.size() < kKey.size()) return std::string_view::npos;
   const char* at = text.data() + kAnchor;
   const char* const last = text.data() + text.size() - (kKey.size() - kAnchor);
   while (at <= last) {
     at = static_cast<const char*>(std::memchr(at, 'g', static_cast<std::size_t>(last - at) + 1));
-    if (at == nullptr) return false;
-    if (std::memcmp(at - kAnchor, kKey.data(), kKey.size()) == 0) return true;
+    if (at == nullptr) return std::string_view::npos;
+    if (std::memcmp(at - kAnchor, kKey.data(), kKey.size()) == 0)
+      return static_cast<std::size_t>(at - kAnchor - text.data());
     ++at;
   }
-  return false;
+  return std::string_view::npos;
+}
+
+bool mentions_usage(std::string_view text) noexcept {
+  return find_usage_key(text) != std::string_view::npos;
 }
 
 bool merge_usage(simdjson::padded_string_view doc, UsageFields& into) noexcept {

@@ -57,8 +57,9 @@ class PaddedBuffer {
   std::string bytes_;
 };
 
-// Whether `text` contains the key "usage" (quoted): the cheap test a stream's
-// every event takes before anything is parsed.
+// Where `text` first contains the key "usage" (quoted), or npos; and whether
+// it does: the cheap test a stream's events take before anything is parsed.
+std::size_t find_usage_key(std::string_view text) noexcept;
 bool mentions_usage(std::string_view text) noexcept;
 
 // Parses `doc` and merges every usage object in it into `into`. Returns false

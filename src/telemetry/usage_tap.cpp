@@ -6,14 +6,28 @@
 namespace lmwarden::telemetry {
 namespace {
 
-constexpr std::string_view kDone = "[DONE]";
-
 bool is_json_space(char c) noexcept {
   return c == ' ' || c == '\t' || c == '\r' || c == '\n';
 }
 
 std::uint64_t value_or_zero(const std::optional<std::uint64_t>& v) noexcept {
   return v.value_or(0);
+}
+
+// The length of the longest prefix of text[0, limit) that ends with a blank
+// line, text starting at the start of a line; 0 when there is none.
+std::size_t through_last_blank_line(std::string_view text, std::size_t limit) noexcept {
+  std::size_t end = limit;
+  while (end > 0) {
+    const void* nl = memrchr(text.data(), '\n', end);
+    if (nl == nullptr) return 0;
+    const std::size_t at = static_cast<std::size_t>(static_cast<const char*>(nl) - text.data());
+    std::size_t line = at;  // where the line this '\n' ends would start if blank
+    if (line > 0 && text[line - 1] == '\r') --line;
+    if (line == 0 || text[line - 1] == '\n') return at + 1;
+    end = at;
+  }
+  return 0;
 }
 
 }  // namespace
@@ -65,7 +79,21 @@ void UsageTap::feed(std::string_view chunk) noexcept {
 
 void UsageTap::feed_event_stream(std::string_view chunk) {
   std::size_t pos = 0;
+  // No "usage" key in chunk[pos, unmentioned): the key search is not repeated
+  // for each line of the event that holds the key.
+  std::size_t unmentioned = 0;
   while (pos < chunk.size()) {
+    // Between events, whole events that do not mention usage (content deltas:
+    // nearly all of a stream) carry nothing to read: they are passed over
+    // with one search for the key and one for the blank line before it,
+    // without finding their lines.
+    if (carry_.empty() && !carry_overflow_ && data_lines_ == 0 && pos >= unmentioned) {
+      const std::string_view rest = chunk.substr(pos);
+      const std::size_t key = find_usage_key(rest);
+      unmentioned = key == std::string_view::npos ? chunk.size() : pos + key + 1;
+      pos += through_last_blank_line(rest, std::min(key, rest.size()));
+      if (pos == chunk.size()) break;
+    }
     const void* nl = std::memchr(chunk.data() + pos, '\n', chunk.size() - pos);
     if (nl == nullptr) {
       const std::string_view rest = chunk.substr(pos);
@@ -135,7 +163,6 @@ void UsageTap::on_line(std::string_view line, bool in_chunk) {
 
 void UsageTap::dispatch_event() {
   if (data_lines_ > 0) {
-    ++events_;
     if (document_overflow_) {
       ++oversized_;
     } else if (!data_in_chunk_.empty()) {
@@ -151,10 +178,6 @@ void UsageTap::dispatch_event() {
 }
 
 void UsageTap::inspect(std::string_view data) {
-  if (data == kDone) {
-    saw_done_ = true;
-    return;
-  }
   if (!mentions_usage(data)) return;
   if (data.data() == document_.view().data()) {
     merge_usage(document_.padded(), fields_);
