@@ -31,11 +31,12 @@ ConnectionDeadline::~ConnectionDeadline() {
 
 void ConnectionDeadline::arm(Socket& target, Clock::duration timeout, OnExpiry action) noexcept {
   State& s = *state_;
-  // Armed a few times per request: the coarse clock, plus the tick it may
-  // lag by, so that the deadline does not fall before now + timeout.
-  // Expiry is checked against the precise clock (on_timer).
+  // Armed a few times per request: the coarse clock, plus what it may lag
+  // by, so that the deadline does not fall before now + timeout (the
+  // timeout runs up to that much longer instead). Expiry is checked against
+  // the precise clock (on_timer).
   const auto now = coarse_steady_now();
-  s.deadline = now + coarse_resolution() + timeout;
+  s.deadline = now + coarse_lag_allowance() + timeout;
   s.target = &target;
   s.action = action;
   s.expired = false;

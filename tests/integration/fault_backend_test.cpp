@@ -149,7 +149,11 @@ TEST(FaultBackend, KilledMidStreamEndsTheStreamWithAnErrorEventInTheClientsDiale
 
 TEST(FaultBackend, ServerThatNeverAnswersGets504AfterTheFirstByteTimeout) {
   BadServer silent{BadServer::Behaviour::kNeverAccept};
-  RunningWarden warden{fault_config({{silent.port(), 1}}, "  first_byte: 300ms\n  idle: 20s\n")};
+  // Probed once a minute: with fault_config's probes (every 100 ms, out after
+  // two failures) a slow start could take the server out of service before
+  // the request is routed, and the request would get a 503 instead.
+  RunningWarden warden{make_config({{silent.port(), 1}}, std::nullopt, "scrape_interval: 60s\n", "",
+                                   "  first_byte: 300ms\n  idle: 20s\n")};
   const auto start = std::chrono::steady_clock::now();
   const auto r = chat(warden.port(), "patient");
   const auto waited = std::chrono::steady_clock::now() - start;
