@@ -156,7 +156,9 @@ TEST_F(SimServerTest, ChatCompletionStreamsChunksThenUsageThenDone) {
     text += chunk["choices"][0]["delta"]["content"].get<std::string>();
     const bool last = i + 3 == events.size();
     EXPECT_EQ(chunk["choices"][0]["finish_reason"].is_null(), !last);
-    if (last) EXPECT_EQ(chunk["choices"][0]["finish_reason"], "length");
+    if (last) {
+      EXPECT_EQ(chunk["choices"][0]["finish_reason"], "length");
+    }
   }
   EXPECT_EQ(text, expected);
 
