@@ -16,16 +16,17 @@
 //   Responses API    usage / response.usage with input_tokens_details.cached_tokens
 //
 // Cost. Event streams: whole events that do not mention "usage" (content
-// deltas: nearly all of a stream) are passed over by one search for the key
-// per chunk and a look back from it (or from the chunk's end) for the last
-// blank line; their lines are never found. Lines are found with memchr only
-// in the event that mentions the key and in an event cut by a chunk's end. An
-// event whose data lies within one chunk is inspected in place, and only
-// events whose data contains the key are parsed (simdjson). A line split across chunks is carried
-// over in a buffer the size of the line. JSON bodies are copied aside (up to kMaxDocumentBytes) and
-// read once at finish(), since the usage object sits near the end of a body whose start may be
-// megabytes earlier: the body is walked back from its end to the root's usage field, and only that
-// object is parsed (merge_body_usage).
+// deltas: nearly all of a stream) are passed over by one search for the key per
+// chunk and a look back from it (or from the chunk's end) for the last blank
+// line; their lines are never found. Lines are found with memchr only in the
+// event that mentions the key and in an event cut by a chunk's end. An event
+// whose data lies within one chunk is inspected in place, and only events whose
+// data contains the key are parsed (simdjson). A line split across chunks is
+// carried over in a buffer the size of the line. JSON bodies are copied aside
+// (up to kMaxDocumentBytes) and read once at finish(), since the usage object
+// sits near the end of a body whose start may be megabytes earlier: the body is
+// walked back from its end to the root's usage field, and only that object is
+// parsed (merge_body_usage).
 //
 // Not thread-safe: one tap per request, used by the task relaying it.
 #pragma once
