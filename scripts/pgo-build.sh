@@ -20,16 +20,29 @@ jobs="${JOBS:-2}"
 profile_dir="$PWD/build/pgo/pgo-profile"
 
 # Nothing to do when the last run's optimised build was made from the same
-# files: a digest of every source, build and training file (tracked or new,
-# as they are now on disk; not the benchmark's report scripts) is kept beside it. PGO_RETRAIN=1 trains again
-# anyway. Outside a git checkout, every run trains.
+# inputs: a digest is kept beside it of every source, build and training file
+# (tracked or new, as they are now on disk; not the benchmark's report
+# scripts), of the compiler's version and of the installed versions of the
+# libraries compiled in, so that an upgrade of either trains again.
+# PGO_RETRAIN=1 trains again anyway. Outside a git checkout, every run trains.
 stamp=build/pgo/pgo-sources.sha256
+toolchain() {
+  local compiler
+  compiler="$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' build/pgo/CMakeCache.txt 2>/dev/null)"
+  "${compiler:-${CXX:-c++}}" --version 2>&1 | head -n 1
+  dpkg-query -W -f='${Package} ${Version}\n' libstdc++-12-dev libc6-dev libboost1.81-dev \
+    libsimdjson-dev libjemalloc-dev libspdlog-dev libfmt-dev libyaml-cpp-dev nlohmann-json3-dev \
+    libcli11-dev 2>/dev/null || true
+}
 sources_digest() {
   local paths=(src cmake ui/web ui/package-lock.json CMakeLists.txt CMakePresets.json
                scripts/pgo-build.sh bench/CMakeLists.txt bench/proxy/train.sh bench/proxy/common.sh
                bench/proxy/prepare_cases.py bench/proxy/wrk.lua bench/proxy/responder.cpp)
-  { git ls-files -z -- "${paths[@]}"; git ls-files -z --others --exclude-standard -- "${paths[@]}"; } |
-    sort -z | { xargs -0 sha256sum 2>/dev/null || true; } | sha256sum | cut -d' ' -f1
+  {
+    { git ls-files -z -- "${paths[@]}"; git ls-files -z --others --exclude-standard -- "${paths[@]}"; } |
+      sort -z | { xargs -0 sha256sum 2>/dev/null || true; }
+    toolchain
+  } | sha256sum | cut -d' ' -f1
 }
 digest=""
 git rev-parse --is-inside-work-tree >/dev/null 2>&1 && digest="$(sources_digest)"
