@@ -4,7 +4,7 @@
 
 # The request path of each case (prepare_cases.py writes their bodies).
 declare -A case_path=([small]="/v1/chat/completions" [claude100k]="/v1/messages?beta=true"
-                      [sse256]="/v1/chat/completions")
+                      [sse256]="/v1/chat/completions" [sse256paced]="/v1/chat/completions")
 
 # Stops with a message unless both binaries are built and the fixtures found:
 #   require_inputs LMWARDEN RESPONDER FIXTURES HINT

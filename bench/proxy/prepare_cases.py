@@ -2,6 +2,9 @@
 """Writes the request of each proxy-benchmark case: <case>.headers (one
 "Name: value" per line) and <case>.body, into the work directory.
 
+sse256paced is sse256 with the header X-Bench-Paced: 1, which has the
+responder send one event per decode step instead of all at once.
+
 claude100k is the Claude Code 2.1.332 turn capture with the headers the client
 sent; its last user message is grown with filler words until the body is
 100 KB (the capture itself is 87 KB), the model renamed to the benchmark's and
@@ -31,9 +34,11 @@ write("small", [("Content-Type", "application/json"), ("session-id", "bench-smal
       compact({"model": "bench", "messages": [{"role": "user", "content": "Say hello."}],
                "max_tokens": 16}))
 
-write("sse256", [("Content-Type", "application/json"), ("session-id", "bench-sse-0001")],
-      compact({"model": "bench", "messages": [{"role": "user", "content": "Count to 256."}],
-               "max_tokens": 256, "stream": True, "stream_options": {"include_usage": True}}))
+sse_body = compact({"model": "bench", "messages": [{"role": "user", "content": "Count to 256."}],
+                    "max_tokens": 256, "stream": True, "stream_options": {"include_usage": True}})
+write("sse256", [("Content-Type", "application/json"), ("session-id", "bench-sse-0001")], sse_body)
+write("sse256paced", [("Content-Type", "application/json"), ("session-id", "bench-sse-0002"),
+                      ("X-Bench-Paced", "1")], sse_body)
 
 with open(f"{fixtures}/clients/claude-code-2.1.332_messages_turn2.json") as f:
     capture = json.load(f)

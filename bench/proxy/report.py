@@ -19,6 +19,10 @@ kernel's work for them) says how much the proxy in front made the load side
 spend: the same figure behind both proxies means requests/s could not tell
 them apart.
 
+sse256paced is sse256 at an engine's pace (one event per decode step): its
+requests/s and events/s are set by the pace, so its figure is the proxy's CPU
+time per event, printed for both SSE cases.
+
 The last table pairs the proxies within each round (their throughput runs of
 a case are seconds apart): lmwarden/nginx per round, and the median.
 """
@@ -31,14 +35,17 @@ import platform
 p = argparse.ArgumentParser()
 p.add_argument("results")
 p.add_argument("out")
-for flag in ("connections", "seconds", "latency-seconds", "rounds", "events", "pinned", "threads"):
+for flag in ("connections", "paced-connections", "step-us", "seconds", "latency-seconds", "rounds",
+             "events", "pinned", "threads"):
     p.add_argument("--" + flag, type=int)
 p.add_argument("--nginx-version")
 p.add_argument("--lmwarden-commit")
 p.add_argument("--lmwarden-build", help="how the measured binary was built, e.g. profile-guided")
 a = p.parse_args()
 
-CASES = ["small", "claude100k", "sse256"]
+CASES = ["small", "claude100k", "sse256", "sse256paced"]
+SSE_CASES = ("sse256", "sse256paced")
+PACED = "sse256paced"
 TARGETS = ["direct", "nginx", "lmwarden"]
 by_round = {}  # (case, target, mode) -> {round: run}
 for path in sorted(glob.glob(os.path.join(a.results, "*.json"))):
@@ -117,7 +124,8 @@ def lowest(values):
 summary = {"cases": {}, "setup": {
     "cpus": os.cpu_count(), "kernel": platform.release(), "nginx": a.nginx_version,
     "lmwarden_commit": a.lmwarden_commit, "lmwarden_build": a.lmwarden_build,
-    "connections": a.connections, "seconds": a.seconds,
+    "connections": a.connections, "paced_connections": a.paced_connections,
+    "decode_step_us": a.step_us, "seconds": a.seconds,
     "latency_seconds": a.latency_seconds, "rounds": a.rounds, "sse_events_per_reply": a.events,
     "pinned": bool(a.pinned), "load_generator": "wrk -t1", "proxy_threads": a.threads or 1}}
 for case in CASES:
@@ -141,8 +149,11 @@ for case in CASES:
             "load_cpu_us_per_request": lowest(load_cpu_us_per_request(r) for r in load),
             "cpu_busy_share": cpu_busy(best),
         }
-        if case == "sse256":
+        if case in SSE_CASES:
             c[target]["sse_events_per_s"] = round(c[target]["requests_per_s"] * a.events)
+            per_request = c[target]["proxy_cpu_us_per_request"]
+            c[target]["proxy_cpu_us_per_event"] = (
+                round(per_request / a.events, 3) if per_request is not None else None)
     for target in ("nginx", "lmwarden"):
         for q in ("p50", "p99"):
             c[target][f"added_us_{q}"] = c[target][f"latency_us_{q}"] - c["direct"][f"latency_us_{q}"]
@@ -162,7 +173,7 @@ for case in CASES:
         "load_cpu_per_request": ratio(w["load_cpu_us_per_request"] or 0,
                                       n["load_cpu_us_per_request"] or 0),
     }
-    if case == "sse256":
+    if case in SSE_CASES:
         c["ratio_lmwarden_over_nginx"]["sse_events_per_s"] = ratio(w["sse_events_per_s"], n["sse_events_per_s"])
     c["ratio_per_round"] = {
         "requests_per_s": paired(case, rps),
@@ -179,13 +190,15 @@ def cell(value):
     return "" if value is None else value
 
 
-print(f"\nrequests/s: wrk -t1 -c{a.connections}, best of {a.rounds} × {a.seconds}s; "
+print(f"\nrequests/s: wrk -t1 -c{a.connections} (sse256paced: -c{a.paced_connections}, "
+      f"an event every {a.step_us} µs per stream), best of {a.rounds} × {a.seconds}s; "
       f"latency: 1 connection, best of {a.rounds} × {a.latency_seconds}s; "
       f"proxies on {a.threads or 1} thread(s){' pinned to CPU 1' if a.pinned else ''}; "
       f"lmwarden {a.lmwarden_commit} ({a.lmwarden_build})\n")
 print("| case | target | requests/s | p50 µs | p99 µs | added p50 µs | added p99 µs | SSE events/s "
-      "| proxy CPU µs/request | of it user µs | responder CPU µs/request | CPU 0 µs/request | CPUs busy |")
-print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+      "| proxy CPU µs/request | of it user µs | proxy CPU µs/event | responder CPU µs/request "
+      "| CPU 0 µs/request | CPUs busy |")
+print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
 for case in CASES:
     for target in TARGETS:
         t = summary["cases"][case][target]
@@ -196,8 +209,10 @@ for case in CASES:
             "proxy_cpu_us_per_request", "proxy_user_cpu_us_per_request",
             "responder_cpu_us_per_request", "load_cpu_us_per_request"))
         busy = " / ".join(f"{b:.0%}" for b in t["cpu_busy_share"] or [] if b is not None)
+        ecpu = cell(t.get("proxy_cpu_us_per_event"))
         print(f"| {case} | {target} | {t['requests_per_s']:,.0f} | {t['latency_us_p50']} | "
-              f"{t['latency_us_p99']} | {added50} | {added99} | {ev} | {pcpu} | {ucpu} | {rcpu} | {lcpu} | {busy} |")
+              f"{t['latency_us_p99']} | {added50} | {added99} | {ev} | {pcpu} | {ucpu} | {ecpu} "
+              f"| {rcpu} | {lcpu} | {busy} |")
 print("\n| case | lmwarden/nginx requests/s | lmwarden/nginx added p50 | lmwarden/nginx added p99 "
       "| lmwarden/nginx SSE events/s | lmwarden/nginx proxy CPU per request "
       "| lmwarden/nginx proxy user CPU per request | lmwarden/nginx CPU 0 per request |")
@@ -207,6 +222,8 @@ for case in CASES:
     print(f"| {case} | {r['requests_per_s']} | {r['added_p50']} | {r['added_p99']} "
           f"| {r.get('sse_events_per_s', '')} | {r['proxy_cpu_per_request'] or ''} "
           f"| {r['proxy_user_cpu_per_request'] or ''} | {r['load_cpu_per_request'] or ''} |")
+print(f"\n{PACED}: requests/s and events/s are set by the pace; compare the proxies' CPU per "
+      "request (or per event).")
 print("\nPaired by round (lmwarden/nginx within each round, the two runs seconds apart; "
       "median, then each round):\n")
 print("| case | requests/s | proxy CPU per request | proxy user CPU per request |")

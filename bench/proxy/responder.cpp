@@ -9,7 +9,12 @@
 //                                       content deltas (one write each, as
 //                                       vLLM flushes them), the usage chunk
 //                                       when the body asks include_usage, and
-//                                       data: [DONE]
+//                                       data: [DONE]. Back to back, or with
+//                                       the header X-Bench-Paced: 1 one delta
+//                                       per decode step: every --step-us
+//                                       microseconds each paced stream of the
+//                                       thread gets its next delta, together,
+//                                       as an engine emits a batch's tokens
 //   GET /health                       → 200
 //   GET /metrics                      → a one-engine vLLM exposition
 //
@@ -25,6 +30,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <cerrno>
@@ -51,6 +57,7 @@ struct Options {
   int threads = 1;
   int events = 256;
   int max_seconds = 600;
+  int step_us = 2000;
 };
 
 struct Replies {
@@ -168,16 +175,33 @@ struct Conn {
   bool close_after = false;
 };
 
+// A streamed reply sent one delta per decode step.
+struct PacedStream {
+  int fd;
+  std::size_t next = 0;  // index of the next delta
+  bool usage = false;    // the body asked for include_usage
+};
+
+using Clock = std::chrono::steady_clock;
+
 class Worker {
  public:
-  Worker(int listen_fd, const Replies& replies) : listen_fd_(listen_fd), replies_(replies) {}
+  Worker(int listen_fd, const Replies& replies, std::chrono::microseconds step)
+      : listen_fd_(listen_fd), replies_(replies), step_(step) {}
 
   void run() {
     ep_ = epoll_create1(0);
     add(listen_fd_, EPOLLIN);
     std::vector<epoll_event> events(256);
     while (!g_stop.load(std::memory_order_relaxed)) {
-      const int n = epoll_wait(ep_, events.data(), static_cast<int>(events.size()), 100);
+      timespec wait{0, 100'000'000};
+      if (!paced_.empty()) {
+        const auto left = std::max(Clock::duration::zero(), next_step_ - Clock::now());
+        const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+        wait = {static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+      }
+      const int n =
+          epoll_pwait2(ep_, events.data(), static_cast<int>(events.size()), &wait, nullptr);
       for (int i = 0; i < n; ++i) {
         const int fd = events[i].data.fd;
         if (fd == listen_fd_) {
@@ -190,8 +214,9 @@ class Worker {
         bool ok = true;
         if (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) ok = on_readable(c);
         if (ok && (events[i].events & EPOLLOUT)) ok = flush(c);
-        if (!ok || (c.close_after && c.out.empty())) drop(fd);
+        if (!ok || (c.close_after && c.out.empty() && !pacing(fd))) drop(fd);
       }
+      if (!paced_.empty() && Clock::now() >= next_step_) decode_step();
     }
     for (auto& [fd, c] : conns_) ::close(fd);
     ::close(ep_);
@@ -211,6 +236,7 @@ class Worker {
     epoll_ctl(ep_, EPOLL_CTL_MOD, c.fd, &e);
   }
   void drop(int fd) {
+    std::erase_if(paced_, [fd](const PacedStream& p) { return p.fd == fd; });
     epoll_ctl(ep_, EPOLL_CTL_DEL, fd, nullptr);
     ::close(fd);
     conns_.erase(fd);
@@ -278,6 +304,10 @@ class Worker {
       send_piece(c, replies_.health);
     } else if (line.starts_with("GET /metrics")) {
       send_piece(c, replies_.metrics);
+    } else if (body_says(body, "\"stream\"") && !header_value(head, "x-bench-paced:").empty()) {
+      send_piece(c, replies_.sse_head);
+      if (paced_.empty()) next_step_ = Clock::now() + step_;
+      paced_.push_back({c.fd, 0, body_says(body, "\"include_usage\"")});
     } else if (body_says(body, "\"stream\"")) {
       send_piece(c, replies_.sse_head);
       for (const auto& e : replies_.sse_events) send_piece(c, e);
@@ -290,8 +320,37 @@ class Worker {
     }
   }
 
+  bool pacing(int fd) const {
+    return std::any_of(paced_.begin(), paced_.end(),
+                       [fd](const PacedStream& p) { return p.fd == fd; });
+  }
+
+  // One decode step: every paced stream gets its next delta; a stream past
+  // its last delta gets the usage chunk and [DONE] with it.
+  void decode_step() {
+    std::vector<int> failed;
+    std::erase_if(paced_, [&](PacedStream& p) {
+      Conn& c = *conns_.at(p.fd);
+      const bool last = p.next + 1 == replies_.sse_events.size();
+      send_piece(c, replies_.sse_events[p.next++]);
+      if (last) {
+        if (p.usage) send_piece(c, replies_.sse_usage);
+        send_piece(c, replies_.sse_tail);
+        if (c.close_after && c.out.empty()) failed.push_back(p.fd);
+      }
+      if (c.out.size() > (1u << 20)) failed.push_back(p.fd);  // the reader stopped reading
+      return last;
+    });
+    for (int fd : failed) drop(fd);
+    // Steps keep their cadence; one that overran does not make the next early.
+    next_step_ = std::max(next_step_ + step_, Clock::now());
+  }
+
   int listen_fd_;
   const Replies& replies_;
+  const std::chrono::microseconds step_;
+  std::vector<PacedStream> paced_;
+  Clock::time_point next_step_{};
   int ep_ = -1;
   std::unordered_map<int, std::unique_ptr<Conn>> conns_;
 };
@@ -334,10 +393,12 @@ int main(int argc, char** argv) {
       o.events = value > 0 ? value : 1;
     else if (flag == "--max-seconds")
       o.max_seconds = value > 0 ? value : 1;
+    else if (flag == "--step-us")
+      o.step_us = value > 0 ? value : 1;
     else {
-      std::fprintf(
-          stderr,
-          "usage: bench_responder [--port P] [--threads N] [--events N] [--max-seconds S]\n");
+      std::fprintf(stderr,
+                   "usage: bench_responder [--port P] [--threads N] [--events N] [--max-seconds S] "
+                   "[--step-us US]\n");
       return 2;
     }
   }
@@ -351,7 +412,9 @@ int main(int argc, char** argv) {
   std::printf("listening on http://127.0.0.1:%d\n", port);
   std::fflush(stdout);
   std::vector<std::thread> threads;
-  for (int fd : listeners) threads.emplace_back([fd, &replies] { Worker(fd, replies).run(); });
+  const std::chrono::microseconds step(o.step_us);
+  for (int fd : listeners)
+    threads.emplace_back([fd, &replies, step] { Worker(fd, replies, step).run(); });
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o.max_seconds);
   while (!g_stop.load() && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));

@@ -8,7 +8,14 @@
 #               capture (shared/fixtures) with its headers, grown to 100 KB,
 #               stream false, JSON reply
 #   sse256      POST /v1/chat/completions, stream true with include_usage:
-#               256 SSE content events, the usage event and [DONE]
+#               256 SSE content events, the usage event and [DONE], written
+#               back to back
+#   sse256paced the same reply at an engine's pace: one event per decode
+#               step (BENCH_STEP_US, 2000 µs), the steps shared by
+#               BENCH_PACED_CONNECTIONS (32) streams, as an engine emits a
+#               batch's tokens together. Requests/s is then set by the pace;
+#               the figure is the proxy's CPU per event, where each event is
+#               a read and a write of its own (as in front of a real engine)
 # Each case runs twice per target: a throughput run (wrk, 1 thread,
 # BENCH_CONNECTIONS connections) and a latency run (1 connection, so the
 # latency added by the proxy is not hidden by queueing). Rounds are
@@ -32,6 +39,8 @@ seconds="${BENCH_SECONDS:-6}"
 latency_seconds="${BENCH_LATENCY_SECONDS:-4}"
 rounds="${BENCH_ROUNDS:-3}"  # three, so that the paired median is a median
 connections="${BENCH_CONNECTIONS:-16}"
+paced_connections="${BENCH_PACED_CONNECTIONS:-32}"
+step_us="${BENCH_STEP_US:-2000}"
 threads="${BENCH_PROXY_THREADS:-1}"  # nginx workers and lmwarden I/O threads
 events=256
 # The profile-guided build by default (make build-pgo); LMWARDEN_BINARY picks
@@ -72,7 +81,8 @@ wait_http() {
   exit 1
 }
 
-"${pin_load[@]}" "$responder" --port 0 --events "$events" --max-seconds 1800 >"$work/responder.log" 2>&1 &
+"${pin_load[@]}" "$responder" --port 0 --events "$events" --step-us "$step_us" --max-seconds 1800 \
+  >"$work/responder.log" 2>&1 &
 pids+=($!)
 responder_pid=$!
 upstream_port="$(port_from_log "$work/responder.log" bench_responder)"
@@ -99,7 +109,9 @@ python3 "$here/prepare_cases.py" "$fixtures" "$work"
 
 declare -A url=([direct]="http://127.0.0.1:$upstream_port" [nginx]="http://127.0.0.1:$nginx_port"
                 [lmwarden]="http://127.0.0.1:$lmwarden_port")
-cases=(small claude100k sse256)
+cases=(small claude100k sse256 sse256paced)
+declare -A case_connections=([small]="$connections" [claude100k]="$connections"
+                             [sse256]="$connections" [sse256paced]="$paced_connections")
 targets=(direct nginx lmwarden)
 # Whose CPU time counts as the proxy's: the nginx master and its workers, the
 # lmwarden process (taskset execs the server, so $! was the server's pid).
@@ -146,7 +158,8 @@ run_wrk() {  # target case connections seconds result-file
 }
 
 echo "bench-proxy: upstream :$upstream_port, nginx :$nginx_port, lmwarden :$lmwarden_port;" \
-  "$rounds round(s) of ${seconds}s (c=$connections) + ${latency_seconds}s (c=1) per case and target"
+  "$rounds round(s) of ${seconds}s (c=$connections; sse256paced c=$paced_connections, a step every" \
+  "${step_us} µs) + ${latency_seconds}s (c=1) per case and target"
 mkdir -p "$work/results"
 for c in "${cases[@]}"; do  # warm-up: pools filled, pages touched
   for t in "${targets[@]}"; do run_wrk "$t" "$c" 4 1 "$work/warmup.json"; done
@@ -154,7 +167,7 @@ done
 for r in $(seq "$rounds"); do
   for c in "${cases[@]}"; do
     for t in "${targets[@]}"; do
-      run_wrk "$t" "$c" "$connections" "$seconds" "$work/results/$r.$c.$t.load.json"
+      run_wrk "$t" "$c" "${case_connections[$c]}" "$seconds" "$work/results/$r.$c.$t.load.json"
       run_wrk "$t" "$c" 1 "$latency_seconds" "$work/results/$r.$c.$t.latency.json"
       printf '.'
     done
@@ -165,7 +178,8 @@ echo
 mkdir -p "$out_dir"
 python3 "$here/report.py" "$work/results" "$out_dir/proxy.json" \
   --connections "$connections" --seconds "$seconds" --latency-seconds "$latency_seconds" \
-  --rounds "$rounds" --events "$events" --pinned "${#pin_proxy[@]}" --threads "$threads" \
+  --rounds "$rounds" --events "$events" --paced-connections "$paced_connections" \
+  --step-us "$step_us" --pinned "${#pin_proxy[@]}" --threads "$threads" \
   --nginx-version "$("$nginx_bin" -v 2>&1 | sed 's/.*nginx\///')" \
   --lmwarden-commit "$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)" \
   --lmwarden-build "$lmwarden_build"
