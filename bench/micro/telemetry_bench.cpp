@@ -6,6 +6,9 @@
 // usage_tap/*: the tap every relayed reply goes through, one upstream chunk
 //   per SSE event as vLLM flushes them: per chunk time for content deltas, and
 //   for a whole reply of 256 events ending in the usage chunk and [DONE].
+// usage_stripper/*: what inject_stream_usage adds to such a reply: the
+//   stripper that removes the usage chunk the client did not ask for, fed the
+//   reply one event per chunk and in 4 KB pieces.
 // usage_json/*: a non-streamed chat completion's usage, read from the body's
 //   end (what the tap does) and by parsing the whole body (its fallback), on
 //   a short reply and on one whose answer is 16 KB long.
@@ -16,6 +19,7 @@
 
 #include "fixtures.h"
 #include "telemetry/prometheus.h"
+#include "telemetry/stream_usage_injection.h"
 #include "telemetry/usage_tap.h"
 #include "telemetry/vllm_snapshot.h"
 
@@ -124,6 +128,41 @@ void usage_tap_openai_reply_in_pieces(benchmark::State& state) {
 }
 BENCHMARK(usage_tap_openai_reply_in_pieces)
     ->Name("usage_tap/openai/reply_256_events_in_4k_pieces")
+    ->Unit(benchmark::kMicrosecond);
+
+// The stripper on the same reply, as the relay hands it over: one event per
+// chunk (events spaced by decode steps), or 4 KB pieces cut anywhere (events
+// arriving faster than they are relayed).
+void usage_stripper_openai_reply(benchmark::State& state, std::size_t piece) {
+  std::vector<std::string> chunks;
+  for (int i = 0; i < 256; ++i) chunks.push_back(openai_delta(i));
+  chunks.push_back(kOpenAiUsage);
+  chunks.push_back("data: [DONE]\n\n");
+  if (piece > 0) {
+    std::string reply;
+    for (const auto& c : chunks) reply += c;
+    chunks.clear();
+    for (std::size_t pos = 0; pos < reply.size(); pos += piece)
+      chunks.push_back(reply.substr(pos, piece));
+  }
+  std::size_t bytes = 0;
+  for (const auto& c : chunks) bytes += c.size();
+  for (auto _ : state) {
+    telemetry::InjectedUsageStripper stripper;
+    std::size_t forwarded = 0;
+    for (const auto& c : chunks)
+      for (std::string_view v : stripper.feed(c)) forwarded += v.size();
+    for (std::string_view v : stripper.finish()) forwarded += v.size();
+    benchmark::DoNotOptimize(forwarded);
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * 258));
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * bytes));
+}
+BENCHMARK_CAPTURE(usage_stripper_openai_reply, per_event, 0)
+    ->Name("usage_stripper/openai/reply_256_events")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(usage_stripper_openai_reply, in_pieces, 4096)
+    ->Name("usage_stripper/openai/reply_256_events_in_4k_pieces")
     ->Unit(benchmark::kMicrosecond);
 
 // A split line: every event arrives in two pieces (the carry-over path).

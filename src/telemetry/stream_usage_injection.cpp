@@ -49,7 +49,23 @@ std::span<const std::string_view> InjectedUsageStripper::feed(std::string_view c
   emit_.clear();
   std::size_t event_start = 0;  // where the open event's bytes in this chunk begin
   std::size_t pos = 0;
+  // No "usage" key in chunk[pos, unmentioned): the key search is not repeated
+  // for each line of the event that holds the key.
+  std::size_t unmentioned = 0;
   while (pos < chunk.size()) {
+    // Between events (nothing held, no event open), whole events that do not
+    // mention usage cannot be the usage chunk: they are forwarded as they
+    // are, with one search for the key and one for the blank line before it,
+    // without finding their lines.
+    if (!event_open_ && !line_has_content_ && !passthrough_ && held_.empty() &&
+        pos >= unmentioned) {
+      const EventsWithoutUsage run = events_without_usage(chunk.substr(pos));
+      unmentioned = run.key == std::string_view::npos ? chunk.size() : pos + run.key + 1;
+      forward(chunk.substr(pos, run.whole));
+      pos += run.whole;
+      event_start = pos;
+      if (pos == chunk.size()) break;
+    }
     const void* nl = std::memchr(chunk.data() + pos, '\n', chunk.size() - pos);
     if (nl == nullptr) {
       line_has_content_ = line_has_content_ || has_content(chunk.substr(pos));

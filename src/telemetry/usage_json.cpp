@@ -1,10 +1,12 @@
 #include "telemetry/usage_json.h"
 
+#include <string.h>  // memrchr
+
+#include <algorithm>
 #include <array>
 #include <bitset>
 #include <cmath>
 #include <cstring>
-#include <string.h>  // memrchr
 
 namespace lmwarden::telemetry {
 namespace {
@@ -181,6 +183,23 @@ std::size_t find_usage_key(std::string_view text) noexcept {
 
 bool mentions_usage(std::string_view text) noexcept {
   return find_usage_key(text) != std::string_view::npos;
+}
+
+EventsWithoutUsage events_without_usage(std::string_view rest) noexcept {
+  const std::size_t key = find_usage_key(rest);
+  // The last blank line before the key (or the end): its '\n' is preceded,
+  // past an optional '\r', by another '\n' or by the start of `rest`.
+  std::size_t end = std::min(key, rest.size());
+  while (end > 0) {
+    const void* nl = memrchr(rest.data(), '\n', end);
+    if (nl == nullptr) break;
+    const std::size_t at = static_cast<std::size_t>(static_cast<const char*>(nl) - rest.data());
+    std::size_t line = at;  // where the line this '\n' ends starts, if it is blank
+    if (line > 0 && rest[line - 1] == '\r') --line;
+    if (line == 0 || rest[line - 1] == '\n') return {.whole = at + 1, .key = key};
+    end = at;
+  }
+  return {.whole = 0, .key = key};
 }
 
 bool merge_usage(simdjson::padded_string_view doc, UsageFields& into) noexcept {

@@ -14,22 +14,6 @@ std::uint64_t value_or_zero(const std::optional<std::uint64_t>& v) noexcept {
   return v.value_or(0);
 }
 
-// The length of the longest prefix of text[0, limit) that ends with a blank
-// line, text starting at the start of a line; 0 when there is none.
-std::size_t through_last_blank_line(std::string_view text, std::size_t limit) noexcept {
-  std::size_t end = limit;
-  while (end > 0) {
-    const void* nl = memrchr(text.data(), '\n', end);
-    if (nl == nullptr) return 0;
-    const std::size_t at = static_cast<std::size_t>(static_cast<const char*>(nl) - text.data());
-    std::size_t line = at;  // where the line this '\n' ends would start if blank
-    if (line > 0 && text[line - 1] == '\r') --line;
-    if (line == 0 || text[line - 1] == '\n') return at + 1;
-    end = at;
-  }
-  return 0;
-}
-
 }  // namespace
 
 RequestUsage to_request_usage(const UsageFields& f) noexcept {
@@ -88,10 +72,9 @@ void UsageTap::feed_event_stream(std::string_view chunk) {
     // with one search for the key and one for the blank line before it,
     // without finding their lines.
     if (carry_.empty() && !carry_overflow_ && data_lines_ == 0 && pos >= unmentioned) {
-      const std::string_view rest = chunk.substr(pos);
-      const std::size_t key = find_usage_key(rest);
-      unmentioned = key == std::string_view::npos ? chunk.size() : pos + key + 1;
-      pos += through_last_blank_line(rest, std::min(key, rest.size()));
+      const EventsWithoutUsage run = events_without_usage(chunk.substr(pos));
+      unmentioned = run.key == std::string_view::npos ? chunk.size() : pos + run.key + 1;
+      pos += run.whole;
       if (pos == chunk.size()) break;
     }
     const void* nl = std::memchr(chunk.data() + pos, '\n', chunk.size() - pos);

@@ -2,8 +2,10 @@
 // shared by the usage tap and stripper tests.
 #pragma once
 
+#include <random>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace lmwarden::telemetry::samples {
 
@@ -96,5 +98,89 @@ inline constexpr std::string_view kResponsesJson =
     "{\"id\":\"resp_1\",\"object\":\"response\",\"status\":\"completed\",\"output\":[],"
     "\"usage\":{\"input_tokens\":64,\"input_tokens_details\":{\"cached_tokens\":48},"
     "\"output_tokens\":3,\"total_tokens\":67}}";
+
+// "\n" → "\r\n".
+inline std::string with_crlf(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '\n') out.push_back('\r');
+    out.push_back(c);
+  }
+  return out;
+}
+
+// One piece of a random event stream: an event (or a stray blank line) and
+// whether it is a usage-only chunk, the one inject_stream_usage strips.
+struct RandomEvent {
+  std::string text;
+  bool usage_only = false;
+};
+
+// 1 to 40 random pieces for the randomized tests of the tap and the stripper:
+// usage-only chunks (one or two data lines, counts that change so that which
+// event was read shows), content deltas with an escaped "usage" in their text,
+// a content delta that also carries usage, Anthropic message_delta events,
+// event: lines, comments, stray blank lines, an event cut in two by a blank
+// line, and a first data line that looks like a whole object. "\n" line ends.
+inline std::vector<RandomEvent> random_events(std::mt19937& rng) {
+  std::vector<RandomEvent> events;
+  for (int n = 1 + static_cast<int>(rng() % 40); n > 0; --n) {
+    switch (rng() % 10) {
+      case 0:
+        events.push_back(
+            {"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":" + std::to_string(rng() % 5000) +
+                 ",\"prompt_tokens_details\":{\"cached_tokens\":" + std::to_string(rng() % 100) +
+                 "}}}\n\n",
+             true});
+        break;
+      case 1:
+        events.push_back(
+            {"event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":"
+             "{\"output_tokens\":" +
+             std::to_string(rng() % 900) + "}}\n\n"});
+        break;
+      case 2:  // a blank line inside: two events, neither a whole object
+        events.push_back({"data: {\"choices\":[],\n\ndata: \"usage\":{\"prompt_tokens\":3}}\n\n"});
+        break;
+      case 3:
+        events.push_back({": keep-alive\n\n\n"});
+        break;
+      case 4:
+        events.push_back({"data: {\"choices\":[],\ndata: \"usage\":{\"completion_tokens\":" +
+                              std::to_string(rng() % 70) + "}}\n\n",
+                          true});
+        break;
+      case 5:  // a first data line that ends like a whole object
+        events.push_back(
+            {"data: {\"choices\":[],\"a\":{\"b\":1}\ndata: ,\"usage\":{\"prompt_tokens\":" +
+                 std::to_string(rng() % 80) + "}}\n\n",
+             true});
+        break;
+      case 6:  // continuous usage stats: a delta that carries usage too
+        events.push_back(
+            {"data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}],\"usage\":"
+             "{\"prompt_tokens\":" +
+             std::to_string(rng() % 60) + "}}\n\n"});
+        break;
+      default:
+        events.push_back({"data: {\"choices\":[{\"delta\":{\"content\":\"tok " +
+                          std::to_string(rng() % 1000) + " \\\"usage\\\" g\"}}]}\n\n"});
+        break;
+    }
+  }
+  return events;
+}
+
+// `text` cut into random pieces of 1 to 600 bytes (the longest chosen per call).
+inline std::vector<std::string_view> random_pieces(std::string_view text, std::mt19937& rng) {
+  std::vector<std::string_view> pieces;
+  const std::size_t longest = 1 + rng() % 600;
+  for (std::size_t pos = 0; pos < text.size();) {
+    const std::size_t len = std::min<std::size_t>(1 + rng() % longest, text.size() - pos);
+    pieces.push_back(text.substr(pos, len));
+    pos += len;
+  }
+  return pieces;
+}
 
 }  // namespace lmwarden::telemetry::samples

@@ -134,6 +134,33 @@ TEST(InjectedUsageStripper, LongEventsAreForwardedAsTheyArrive) {
   EXPECT_EQ(client, big);
 }
 
+// Random streams (telemetry_stream_samples.h), "\n" or "\r\n", cut into
+// random pieces: the client gets every byte but those of the usage-only
+// chunks, which the stripper passes over unread unless an event mentions
+// usage, and the stripped chunks' usage is counted.
+TEST(InjectedUsageStripper, RandomStreamsLoseOnlyTheirUsageOnlyChunks) {
+  std::mt19937 rng(13);
+  std::size_t stripped_total = 0;
+  for (int round = 0; round < 3000; ++round) {
+    const bool crlf = rng() % 3 == 0;
+    std::string stream, client;
+    std::size_t usage_only = 0;
+    for (const auto& event : samples::random_events(rng)) {
+      const std::string text = crlf ? samples::with_crlf(event.text) : event.text;
+      stream += text;
+      if (event.usage_only)
+        ++usage_only;
+      else
+        client += text;
+    }
+    const Stripped s = strip_pieces(samples::random_pieces(stream, rng));
+    ASSERT_EQ(s.client_bytes, client) << "round " << round << ":\n" << stream;
+    ASSERT_EQ(s.stripped, usage_only) << "round " << round << ":\n" << stream;
+    stripped_total += usage_only;
+  }
+  EXPECT_GT(stripped_total, 3000u);
+}
+
 // --- request side ---
 
 std::string minify_member(simdjson::dom::object obj, std::string_view key) {

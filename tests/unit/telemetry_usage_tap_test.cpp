@@ -31,15 +31,6 @@ RequestUsage tap_whole(std::string_view body) {
   return tap_pieces({body});
 }
 
-std::string with_crlf(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '\n') out.push_back('\r');
-    out.push_back(c);
-  }
-  return out;
-}
-
 // The same bytes give the same usage however they are cut: every cut into two
 // pieces, byte by byte, and random cuts into many pieces.
 void expect_split_invariant(std::string_view body, const RequestUsage& expected) {
@@ -73,7 +64,7 @@ TEST(UsageTap, OpenAiStreamWithUsageChunk) {
   EXPECT_EQ(tap_whole(stream), expected);
   EXPECT_EQ(expected.computed_tokens(), 176u);
   expect_split_invariant(stream, expected);
-  expect_split_invariant(with_crlf(stream), expected);
+  expect_split_invariant(samples::with_crlf(stream), expected);
 }
 
 TEST(UsageTap, OpenAiStreamWithoutUsageIsNotMeasured) {
@@ -105,7 +96,7 @@ TEST(UsageTap, AnthropicStreamCombinesStartAndDelta) {
                               .cached_reported = true};
   EXPECT_EQ(tap_whole(samples::kAnthropicStream), expected);
   expect_split_invariant(samples::kAnthropicStream, expected);
-  expect_split_invariant(with_crlf(samples::kAnthropicStream), expected);
+  expect_split_invariant(samples::with_crlf(samples::kAnthropicStream), expected);
 }
 
 TEST(UsageTap, AnthropicJson) {
@@ -242,50 +233,10 @@ TEST(UsageTap, RandomStreamsReadAsTheirEventsDo) {
   int measured = 0;
   for (int round = 0; round < 3000; ++round) {
     std::string stream;
-    const bool crlf = rng() % 3 == 0;
-    for (int n = 1 + static_cast<int>(rng() % 40); n > 0; --n) {
-      switch (rng() % 9) {
-        case 0:
-          stream +=
-              "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":" + std::to_string(rng() % 5000) +
-              ",\"prompt_tokens_details\":{\"cached_tokens\":" + std::to_string(rng() % 100) +
-              "}}}\n\n";
-          break;
-        case 1:
-          stream +=
-              "event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":"
-              "{\"output_tokens\":" +
-              std::to_string(rng() % 900) + "}}\n\n";
-          break;
-        case 2:
-          stream += "data: {\"choices\":[],\n\ndata: \"usage\":{\"prompt_tokens\":3}}\n\n";
-          break;
-        case 3:
-          stream += ": keep-alive\n\n\n";
-          break;
-        case 4:
-          stream += "data: {\"choices\":[],\ndata: \"usage\":{\"completion_tokens\":" +
-                    std::to_string(rng() % 70) + "}}\n\n";
-          break;
-        case 5:  // a first data line that looks like a whole object
-          stream += "data: {\"a\":{\"b\":1}\ndata: ,\"usage\":{\"prompt_tokens\":" +
-                    std::to_string(rng() % 80) + "}}\n\n";
-          break;
-        default:
-          stream += "data: {\"choices\":[{\"delta\":{\"content\":\"tok " +
-                    std::to_string(rng() % 1000) + " \\\"usage\\\" g\"}}]}\n\n";
-          break;
-      }
-    }
+    for (const auto& event : samples::random_events(rng)) stream += event.text;
     if (rng() % 4 == 0) stream.resize(rng() % (stream.size() + 1));  // cut short
-    if (crlf) stream = with_crlf(stream);
-    std::vector<std::string_view> pieces;
-    const std::size_t longest = 1 + rng() % 600;
-    for (std::size_t pos = 0; pos < stream.size();) {
-      const std::size_t len = std::min<std::size_t>(1 + rng() % longest, stream.size() - pos);
-      pieces.push_back(std::string_view(stream).substr(pos, len));
-      pos += len;
-    }
+    if (rng() % 3 == 0) stream = samples::with_crlf(stream);
+    const std::vector<std::string_view> pieces = samples::random_pieces(stream, rng);
     const RequestUsage expected = to_request_usage(oracle_fields(stream));
     measured += expected.cache_measured;
     ASSERT_EQ(tap_pieces(pieces, BodyFormat::kEventStream), expected) << "round " << round << ":\n"
