@@ -8,7 +8,8 @@ above 1 is better for requests/s and events/s, below 1 is better for latency
 and CPU.
 
 Each throughput run also has a .cpu record (run.sh): the proxy's and the
-responder's CPU time over the run and each CPU's busy ticks. From it come the
+responder's CPU time over the run and each CPU's busy, idle and steal ticks
+(steal: time a VM's host took away, not counted as busy). From it come the
 proxy's CPU time per request (lowest of the rounds), its user-space part
 (the proxy's own work, where the system time is mostly the kernel's socket
 work, much the same behind any proxy) and, for the best run,
@@ -73,23 +74,25 @@ def cpu_us_per_request(r, who):
     return c[who + "_ticks"] / c["ticks_per_s"] * 1e6 / r["requests"]
 
 
-def cpu_busy(r):
-    """Each CPU's busy share over the run, from /proc/stat busy/idle pairs."""
+def cpu_shares(r, which):
+    """Each CPU's busy (which=0) or steal (which=2) share over the run, from
+    the /proc/stat "busy idle steal" triples run.sh records."""
     c = r.get("cpu")
     if not c:
         return None
     before, after = c["cpu_before"], c["cpu_after"]
     shares = []
-    for i in range(0, min(len(before), len(after)) - 1, 2):
-        busy, idle = after[i] - before[i], after[i + 1] - before[i + 1]
-        shares.append(round(busy / (busy + idle), 2) if busy + idle > 0 else None)
+    for i in range(0, min(len(before), len(after)) - 2, 3):
+        ticks = [after[i + k] - before[i + k] for k in range(3)]
+        total = sum(ticks)
+        shares.append(round(ticks[which] / total, 2) if total > 0 else None)
     return shares
 
 
 def load_cpu_us_per_request(r):
     """CPU 0's busy time per request: wrk and the responder, when pinned there."""
     c = r.get("cpu")
-    if not a.pinned or not c or not r["requests"] or len(c["cpu_before"]) < 2:
+    if not a.pinned or not c or not r["requests"] or len(c["cpu_before"]) < 3:
         return None
     busy = c["cpu_after"][0] - c["cpu_before"][0]
     return busy / c["ticks_per_s"] * 1e6 / r["requests"]
@@ -147,7 +150,8 @@ for case in CASES:
             if target != "direct" else None,
             "responder_cpu_us_per_request": lowest(cpu_us_per_request(r, "responder") for r in load),
             "load_cpu_us_per_request": lowest(load_cpu_us_per_request(r) for r in load),
-            "cpu_busy_share": cpu_busy(best),
+            "cpu_busy_share": cpu_shares(best, 0),
+            "cpu_steal_share": cpu_shares(best, 2),
         }
         if case in SSE_CASES:
             c[target]["sse_events_per_s"] = round(c[target]["requests_per_s"] * a.events)
@@ -197,8 +201,8 @@ print(f"\nrequests/s: wrk -t1 -c{a.connections} (sse256paced: -c{a.paced_connect
       f"lmwarden {a.lmwarden_commit} ({a.lmwarden_build})\n")
 print("| case | target | requests/s | p50 µs | p99 µs | added p50 µs | added p99 µs | SSE events/s "
       "| proxy CPU µs/request | of it user µs | proxy CPU µs/event | responder CPU µs/request "
-      "| CPU 0 µs/request | CPUs busy |")
-print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+      "| CPU 0 µs/request | CPUs busy | CPUs stolen |")
+print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
 for case in CASES:
     for target in TARGETS:
         t = summary["cases"][case][target]
@@ -208,11 +212,12 @@ for case in CASES:
         pcpu, ucpu, rcpu, lcpu = (cell(t[k]) for k in (
             "proxy_cpu_us_per_request", "proxy_user_cpu_us_per_request",
             "responder_cpu_us_per_request", "load_cpu_us_per_request"))
-        busy = " / ".join(f"{b:.0%}" for b in t["cpu_busy_share"] or [] if b is not None)
+        busy, stolen = (" / ".join(f"{b:.0%}" for b in t[k] or [] if b is not None)
+                        for k in ("cpu_busy_share", "cpu_steal_share"))
         ecpu = cell(t.get("proxy_cpu_us_per_event"))
         print(f"| {case} | {target} | {t['requests_per_s']:,.0f} | {t['latency_us_p50']} | "
               f"{t['latency_us_p99']} | {added50} | {added99} | {ev} | {pcpu} | {ucpu} | {ecpu} "
-              f"| {rcpu} | {lcpu} | {busy} |")
+              f"| {rcpu} | {lcpu} | {busy} | {stolen} |")
 print("\n| case | lmwarden/nginx requests/s | lmwarden/nginx added p50 | lmwarden/nginx added p99 "
       "| lmwarden/nginx SSE events/s | lmwarden/nginx proxy CPU per request "
       "| lmwarden/nginx proxy user CPU per request | lmwarden/nginx CPU 0 per request |")

@@ -22,7 +22,8 @@
 # interleaved and the best of BENCH_ROUNDS is kept per figure, which rejects
 # interference from other work on the machine without favouring any target.
 # Each throughput run also records the proxy's and the responder's CPU time
-# and each CPU's busy share, for the report's CPU-per-request figures.
+# and each CPU's busy and steal shares, for the report's CPU-per-request
+# figures. Rounds alternate whether nginx or lmwarden goes first.
 #
 # CPUs: with 2 or more cores, wrk and the upstream share CPU 0 and the proxy
 # under test (nginx: 1 worker; lmwarden: threads: 1) has CPU 1 to itself.
@@ -131,9 +132,12 @@ cpu_ticks() {
   done
   echo "$user $system"
 }
-# Busy ticks of each CPU ("busy idle" pairs from /proc/stat, one per CPU).
+# Ticks of each CPU from /proc/stat, "busy idle steal" per CPU: busy is
+# user, nice, system, irq and softirq time; steal, the time a VM's host ran
+# something else while this CPU had work, is kept apart, so that a host that
+# takes time away does not pass for work of the load side.
 cpu_busy() {
-  awk '/^cpu[0-9]/ {busy = $2 + $3 + $4 + $7 + $8 + $9; print busy, $5 + $6}' /proc/stat | tr '\n' ' '
+  awk '/^cpu[0-9]/ {print $2 + $3 + $4 + $7 + $8, $5 + $6, $9}' /proc/stat | tr '\n' ' '
 }
 
 run_wrk() {  # target case connections seconds result-file
@@ -165,8 +169,13 @@ for c in "${cases[@]}"; do  # warm-up: pools filled, pages touched
   for t in "${targets[@]}"; do run_wrk "$t" "$c" 4 1 "$work/warmup.json"; done
 done
 for r in $(seq "$rounds"); do
+  # Even rounds measure lmwarden before nginx. On a VM whose host takes more
+  # time away as a run goes on (steal), the target measured later in a case
+  # would otherwise always be the one that pays for it.
+  order=("${targets[@]}")
+  ((r % 2 == 0)) && order=(direct lmwarden nginx)
   for c in "${cases[@]}"; do
-    for t in "${targets[@]}"; do
+    for t in "${order[@]}"; do
       run_wrk "$t" "$c" "${case_connections[$c]}" "$seconds" "$work/results/$r.$c.$t.load.json"
       run_wrk "$t" "$c" 1 "$latency_seconds" "$work/results/$r.$c.$t.latency.json"
       printf '.'
