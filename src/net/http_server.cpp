@@ -39,7 +39,7 @@ std::size_t without_waiting(Socket& socket, beast::error_code& ec, Operation ope
   if (!socket.non_blocking()) socket.non_blocking(true, ec);
   std::size_t bytes = 0;
   if (!ec) bytes = operation(ec);
-  if (ec == asio::error::would_block || ec == asio::error::try_again) ec = {};
+  if (ec && (ec == asio::error::would_block || ec == asio::error::try_again)) ec = {};
   return bytes;
 }
 
@@ -289,22 +289,41 @@ Awaitable<beast::error_code> Exchange::begin_stream(std::string_view head,
 }
 
 Awaitable<beast::error_code> Exchange::write_body(std::string_view bytes) {
-  if (bytes.empty()) co_return beast::error_code{};
-  std::array<asio::const_buffer, 3> pieces;
+  beast::error_code ec;
+  if (write_body_now(bytes, ec)) co_return ec;
+  co_return co_await write_rest();
+}
+
+bool Exchange::write_body_now(std::string_view bytes, beast::error_code& ec) {
+  ec = {};
+  if (bytes.empty()) return true;
+  // The size line lives in the exchange, so that the parts stay valid for
+  // write_rest().
   std::size_t count = 0;
-  char size_line[20];
   if (chunked_) {
-    char* end = std::to_chars(size_line, size_line + sizeof size_line - 2, bytes.size(), 16).ptr;
+    char* end = std::to_chars(size_line_.data(), size_line_.data() + size_line_.size() - 2,
+                              bytes.size(), 16)
+                    .ptr;
     *end++ = '\r';
     *end++ = '\n';
-    pieces[count++] = asio::const_buffer(size_line, static_cast<std::size_t>(end - size_line));
+    unsent_[count++] =
+        asio::const_buffer(size_line_.data(), static_cast<std::size_t>(end - size_line_.data()));
   }
-  pieces[count++] = asio::const_buffer(bytes.data(), bytes.size());
-  if (chunked_) pieces[count++] = asio::const_buffer("\r\n", 2);
-  const std::span<const asio::const_buffer> all(pieces.data(), count);
-  beast::error_code ec;
+  unsent_[count++] = asio::const_buffer(bytes.data(), bytes.size());
+  if (chunked_) unsent_[count++] = asio::const_buffer("\r\n", 2);
+  const std::span<const asio::const_buffer> all(unsent_.data(), count);
   const std::size_t sent = write_now(stream_.socket(), all, ec);
-  if (!ec && sent < asio::buffer_size(all)) ec = co_await send_rest(stream_, all, sent);
+  if (ec) keep_alive_ = false;
+  if (ec || sent == asio::buffer_size(all)) return true;
+  unsent_count_ = count;
+  unsent_sent_ = sent;
+  return false;
+}
+
+Awaitable<beast::error_code> Exchange::write_rest() {
+  const std::span<const asio::const_buffer> all(unsent_.data(), unsent_count_);
+  const beast::error_code ec = co_await send_rest(stream_, all, unsent_sent_);
+  unsent_count_ = unsent_sent_ = 0;
   if (ec) keep_alive_ = false;
   co_return ec;
 }

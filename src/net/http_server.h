@@ -9,6 +9,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -174,6 +175,14 @@ class Exchange {
                                             std::optional<std::uint64_t> content_length,
                                             bool chunked, std::string_view first_body = {});
   Awaitable<beast::error_code> write_body(std::string_view bytes);
+  // write_body without a coroutine frame, for a relay's loop: writes the
+  // piece (chunk-framed when chunked) as far as the socket takes it at once.
+  // True when that was all of it, or when the write failed (`ec` says);
+  // false when the socket took only part: the rest is held here, and
+  // co_await write_rest() sends it before anything else is written. `bytes`
+  // must stay valid until then.
+  bool write_body_now(std::string_view bytes, beast::error_code& ec);
+  Awaitable<beast::error_code> write_rest();
   Awaitable<beast::error_code> end_stream();
 
   // Completes with true when the client has closed its side (or its socket
@@ -232,6 +241,12 @@ class Exchange {
   ClientRead& client_read_;
   State state_ = State::kNone;
   bool chunked_ = false;
+  // A body piece the socket did not take whole (write_body_now): its framed
+  // parts, how many, and how much of them has gone.
+  std::array<asio::const_buffer, 3> unsent_{};
+  std::size_t unsent_count_ = 0;
+  std::size_t unsent_sent_ = 0;
+  std::array<char, 20> size_line_{};
   bool keep_alive_;  // the client's wish, read before a handler rewrites the request
   // Linked while a watch_client() waits for its tick.
   boost::intrusive::list_member_hook<boost::intrusive::link_mode<boost::intrusive::auto_unlink>>

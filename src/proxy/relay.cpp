@@ -79,9 +79,12 @@ net::beast::error_code drain_buffered(ReplyParser& parser, net::beast::flat_buff
     net::beast::error_code ec;
     const std::size_t used = parser.put(buffer.data(), ec);
     buffer.consume(used);
+    if (!ec) {
+      if (used == 0) break;
+      continue;
+    }
     if (ec == http::error::need_more || ec == http::error::need_buffer) break;
-    if (ec) return ec;
-    if (used == 0) break;
+    return ec;
   }
   return {};
 }
@@ -231,7 +234,7 @@ net::Awaitable<AttemptResult> relay_reply(AttemptContext& ctx, const config::Bac
       conn.buffer.commit(rn);
       // A reply delimited by the close ends here; one with a length or
       // chunks that is not complete is cut short (partial_message).
-      if (ec == net::asio::error::eof) parser.put_eof(ec);
+      if (ec && ec == net::asio::error::eof) parser.put_eof(ec);
       rec = classify(ctx, ec);
       if (!rec) rec = drain_buffered(parser, conn.buffer);
     }
@@ -252,9 +255,14 @@ net::Awaitable<AttemptResult> relay_reply(AttemptContext& ctx, const config::Bac
       if (auto ec = co_await ctx.exchange.begin_stream(conn.head, length, chunked, first))
         co_return client_gone(ec);
     }
-    for (; next < pieces.size(); ++next)
-      if (auto ec = co_await ctx.exchange.write_body(pieces[next])) co_return client_gone(ec);
-    if (rec == net::asio::error::operation_aborted) co_return client_gone();
+    // A piece the socket takes at once (the usual case) is written without
+    // a coroutine frame of its own; only a slow client's rest is awaited.
+    for (; next < pieces.size(); ++next) {
+      net::beast::error_code wec;
+      if (!ctx.exchange.write_body_now(pieces[next], wec)) wec = co_await ctx.exchange.write_rest();
+      if (wec) co_return client_gone(wec);
+    }
+    if (rec && rec == net::asio::error::operation_aborted) co_return client_gone();
     if (rec) co_return co_await cut_short(ctx, backend, rec, chunked && event_stream);
   }
   if (ctx.observer)

@@ -4,6 +4,8 @@
 //   x-fake-hold: 1      send the first event, then wait until release() (or
 //                       until the client — the warden — closes the connection)
 //   x-fake-status: N    answer N with a JSON error body instead
+//   x-fake-events: N    stream N more content events of about 1 KB each
+//                       (numbered "bulk 0" on) after the first, back to back
 // Replies carry usage like vLLM with --enable-prompt-tokens-details: a final
 // usage chunk when stream_options.include_usage is set, usage in the JSON body
 // of a non-streamed reply (100 prompt tokens, 64 cached, 2 completion).
@@ -124,6 +126,7 @@ class FakeVllm {
       co_return;
     }
     const bool hold = req["x-fake-hold"] == "1";
+    const std::string bulk = std::string(req["x-fake-events"]);
     const std::string status = std::string(req["x-fake-status"]);
     {
       std::lock_guard lock{mutex_};
@@ -176,6 +179,11 @@ class FakeVllm {
         ++aborted_;
         co_return;
       }
+    }
+    for (int i = 0, n = bulk.empty() ? 0 : std::stoi(bulk); i < n; ++i) {
+      if (co_await ex.write_body("data: {\"choices\":[{\"delta\":{\"content\":\"bulk " +
+                                 std::to_string(i) + " " + std::string(1000, 'x') + "\"}}]}\n\n"))
+        co_return;
     }
     if (co_await ex.write_body("data: {\"choices\":[{\"delta\":{\"content\":\" last\"}}]}\n\n")) co_return;
     if (include_usage &&

@@ -157,6 +157,31 @@ TEST(ProxyRouting, FirstEventReachesTheClientBeforeTheReplyEnds) {
   EXPECT_NE(rest.find("[DONE]"), std::string::npos);
 }
 
+// A client that reads slowly: the warden's writes to it are taken in part
+// (its socket buffer and the client's are full), the rest is sent when it
+// reads again, and meanwhile the warden stops reading the upstream, whose
+// writes are taken in part too. Every event arrives, whole and in order.
+TEST(ProxyRouting, SlowReadingClientGetsTheWholeStream) {
+  FakeVllm fake{1};
+  RunningWarden warden{make_config({{fake.port(), 1}})};
+  HttpConnection c{warden.port()};
+  constexpr int kEvents = 12000;  // about 12 MB: far more than the sockets hold
+  c.send(http::verb::post, "/v1/chat/completions", chat_body(),
+         {{"session-id", "slow-reader"}, {"x-fake-events", std::to_string(kEvents)}});
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // not reading
+  const HttpReply r = c.read();
+  ASSERT_EQ(r.status, 200u);
+  std::size_t at = r.body.find("first");
+  ASSERT_NE(at, std::string::npos);
+  for (int i = 0; i < kEvents; ++i) {
+    at = r.body.find("\"bulk " + std::to_string(i) + " ", at);
+    ASSERT_NE(at, std::string::npos) << "event " << i << " missing or out of order";
+  }
+  EXPECT_NE(r.body.find(" last", at), std::string::npos);
+  EXPECT_TRUE(r.body.ends_with("data: [DONE]\n\n"));
+  EXPECT_EQ(std::count(r.body.begin(), r.body.end(), '\n'), 2 * (kEvents + 3));
+}
+
 TEST(ProxyRouting, ClientDisconnectClosesTheUpstreamRequest) {
   FakeVllm fake{2};
   RunningWarden warden{make_config({{fake.port(), 2}})};
