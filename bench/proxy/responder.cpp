@@ -311,8 +311,7 @@ class Worker {
     } else if (body_says(body, "\"stream\"")) {
       send_piece(c, replies_.sse_head);
       for (const auto& e : replies_.sse_events) send_piece(c, e);
-      if (body_says(body, "\"include_usage\"")) send_piece(c, replies_.sse_usage);
-      send_piece(c, replies_.sse_tail);
+      send_stream_end(c, body_says(body, "\"include_usage\""));
     } else if (line.find("/v1/messages") != std::string_view::npos) {
       send_piece(c, replies_.anthropic_json);
     } else {
@@ -325,23 +324,28 @@ class Worker {
                        [fd](const PacedStream& p) { return p.fd == fd; });
   }
 
+  // After the deltas: the usage chunk when asked for, then [DONE].
+  void send_stream_end(Conn& c, bool usage) {
+    if (usage) send_piece(c, replies_.sse_usage);
+    send_piece(c, replies_.sse_tail);
+  }
+
   // One decode step: every paced stream gets its next delta; a stream past
-  // its last delta gets the usage chunk and [DONE] with it.
+  // its last delta gets its end with it.
   void decode_step() {
-    std::vector<int> failed;
+    std::vector<int> to_drop;
     std::erase_if(paced_, [&](PacedStream& p) {
       Conn& c = *conns_.at(p.fd);
       const bool last = p.next + 1 == replies_.sse_events.size();
       send_piece(c, replies_.sse_events[p.next++]);
       if (last) {
-        if (p.usage) send_piece(c, replies_.sse_usage);
-        send_piece(c, replies_.sse_tail);
-        if (c.close_after && c.out.empty()) failed.push_back(p.fd);
+        send_stream_end(c, p.usage);
+        if (c.close_after && c.out.empty()) to_drop.push_back(p.fd);
       }
-      if (c.out.size() > (1u << 20)) failed.push_back(p.fd);  // the reader stopped reading
+      if (c.out.size() > (1u << 20)) to_drop.push_back(p.fd);  // the reader stopped reading
       return last;
     });
-    for (int fd : failed) drop(fd);
+    for (int fd : to_drop) drop(fd);
     // Steps keep their cadence; one that overran does not make the next early.
     next_step_ = std::max(next_step_ + step_, Clock::now());
   }

@@ -59,10 +59,10 @@ std::span<const std::string_view> InjectedUsageStripper::feed(std::string_view c
     // without finding their lines.
     if (!event_open_ && !line_has_content_ && !passthrough_ && held_.empty() &&
         pos >= unmentioned) {
-      const EventsWithoutUsage run = events_without_usage(chunk.substr(pos));
-      unmentioned = run.key == std::string_view::npos ? chunk.size() : pos + run.key + 1;
-      forward(chunk.substr(pos, run.whole));
-      pos += run.whole;
+      const EventsWithoutUsage run = events_without_usage(chunk, pos);
+      unmentioned = run.search_again;
+      forward(chunk.substr(pos, run.end - pos));
+      pos = run.end;
       event_start = pos;
       if (pos == chunk.size()) break;
     }

@@ -185,8 +185,10 @@ bool mentions_usage(std::string_view text) noexcept {
   return find_usage_key(text) != std::string_view::npos;
 }
 
-EventsWithoutUsage events_without_usage(std::string_view rest) noexcept {
+EventsWithoutUsage events_without_usage(std::string_view chunk, std::size_t from) noexcept {
+  const std::string_view rest = chunk.substr(from);
   const std::size_t key = find_usage_key(rest);
+  const std::size_t search_again = key == std::string_view::npos ? chunk.size() : from + key + 1;
   // The last blank line before the key (or the end): its '\n' is preceded,
   // past an optional '\r', by another '\n' or by the start of `rest`.
   std::size_t end = std::min(key, rest.size());
@@ -196,10 +198,11 @@ EventsWithoutUsage events_without_usage(std::string_view rest) noexcept {
     const std::size_t at = static_cast<std::size_t>(static_cast<const char*>(nl) - rest.data());
     std::size_t line = at;  // where the line this '\n' ends starts, if it is blank
     if (line > 0 && rest[line - 1] == '\r') --line;
-    if (line == 0 || rest[line - 1] == '\n') return {.whole = at + 1, .key = key};
+    if (line == 0 || rest[line - 1] == '\n')
+      return {.end = from + at + 1, .search_again = search_again};
     end = at;
   }
-  return {.whole = 0, .key = key};
+  return {.end = from, .search_again = search_again};
 }
 
 bool merge_usage(simdjson::padded_string_view doc, UsageFields& into) noexcept {

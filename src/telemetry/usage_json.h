@@ -62,18 +62,20 @@ class PaddedBuffer {
 std::size_t find_usage_key(std::string_view text) noexcept;
 bool mentions_usage(std::string_view text) noexcept;
 
-// For a reader of an event stream that stands at the start of a line, between
-// events: `whole` is the length of the longest prefix of `rest` that ends with
-// a blank line and holds no "usage" key, so the events in it (content deltas:
-// nearly all of a stream) carry no usage and can be passed over unread; `key`
-// is where the key first appears in `rest` (npos when it does not). One search
-// for the key and one, backwards, for the blank line before it. Shared by the
-// usage tap and the injected-usage stripper.
+// For a reader of an event stream that stands at chunk[from], the start of a
+// line between events: `end` is the furthest position after a blank line such
+// that chunk[from, end) holds no "usage" key, so the events in it (content
+// deltas: nearly all of a stream) carry no usage and can be passed over unread;
+// `search_again` is where a later call can find something new: just past the
+// key's first occurrence, or chunk.size() when there is none (before it, a
+// call would find the same key again). One search for the key and one,
+// backwards, for the blank line before it. Shared by the usage tap and the
+// injected-usage stripper.
 struct EventsWithoutUsage {
-  std::size_t whole = 0;
-  std::size_t key = 0;
+  std::size_t end = 0;
+  std::size_t search_again = 0;
 };
-EventsWithoutUsage events_without_usage(std::string_view rest) noexcept;
+EventsWithoutUsage events_without_usage(std::string_view chunk, std::size_t from) noexcept;
 
 // Parses `doc` and merges every usage object in it into `into`. Returns false
 // when the document is not a JSON object (nothing merged).

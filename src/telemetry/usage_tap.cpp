@@ -72,9 +72,9 @@ void UsageTap::feed_event_stream(std::string_view chunk) {
     // with one search for the key and one for the blank line before it,
     // without finding their lines.
     if (carry_.empty() && !carry_overflow_ && data_lines_ == 0 && pos >= unmentioned) {
-      const EventsWithoutUsage run = events_without_usage(chunk.substr(pos));
-      unmentioned = run.key == std::string_view::npos ? chunk.size() : pos + run.key + 1;
-      pos += run.whole;
+      const EventsWithoutUsage run = events_without_usage(chunk, pos);
+      unmentioned = run.search_again;
+      pos = run.end;
       if (pos == chunk.size()) break;
     }
     const void* nl = std::memchr(chunk.data() + pos, '\n', chunk.size() - pos);
