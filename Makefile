@@ -18,7 +18,7 @@ build: bootstrap
 	@ln -sf release/src/lmwarden build/lmwarden
 
 # The same, profile-guided (scripts/pgo-build.sh: an instrumented build, a
-# training load of about 20 s, a rebuild), at build/lmwarden-pgo; about twice
+# training load of about 25 s, a rebuild), at build/lmwarden-pgo; about twice
 # the build time, less CPU per request (docs/performance.md, round 12). Does
 # nothing when the sources, compiler and libraries are those of its last build;
 # PGO_RETRAIN=1 trains again.

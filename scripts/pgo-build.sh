@@ -4,7 +4,7 @@
 # 1. Builds an instrumented lmwarden and the benchmark's responder in build/pgo
 #    (LMWARDEN_PGO=GENERATE).
 # 2. Runs the training load through it (bench/proxy/train.sh: the proxy
-#    benchmark's three cases, about 20 s), which writes the counters into
+#    benchmark's four cases, about 25 s), which writes the counters into
 #    build/pgo/pgo-profile.
 # 3. Rebuilds lmwarden from them (LMWARDEN_PGO=USE).
 #

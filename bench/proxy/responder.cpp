@@ -35,10 +35,12 @@
 #include <cctype>
 #include <cerrno>
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -382,14 +384,33 @@ int bound_port(int fd) {
   return ntohs(addr.sin_port);
 }
 
+int usage() {
+  std::fprintf(stderr,
+               "usage: bench_responder [--port P] [--threads N] [--events N] [--max-seconds S] "
+               "[--step-us US]\n");
+  return 2;
+}
+
+// A flag's value: a whole non-negative number, or nullopt.
+std::optional<int> number(const char* text) {
+  char* end = nullptr;
+  errno = 0;
+  const long value = std::strtol(text, &end, 10);
+  if (end == text || *end != '\0' || errno != 0 || value < 0 || value > INT_MAX)
+    return std::nullopt;
+  return static_cast<int>(value);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   Options o;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  for (int i = 1; i < argc; i += 2) {
     const std::string_view flag = argv[i];
-    const int value = std::atoi(argv[i + 1]);
-    if (flag == "--port")
+    const std::optional<int> parsed = i + 1 < argc ? number(argv[i + 1]) : std::nullopt;
+    if (!parsed) return usage();
+    const int value = *parsed;
+    if (flag == "--port" && value <= 65535)
       o.port = value;
     else if (flag == "--threads")
       o.threads = value > 0 ? value : 1;
@@ -399,12 +420,8 @@ int main(int argc, char** argv) {
       o.max_seconds = value > 0 ? value : 1;
     else if (flag == "--step-us")
       o.step_us = value > 0 ? value : 1;
-    else {
-      std::fprintf(stderr,
-                   "usage: bench_responder [--port P] [--threads N] [--events N] [--max-seconds S] "
-                   "[--step-us US]\n");
-      return 2;
-    }
+    else
+      return usage();
   }
   signal(SIGINT, on_signal);
   signal(SIGTERM, on_signal);

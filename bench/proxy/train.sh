@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The training load of the profile-guided build (scripts/pgo-build.sh): the
-# proxy benchmark's three cases (small JSON, the 100 KB Claude Code turn, 256
-# SSE events; see run.sh) sent through an instrumented `lmwarden serve` to the
-# zero-latency responder, with 16 connections and with 1, then a graceful stop
-# (SIGTERM), at which the warden writes its counters.
+# proxy benchmark's four cases (small JSON, the 100 KB Claude Code turn, 256
+# SSE events back to back and at an engine's pace; see run.sh) sent through an
+# instrumented `lmwarden serve` to the responder, with 16 connections and with
+# 1, then a graceful stop (SIGTERM), at which the warden writes its counters.
 #
 #   train.sh LMWARDEN RESPONDER
 # Environment: PGO_TRAIN_SECONDS per case and connection count (default 3),
@@ -35,7 +35,7 @@ pids+=("$lmwarden_pid")
 port="$(port_from_log "$work/lmwarden.log" "lmwarden serve")"
 
 python3 "$here/prepare_cases.py" "$fixtures" "$work"
-for c in small claude100k sse256; do
+for c in small claude100k sse256 sse256paced; do
   for connections in 16 1; do
     wrk -t1 -c"$connections" -d"${seconds}s" --timeout 10s -s "$here/wrk.lua" \
       "http://127.0.0.1:$port" -- POST "${case_path[$c]}" "$work/$c.headers" "$work/$c.body" \

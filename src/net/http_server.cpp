@@ -394,7 +394,7 @@ Awaitable<bool> Exchange::client_closed() {
 IoThreads::IoThreads(int threads) {
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   for (int i = 0; i < threads; ++i) {
-    contexts_.push_back(std::make_unique<asio::io_context>(1));
+    contexts_.push_back(std::make_unique<asio::io_context>(BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO));
     guards_.push_back(std::make_unique<asio::executor_work_guard<asio::io_context::executor_type>>(
         contexts_.back()->get_executor()));
   }
@@ -473,14 +473,17 @@ Awaitable<void> HttpServer::accept_loop() {
       co_await backoff.async_wait(kAsTuple);
       continue;
     }
+    auto ex = socket.get_executor();
     if (connections_.load() >= options_.max_connections) {
-      boost::system::error_code ignored;
-      socket.close(ignored);
+      // Closed on its own thread: see IoThreads.
+      asio::post(ex, [refused = std::move(socket)]() mutable {
+        boost::system::error_code ignored;
+        refused.close(ignored);
+      });
       continue;
     }
     socket.set_option(tcp::no_delay(true), ec);
     connections_.fetch_add(1);
-    auto ex = socket.get_executor();
     asio::co_spawn(ex, serve_connection(std::move(socket)), asio::detached);
   }
 }

@@ -256,6 +256,14 @@ class Exchange {
 using Handler = std::function<Awaitable<void>(Exchange&)>;
 
 // A pool of single-threaded io_contexts, one thread each.
+//
+// Each context is made without locking in its reactor's per-socket state
+// (Asio's concurrency hint UNSAFE_IO), which saves two mutex lock/unlock pairs
+// per read or write. The contract that buys: a socket or timer is used only
+// from the thread of the context it belongs to. Work may still be posted to a
+// context from any thread, and a socket may be opened for it from another
+// thread (the acceptor does), but not read, written, cancelled or closed
+// there.
 class IoThreads {
  public:
   explicit IoThreads(int threads);

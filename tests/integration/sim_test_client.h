@@ -199,6 +199,9 @@ struct ProcessOptions {
   std::optional<rlim_t> max_open_files;
   // Environment variables set in the child only.
   std::vector<std::pair<std::string, std::string>> env;
+  // The program to run; empty: lmwarden (LMWARDEN_BINARY). Another must also
+  // print "listening on http://127.0.0.1:PORT".
+  std::string binary;
 };
 
 // `lmwarden ARGS...` (sim, serve) as a child process, which prints
@@ -210,6 +213,7 @@ class SimProcess {
       : output_file_(std::move(options.output_file)) {
     int out[2] = {-1, -1};
     if (output_file_.empty() && ::pipe(out) != 0) throw std::runtime_error("pipe failed");
+    std::string binary = options.binary.empty() ? LMWARDEN_BINARY : options.binary;
     pid_ = ::fork();
     if (pid_ < 0) throw std::runtime_error("fork failed");
     if (pid_ == 0) {
@@ -232,7 +236,6 @@ class SimProcess {
         if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) std::_Exit(125);
       }
       std::vector<char*> argv;
-      static std::string binary = LMWARDEN_BINARY;
       argv.push_back(binary.data());
       for (auto& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);
