@@ -259,11 +259,12 @@ using Handler = std::function<Awaitable<void>(Exchange&)>;
 //
 // Each context is made without locking in its reactor's per-socket state
 // (Asio's concurrency hint UNSAFE_IO), which saves two mutex lock/unlock pairs
-// per read or write. The contract that buys: a socket or timer is used only
-// from the thread of the context it belongs to. Work may still be posted to a
-// context from any thread, and a socket may be opened for it from another
-// thread (the acceptor does), but not read, written, cancelled or closed
-// there.
+// per read or write. The contract that buys: a socket or timer is opened,
+// used and closed only on the thread of the context it belongs to (Asio's
+// descriptor states are pooled per context, so even registering a new socket
+// from another thread races with that thread's event loop). Work may still be
+// posted to a context from any thread: the acceptor hands each connection
+// over as a bare descriptor.
 class IoThreads {
  public:
   explicit IoThreads(int threads);
