@@ -25,6 +25,17 @@ SimProcess responder(std::vector<std::string> args) {
   return SimProcess(std::move(args), {.binary = BENCH_RESPONDER});
 }
 
+// A responder that paces its `events` deltas a `step` apart.
+SimProcess paced_responder(int events, std::chrono::milliseconds step) {
+  return responder({"--port", "0", "--events", std::to_string(events), "--step-us",
+                    std::to_string(std::chrono::microseconds(step).count()), "--max-seconds",
+                    "60"});
+}
+
+void send_paced(Connection& c, const std::string& body) {
+  c.send_request("POST", "/v1/chat/completions", body, {{"X-Bench-Paced", "1"}});
+}
+
 const std::string kChat = R"({"model":"bench","messages":[{"role":"user","content":"Hi."}]})";
 const std::string kStream =
     R"({"model":"bench","messages":[{"role":"user","content":"Hi."}],"stream":true})";
@@ -139,13 +150,11 @@ TEST(BenchResponder, StreamSendsEveryDeltaThenUsageWhenAskedThenDone) {
 TEST(BenchResponder, PacedStreamSendsNoDeltaBeforeItsStep) {
   constexpr int kEvents = 6;
   constexpr auto kStep = std::chrono::milliseconds(40);
-  auto process =
-      responder({"--port", "0", "--events", std::to_string(kEvents), "--step-us",
-                 std::to_string(std::chrono::microseconds(kStep).count()), "--max-seconds", "60"});
+  auto process = paced_responder(kEvents, kStep);
 
   Connection c(process.port());
   const auto sent = Clock::now();
-  c.send_request("POST", "/v1/chat/completions", kStreamWithUsage, {{"X-Bench-Paced", "1"}});
+  send_paced(c, kStreamWithUsage);
   const std::vector<Clock::duration> arrived = delta_arrivals(c, kEvents, sent);
   ASSERT_EQ(arrived.size(), static_cast<std::size_t>(kEvents)) << c.raw();
   for (int k = 0; k < kEvents; ++k)
@@ -167,16 +176,14 @@ TEST(BenchResponder, PacedStreamSendsNoDeltaBeforeItsStep) {
 TEST(BenchResponder, PacedStreamJoinsTheStepsUnderWay) {
   constexpr int kEvents = 8;
   constexpr auto kStep = std::chrono::milliseconds(30);
-  auto process =
-      responder({"--port", "0", "--events", std::to_string(kEvents), "--step-us",
-                 std::to_string(std::chrono::microseconds(kStep).count()), "--max-seconds", "60"});
+  auto process = paced_responder(kEvents, kStep);
   Connection first(process.port());
   Connection second(process.port());
-  first.send_request("POST", "/v1/chat/completions", kStream, {{"X-Bench-Paced", "1"}});
+  send_paced(first, kStream);
   ASSERT_TRUE(first.read_until(
       [](const std::string& raw) { return raw.find("\" token1\"") != std::string::npos; }));
   const auto sent = Clock::now();
-  second.send_request("POST", "/v1/chat/completions", kStream, {{"X-Bench-Paced", "1"}});
+  send_paced(second, kStream);
 
   const std::vector<Clock::duration> arrived = delta_arrivals(second, kEvents, sent);
   ASSERT_EQ(arrived.size(), static_cast<std::size_t>(kEvents)) << second.raw();
