@@ -131,7 +131,8 @@ Awaitable<void> HttpServer::accept_loop() {
         break;
       }
       AcceptedFd accepted{fd};
-      if (connections_.load() >= options_.max_connections) continue;  // closed
+      if (connections_.load() >= options_.max_connections)
+        continue;  // refused: closed with `accepted`
       connections_.fetch_add(1);
       asio::io_context& ctx = io_.next();
       asio::post(ctx, [this, &ctx, protocol, accepted = std::move(accepted)]() mutable {
