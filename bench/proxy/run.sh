@@ -174,9 +174,14 @@ for r in $(seq "$rounds"); do
   # would otherwise always be the one that pays for it.
   order=("${targets[@]}")
   ((r % 2 == 0)) && order=(direct lmwarden nginx)
+  # A case's throughput runs go back to back, then its latency runs, so that
+  # the two proxies' runs of a figure are seconds apart (the paired ratios).
   for c in "${cases[@]}"; do
     for t in "${order[@]}"; do
       run_wrk "$t" "$c" "${case_connections[$c]}" "$seconds" "$work/results/$r.$c.$t.load.json"
+      printf '.'
+    done
+    for t in "${order[@]}"; do
       run_wrk "$t" "$c" 1 "$latency_seconds" "$work/results/$r.$c.$t.latency.json"
       printf '.'
     done

@@ -385,7 +385,8 @@ Identity resolve_identity(HeaderList headers, const BodyScan& scan, const BodyFi
                                               : std::string_view();
   };
 
-  for (const auto& source : options.sources) {
+  for (std::size_t index = 0; index < options.sources.size(); ++index) {
+    const config::SessionSource& source = options.sources[index];
     std::optional<std::string> value;
     switch (source.kind) {
       case Kind::kHeader:
@@ -409,7 +410,7 @@ Identity resolve_identity(HeaderList headers, const BodyScan& scan, const BodyFi
       identity.kind = IdentityKind::kSession;
       identity.session_hash = stable_hash(*value);
       identity.session_id = std::move(*value);
-      identity.source = source.label();
+      identity.source = static_cast<int>(index);
       return identity;
     }
   }

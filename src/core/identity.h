@@ -47,7 +47,10 @@ struct Identity {
   int pinned_rank = -1;
   std::string session_id;          // kSession: the raw id (never logged)
   std::uint64_t session_hash = 0;  // kSession: stable_hash(session_id)
-  std::string source;              // kSession: SessionSource::label() that matched
+  // kSession: which of the IdentityOptions' sources matched, by its index
+  // there (sources[source].label() names it); -1 otherwise. An index, not a
+  // label, so that resolving an identity builds no string for it.
+  int source = -1;
 
   bool operator==(const Identity&) const = default;
 };

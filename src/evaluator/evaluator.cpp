@@ -131,8 +131,7 @@ class StepRun {
       const workload::Session& s = c.session();
       const core::Identity identity{.kind = core::IdentityKind::kSession,
                                     .session_id = s.id,
-                                    .session_hash = stable_hash(s.id),
-                                    .source = "header:session-id"};
+                                    .session_hash = stable_hash(s.id)};
       const Placement p =
           policy_->place({.identity = identity, .turn = c.next_turn(), .now = now}, snapshot());
       engine::ChatPrompt prompt{.messages = c.messages()};

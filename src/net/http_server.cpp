@@ -329,16 +329,24 @@ Awaitable<beast::error_code> Exchange::write_rest() {
   co_return ec;
 }
 
-Awaitable<beast::error_code> Exchange::end_stream() {
+bool Exchange::end_stream_now(beast::error_code& ec) {
+  ec = {};
   state_ = State::kDone;
-  if (!chunked_) co_return beast::error_code{};
+  if (!chunked_) return true;
   static constexpr std::string_view kLastChunk = "0\r\n\r\n";
-  static const asio::const_buffer kLastChunkBuffer(kLastChunk.data(), kLastChunk.size());
-  const std::span<const asio::const_buffer> last(&kLastChunkBuffer, 1);
-  beast::error_code ec;
+  unsent_[0] = asio::const_buffer(kLastChunk.data(), kLastChunk.size());
+  const std::span<const asio::const_buffer> last(unsent_.data(), 1);
   const std::size_t sent = write_now(stream_.socket(), last, ec);
-  if (!ec && sent < kLastChunk.size()) ec = co_await send_rest(stream_, last, sent);
   if (ec) keep_alive_ = false;
+  if (ec || sent == kLastChunk.size()) return true;
+  unsent_count_ = 1;
+  unsent_sent_ = sent;
+  return false;
+}
+
+Awaitable<beast::error_code> Exchange::end_stream() {
+  beast::error_code ec;
+  if (!end_stream_now(ec)) ec = co_await write_rest();
   co_return ec;
 }
 

@@ -184,6 +184,9 @@ class Exchange {
   bool write_body_now(std::string_view bytes, beast::error_code& ec);
   Awaitable<beast::error_code> write_rest();
   Awaitable<beast::error_code> end_stream();
+  // end_stream without a coroutine frame, as write_body_now: true when done
+  // (or failed: `ec` says), false when co_await write_rest() must finish it.
+  bool end_stream_now(beast::error_code& ec);
 
   // Completes with true when the client has closed its side (or its socket
   // failed), with false when cancelled. Pipelined bytes say nothing about a

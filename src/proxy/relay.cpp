@@ -268,7 +268,11 @@ net::Awaitable<AttemptResult> relay_reply(AttemptContext& ctx, const config::Bac
   if (ctx.observer)
     for (std::string_view piece : ctx.observer->on_end())
       if (auto ec = co_await ctx.exchange.write_body(piece)) co_return client_gone(ec);
-  if (auto ec = co_await ctx.exchange.end_stream()) co_return client_gone(ec);
+  {
+    net::beast::error_code ec;
+    if (!ctx.exchange.end_stream_now(ec)) ec = co_await ctx.exchange.write_rest();
+    if (ec) co_return client_gone(ec);
+  }
   const bool keep_alive = parser.keep_alive();
   conn.reader->parser.reset();
   if (keep_alive) ctx.pool.release(std::move(conn));

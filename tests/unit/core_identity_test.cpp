@@ -84,12 +84,17 @@ constexpr const char* kClaudeLegacySession = "1b13bc5e-7ef3-4032-abdb-0b542a53ac
 constexpr const char* kCodexThread = "01a22a54-fd9d-7df1-9e18-855eab7ea70c";
 constexpr const char* kCodexLegacyThread = "01a22a5a-279b-7831-bf0e-1ec256e16b1f";
 
-void expect_session(const ExtractResult& result, std::string_view id, std::string_view source) {
+// `source`: the label of the source expected to match, among options' sources.
+void expect_session(const ExtractResult& result, std::string_view id, std::string_view source,
+                    const IdentityOptions& options = {}) {
   EXPECT_EQ(result.error, BodyError::kNone) << result.error_detail;
   EXPECT_EQ(result.facts.identity.kind, IdentityKind::kSession);
   EXPECT_EQ(result.facts.identity.session_id, id);
   EXPECT_EQ(result.facts.identity.session_hash, stable_hash(id));
-  EXPECT_EQ(result.facts.identity.source, source);
+  const int index = result.facts.identity.source;
+  ASSERT_GE(index, 0);
+  ASSERT_LT(static_cast<std::size_t>(index), options.sources.size());
+  EXPECT_EQ(options.sources[static_cast<std::size_t>(index)].label(), source);
 }
 
 // ------------------------------------------------------------ Claude Code
@@ -274,10 +279,10 @@ TEST(IdentityOrder, FirstSourceByOrderWinsHeaderOrBody) {
   request.set_header("session-id", "header-value");
   const IdentityOptions body_first{.sources = {{SessionSource::Kind::kBody, "prompt_cache_key"},
                                                {SessionSource::Kind::kHeader, "session-id"}}};
-  expect_session(extract(request, body_first), kCodexThread, "body:prompt_cache_key");
+  expect_session(extract(request, body_first), kCodexThread, "body:prompt_cache_key", body_first);
   const IdentityOptions header_first{.sources = {{SessionSource::Kind::kHeader, "session-id"},
                                                  {SessionSource::Kind::kBody, "prompt_cache_key"}}};
-  expect_session(extract(request, header_first), "header-value", "header:session-id");
+  expect_session(extract(request, header_first), "header-value", "header:session-id", header_first);
 }
 
 TEST(IdentityOrder, MetadataBeforeHeaderWhenConfiguredSo) {
@@ -286,7 +291,7 @@ TEST(IdentityOrder, MetadataBeforeHeaderWhenConfiguredSo) {
   const IdentityOptions options{
       .sources = {{SessionSource::Kind::kClaudeUserId, "metadata.user_id"},
                   {SessionSource::Kind::kHeader, "x-claude-code-session-id"}}};
-  expect_session(extract(request, options), kClaudeTurnSession, "claude-user-id");
+  expect_session(extract(request, options), kClaudeTurnSession, "claude-user-id", options);
 }
 
 TEST(IdentityOrder, EmptySourceListMeansAnonymous) {
@@ -304,7 +309,7 @@ TEST(IdentityHeaders, NamesMatchCaseInsensitively) {
 
   const IdentityOptions upper{.sources = {{SessionSource::Kind::kHeader, "Session-ID"}}};
   const ExtractResult result = extract_request_facts(headers, "", 0, upper);
-  expect_session(result, "abc", "header:Session-ID");
+  expect_session(result, "abc", "header:Session-ID", upper);
 }
 
 TEST(IdentityHeaders, EmptyOrBlankValuesFallThroughAndValuesAreTrimmed) {
@@ -373,7 +378,7 @@ TEST(IdentityBody, CustomDottedPathsShareTheirPrefix) {
                   {SessionSource::Kind::kClaudeUserId, "metadata.user_id"}}};
   const std::string body = R"({"metadata":{"user_id":"user_ab_account__session_1234abcd",)"
                            R"("deep":{"id":"deep-1"},"conversation":""}})";
-  expect_session(extract_body(body, options), "deep-1", "body:metadata.deep.id");
+  expect_session(extract_body(body, options), "deep-1", "body:metadata.deep.id", options);
 
   const BodyFields fields(options.sources);
   const BodyScan scan = scan_body(body, body.size(), fields);
