@@ -104,15 +104,6 @@ net::Awaitable<net::beast::error_code> send_request(net::Socket& socket, std::st
   co_return wec;
 }
 
-// Takes a pooled connection to the backend into `conn`, if there is one. (A
-// plain function, so that the relay's coroutine frame holds one connection.)
-bool take_pooled(UpstreamPool& pool, const config::BackendConfig& backend,
-                 UpstreamConnection& conn) {
-  auto idle = pool.take_idle(backend);
-  if (idle) conn = std::move(*idle);
-  return idle.has_value();
-}
-
 void append_text(std::string& out, std::string_view text) {
   out.append(text);
 }
@@ -275,7 +266,7 @@ net::Awaitable<AttemptResult> relay_reply(AttemptContext& ctx, const config::Bac
   }
   const bool keep_alive = parser.keep_alive();
   conn.reader->parser.reset();
-  if (keep_alive) ctx.pool.release(std::move(conn));
+  if (keep_alive) ctx.pool.release(conn);
   co_return AttemptResult{
       AttemptResult::Outcome::kRelayed, static_cast<http::status>(status), {}, {}};
 }
@@ -353,7 +344,7 @@ net::Awaitable<AttemptResult> forward_once(AttemptContext& ctx,
   // it fails before any reply byte, try once more on a fresh connection.
   for (int fresh = 0; fresh < 2; ++fresh) {
     UpstreamConnection conn;
-    if (fresh > 0 || !take_pooled(ctx.pool, backend, conn)) {
+    if (fresh > 0 || !ctx.pool.take_idle(backend, conn)) {
       ctx.exchange.watch_client();  // connecting can take up to the connect timeout
       if (const auto cec = co_await ctx.pool.connect(backend, ctx.timeouts.connect, conn))
         co_return connect_failure(backend, cec);

@@ -23,23 +23,26 @@ bool still_open(net::Stream& stream) {
 
 }  // namespace
 
-std::optional<UpstreamConnection> UpstreamPool::take_idle(const config::BackendConfig& backend) {
+bool UpstreamPool::take_idle(const config::BackendConfig& backend, UpstreamConnection& into) {
   const auto it = idle_.find(backend.authority);
-  if (it == idle_.end()) return std::nullopt;
+  if (it == idle_.end()) return false;
   const auto now = coarse_steady_now();
-  while (!it->second.empty()) {
-    Idle idle = std::move(it->second.back());
-    it->second.pop_back();
+  std::vector<Idle>& idle = it->second;
+  while (!idle.empty()) {
     // A connection idle for less than kTrustedIdle is taken without the
     // probe (a syscall per request under load): servers close idle
     // keep-alive connections after seconds (uvicorn: 5 s), and a stale one
     // is still caught by forward_once, which retries on a fresh connection.
-    if (now - idle.since < kTrustedIdle || still_open(*idle.connection.stream)) {
-      idle.connection.reused = true;
-      return std::move(idle.connection);
+    const bool usable =
+        now - idle.back().since < kTrustedIdle || still_open(*idle.back().connection.stream);
+    if (usable) {
+      into = std::move(idle.back().connection);
+      into.reused = true;
     }
+    idle.pop_back();  // a stale one is closed here
+    if (usable) return true;
   }
-  return std::nullopt;
+  return false;
 }
 
 net::Awaitable<net::beast::error_code> UpstreamPool::connect(
@@ -59,13 +62,14 @@ net::Awaitable<net::beast::error_code> UpstreamPool::connect(
   co_return ec;
 }
 
-void UpstreamPool::release(UpstreamConnection connection) {
+void UpstreamPool::release(UpstreamConnection& connection) {
+  // Whatever is not kept is closed when the caller's connection is.
   if (!connection.stream || !connection.stream->socket().is_open()) return;
   if (connection.buffer.size() > 0) return;  // bytes past the reply: not reusable
   auto it = idle_.find(connection.key);
   if (it == idle_.end()) it = idle_.emplace(connection.key, std::vector<Idle>{}).first;
-  if (it->second.size() >= max_idle_) return;  // closes it
-  it->second.push_back(Idle{std::move(connection), coarse_steady_now()});
+  if (it->second.size() >= max_idle_) return;
+  it->second.emplace_back(std::move(connection), coarse_steady_now());
 }
 
 std::size_t UpstreamPool::idle_count() const noexcept {

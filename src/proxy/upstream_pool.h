@@ -122,18 +122,21 @@ class UpstreamPool {
   explicit UpstreamPool(net::asio::io_context& io, std::size_t max_idle_per_server = 64)
       : io_(io), max_idle_(max_idle_per_server) {}
 
-  // An idle connection to the backend that is still usable, if there is one.
-  // Not a coroutine: taking a pooled connection costs no suspension.
-  std::optional<UpstreamConnection> take_idle(const config::BackendConfig& backend);
+  // Moves an idle connection to the backend that is still usable into
+  // `into`; false when there is none. Not a coroutine: taking a pooled
+  // connection costs no suspension. (Into the caller's connection, not
+  // returned: a connection is several members to move, twice per request.)
+  bool take_idle(const config::BackendConfig& backend, UpstreamConnection& into);
 
   // Opens `into` as a new connection to the backend within `connect_timeout`.
   net::Awaitable<net::beast::error_code> connect(const config::BackendConfig& backend,
                                                  std::chrono::milliseconds connect_timeout,
                                                  UpstreamConnection& into);
 
-  // Returns a connection whose last response was read completely and which
-  // both sides keep alive. One with unread bytes left is closed instead.
-  void release(UpstreamConnection connection);
+  // Takes back a connection whose last response was read completely and
+  // which both sides keep alive (moved from: `connection` is left empty). One
+  // with unread bytes left is closed instead.
+  void release(UpstreamConnection& connection);
 
   std::size_t idle_count() const noexcept;
 
