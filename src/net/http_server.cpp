@@ -312,6 +312,10 @@ bool Exchange::write_body_now(std::string_view bytes, beast::error_code& ec) {
   }
   unsent_[count++] = asio::const_buffer(bytes.data(), bytes.size());
   if (chunked_) unsent_[count++] = asio::const_buffer("\r\n", 2);
+  return send_parts_now(count, ec);
+}
+
+bool Exchange::send_parts_now(std::size_t count, beast::error_code& ec) {
   const std::span<const asio::const_buffer> all(unsent_.data(), count);
   const std::size_t sent = write_now(stream_.socket(), all, ec);
   if (ec) keep_alive_ = false;
@@ -335,13 +339,7 @@ bool Exchange::end_stream_now(beast::error_code& ec) {
   if (!chunked_) return true;
   static constexpr std::string_view kLastChunk = "0\r\n\r\n";
   unsent_[0] = asio::const_buffer(kLastChunk.data(), kLastChunk.size());
-  const std::span<const asio::const_buffer> last(unsent_.data(), 1);
-  const std::size_t sent = write_now(stream_.socket(), last, ec);
-  if (ec) keep_alive_ = false;
-  if (ec || sent == kLastChunk.size()) return true;
-  unsent_count_ = 1;
-  unsent_sent_ = sent;
-  return false;
+  return send_parts_now(1, ec);
 }
 
 Awaitable<beast::error_code> Exchange::end_stream() {

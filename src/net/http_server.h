@@ -244,8 +244,13 @@ class Exchange {
   ClientRead& client_read_;
   State state_ = State::kNone;
   bool chunked_ = false;
-  // A body piece the socket did not take whole (write_body_now): its framed
-  // parts, how many, and how much of them has gone.
+  // Writes unsent_[0, count) as far as the socket takes it at once: true when
+  // all went (or the write failed: `ec` says), false when the rest is held
+  // for write_rest(). The tail of write_body_now and end_stream_now.
+  bool send_parts_now(std::size_t count, beast::error_code& ec);
+
+  // A body piece (or the last chunk) the socket did not take whole: its
+  // framed parts, how many, and how much of them has gone.
   std::array<asio::const_buffer, 3> unsent_{};
   std::size_t unsent_count_ = 0;
   std::size_t unsent_sent_ = 0;
