@@ -364,7 +364,7 @@ std::optional<std::string> decode_claude_user_id(std::string_view user_id) {
 }
 
 Identity resolve_identity(HeaderList headers, const BodyScan& scan, const BodyFields& fields,
-                          const IdentityOptions& options) {
+                          const IdentityOptions& options, std::string* session_id) {
   using Kind = config::SessionSource::Kind;
   Identity identity;
   if (scan.error != BodyError::kNone) return identity;
@@ -387,30 +387,27 @@ Identity resolve_identity(HeaderList headers, const BodyScan& scan, const BodyFi
 
   for (std::size_t index = 0; index < options.sources.size(); ++index) {
     const config::SessionSource& source = options.sources[index];
-    std::optional<std::string> value;
+    std::string_view value;
+    std::optional<std::string> decoded;  // a Claude user_id's session, owned
     switch (source.kind) {
       case Kind::kHeader:
-        if (auto header = find_header(headers, source.name)) {
-          const std::string_view text = trim_ows(*header);
-          if (!text.empty()) value.emplace(text);
-        }
+        if (auto header = find_header(headers, source.name)) value = trim_ows(*header);
         break;
       case Kind::kBody:
-        if (const std::string_view text = body_value(source.name); !text.empty())
-          value.emplace(text);
+        value = body_value(source.name);
         break;
       case Kind::kClaudeUserId:
         if (const std::string_view text =
                 body_value(source.name.empty() ? kClaudeUserIdPath : std::string_view(source.name));
-            !text.empty())
-          value = decode_claude_user_id(text);
+            !text.empty() && (decoded = decode_claude_user_id(text)))
+          value = *decoded;
         break;
     }
-    if (value) {
+    if (!value.empty()) {
       identity.kind = IdentityKind::kSession;
-      identity.session_hash = stable_hash(*value);
-      identity.session_id = std::move(*value);
+      identity.session_hash = stable_hash(value);
       identity.source = static_cast<int>(index);
+      if (session_id) session_id->assign(value);
       return identity;
     }
   }
@@ -429,7 +426,8 @@ ExtractResult extract_request_facts(HeaderList headers, std::string_view body,
       options.sources == kDefaultSources ? kDefaultFields : own.emplace(options.sources);
   BodyScan scan = scan_body(body, body_capacity, fields);
   ExtractResult result;
-  result.facts.identity = resolve_identity(headers, scan, fields, options);
+  result.facts.identity =
+      resolve_identity(headers, scan, fields, options, &result.facts.session_id);
   result.facts.model = std::move(scan.model);
   result.facts.stream = scan.stream;
   result.facts.stream_include_usage = scan.stream_include_usage;

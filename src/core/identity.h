@@ -45,8 +45,10 @@ struct Identity {
   // negative or beyond the model's replicas; the router answers 400 then, as
   // vLLM does. Values beyond int saturate (still out of range).
   int pinned_rank = -1;
-  std::string session_id;          // kSession: the raw id (never logged)
-  std::uint64_t session_hash = 0;  // kSession: stable_hash(session_id)
+  // kSession: stable_hash of the raw id. The raw id itself is not kept here
+  // (the router needs only the hash, and a UUID would be an allocation per
+  // request); resolve_identity hands it out on request.
+  std::uint64_t session_hash = 0;
   // kSession: which of the IdentityOptions' sources matched, by its index
   // there (sources[source].label() names it); -1 otherwise. An index, not a
   // label, so that resolving an identity builds no string for it.
@@ -66,6 +68,7 @@ struct RequestFacts {
   bool stream = false;                // `stream` is JSON true
   bool stream_include_usage = false;  // stream_options.include_usage is JSON true
   Identity identity;
+  std::string session_id;  // kSession: the raw id (never logged); "" otherwise
 };
 
 enum class BodyError { kNone, kMalformedJson, kNotAnObject };
@@ -135,9 +138,10 @@ struct BodyScan {
 BodyScan scan_body(std::string_view body, std::size_t body_capacity, const BodyFields& fields);
 
 // Applies DESIGN §4 to headers and a finished scan. A body source whose path is
-// not among `fields` reads as absent. Anonymous when the scan failed.
+// not among `fields` reads as absent. Anonymous when the scan failed. The raw
+// session id goes to `session_id` when one is given (left as is otherwise).
 Identity resolve_identity(HeaderList headers, const BodyScan& scan, const BodyFields& fields,
-                          const IdentityOptions& options);
+                          const IdentityOptions& options, std::string* session_id = nullptr);
 
 // scan_body + resolve_identity with fields built from `options`.
 ExtractResult extract_request_facts(HeaderList headers, std::string_view body,

@@ -130,7 +130,6 @@ class StepRun {
       const workload::Conversation& c = loop_.conversation(slot);
       const workload::Session& s = c.session();
       const core::Identity identity{.kind = core::IdentityKind::kSession,
-                                    .session_id = s.id,
                                     .session_hash = stable_hash(s.id)};
       const Placement p =
           policy_->place({.identity = identity, .turn = c.next_turn(), .now = now}, snapshot());

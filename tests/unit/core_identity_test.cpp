@@ -89,7 +89,7 @@ void expect_session(const ExtractResult& result, std::string_view id, std::strin
                     const IdentityOptions& options = {}) {
   EXPECT_EQ(result.error, BodyError::kNone) << result.error_detail;
   EXPECT_EQ(result.facts.identity.kind, IdentityKind::kSession);
-  EXPECT_EQ(result.facts.identity.session_id, id);
+  EXPECT_EQ(result.facts.session_id, id);
   EXPECT_EQ(result.facts.identity.session_hash, stable_hash(id));
   const int index = result.facts.identity.source;
   ASSERT_GE(index, 0);
@@ -153,8 +153,8 @@ TEST(IdentityClaudeCode, TitleSideCallAndTurnDifferOnlyBySessionId) {
 
   turn.remove_header("x-claude-code-session-id");
   title.remove_header("x-claude-code-session-id");
-  EXPECT_EQ(extract(turn).facts.identity.session_id, kClaudeTurnSession);
-  EXPECT_EQ(extract(title).facts.identity.session_id, kClaudeTitleSession);
+  EXPECT_EQ(extract(turn).facts.session_id, kClaudeTurnSession);
+  EXPECT_EQ(extract(title).facts.session_id, kClaudeTitleSession);
 }
 
 // ------------------------------------------------------------------ Codex
@@ -228,7 +228,7 @@ TEST(IdentityPinned, ClientRankPinsBeforeAnySession) {
   const ExtractResult result = extract(request);
   EXPECT_EQ(result.facts.identity.kind, IdentityKind::kPinned);
   EXPECT_EQ(result.facts.identity.pinned_rank, 2);
-  EXPECT_TRUE(result.facts.identity.session_id.empty());
+  EXPECT_TRUE(result.facts.session_id.empty());
 }
 
 TEST(IdentityPinned, IgnoredWhenNotHonoured) {
@@ -368,7 +368,7 @@ TEST(IdentityBody, RepeatedKeyLastWinsAsInPython) {
   const ExtractResult result = extract_body(R"({"model":"a","prompt_cache_key":"k1","model":"b",)"
                                             R"("prompt_cache_key":"k2"})");
   EXPECT_EQ(result.facts.model, "b");
-  EXPECT_EQ(result.facts.identity.session_id, "k2");
+  EXPECT_EQ(result.facts.session_id, "k2");
 }
 
 TEST(IdentityBody, CustomDottedPathsShareTheirPrefix) {
@@ -399,8 +399,11 @@ TEST(IdentityBody, OneScanServesSeveralModelsOptions) {
       R"({"model":"b","prompt_cache_key":"p","client_metadata":{"session_id":"c"}})";
   const BodyScan scan = scan_body(body, body.size(), fields);
   EXPECT_EQ(scan.model, "b");
-  EXPECT_EQ(resolve_identity({}, scan, fields, a).session_id, "p");
-  EXPECT_EQ(resolve_identity({}, scan, fields, b).session_id, "c");
+  std::string id;
+  EXPECT_EQ(resolve_identity({}, scan, fields, a, &id).session_hash, stable_hash("p"));
+  EXPECT_EQ(id, "p");
+  EXPECT_EQ(resolve_identity({}, scan, fields, b, &id).session_hash, stable_hash("c"));
+  EXPECT_EQ(id, "c");
   // A source whose path the scan did not collect reads as absent.
   EXPECT_EQ(resolve_identity({}, scan, BodyFields{}, b).kind, IdentityKind::kAnonymous);
 }
@@ -421,6 +424,7 @@ TEST(IdentityBody, InPlaceAndCopiedParsesAgree) {
       extract_request_facts(request.headers(), padded, padded.capacity(), {});
   const ExtractResult copied = extract_request_facts(request.headers(), request.body, 0, {});
   EXPECT_EQ(in_place.facts.identity, copied.facts.identity);
+  EXPECT_EQ(in_place.facts.session_id, copied.facts.session_id);
   EXPECT_EQ(in_place.facts.model, copied.facts.model);
   expect_session(in_place, kCodexThread, "header:session-id");
 }

@@ -36,7 +36,7 @@ config::ModelConfig separate_servers(int n) {
 }
 
 Identity session(const std::string& id) {
-  return {.kind = IdentityKind::kSession, .session_id = id, .session_hash = stable_hash(id)};
+  return {.kind = IdentityKind::kSession, .session_hash = stable_hash(id)};
 }
 Identity anonymous() { return {}; }
 Identity pinned(int rank) { return {.kind = IdentityKind::kPinned, .pinned_rank = rank}; }

@@ -68,10 +68,8 @@ TEST(EvaluatorStats, StayedPrefersTheWardensCountersThenFollowups) {
 
 // --- policies -------------------------------------------------------------
 
-core::Identity session(std::string id) {
-  core::Identity i{.kind = core::IdentityKind::kSession, .session_id = std::move(id)};
-  i.session_hash = stable_hash(i.session_id);
-  return i;
+core::Identity session(std::string_view id) {
+  return {.kind = core::IdentityKind::kSession, .session_hash = stable_hash(id)};
 }
 
 TEST(EvaluatorPolicy, RegistryBuildsEveryKnownSpecAndRejectsOthers) {

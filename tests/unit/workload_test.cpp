@@ -169,7 +169,7 @@ TEST(WorkloadWire, BothDialectsCarryTheSessionIdTheWardenReads) {
     const auto facts = core::extract_request_facts(headers, req.body, req.body.size(), {});
     ASSERT_EQ(facts.error, core::BodyError::kNone);
     EXPECT_EQ(facts.facts.identity.kind, core::IdentityKind::kSession);
-    EXPECT_EQ(facts.facts.identity.session_id, c.session().id);
+    EXPECT_EQ(facts.facts.session_id, c.session().id);
     if (d == Dialect::kOpenAi) {
       EXPECT_EQ(req.target, "/v1/chat/completions");
       EXPECT_EQ(body["prompt_cache_key"], c.session().id);
@@ -186,7 +186,7 @@ TEST(WorkloadWire, BothDialectsCarryTheSessionIdTheWardenReads) {
       EXPECT_EQ(body["messages"][1]["role"], "assistant");
       // Without the header the body alone still names the session.
       const auto by_body = core::extract_request_facts({}, req.body, req.body.size(), {});
-      EXPECT_EQ(by_body.facts.identity.session_id, c.session().id);
+      EXPECT_EQ(by_body.facts.session_id, c.session().id);
     }
   }
 }
