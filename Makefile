@@ -19,9 +19,9 @@ build: bootstrap
 
 # The same, profile-guided (scripts/pgo-build.sh: an instrumented build, a
 # training load of about 25 s, a rebuild), at build/lmwarden-pgo; about twice
-# the build time, less CPU per request (docs/performance.md, round 12). Does
-# nothing when the sources, compiler and libraries are those of its last build;
-# PGO_RETRAIN=1 trains again.
+# the build time, less CPU per request (docs/performance-history.md, round
+# 12). Does nothing when the sources, compiler and libraries are those of its
+# last build; PGO_RETRAIN=1 trains again.
 build-pgo: bootstrap
 	@JOBS=$(JOBS) bash scripts/pgo-build.sh
 	@ln -sf pgo/src/lmwarden build/lmwarden-pgo

@@ -10,9 +10,9 @@
 #
 # The layout and inlining then follow the request path the training ran: on
 # the proxy benchmark's small requests, 15 % fewer instructions and 13 % less
-# user CPU than the plain build (docs/performance.md, round 12). Takes about
-# twice as long as `make build`. Run as root or with sudo when wrk is missing
-# (it installs it).
+# user CPU than the plain build (docs/performance-history.md, round 12).
+# Takes about twice as long as `make build`. Run as root or with sudo when
+# wrk is missing (it installs it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

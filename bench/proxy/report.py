@@ -75,6 +75,17 @@ def errors(rs):
     return sum(sum(r["errors"].values()) for r in rs)
 
 
+def error_kinds(rs):
+    """wrk's error counts by kind (connect, read, write, status, timeout),
+    the kinds that occurred only."""
+    kinds = {}
+    for r in rs:
+        for kind, n in r["errors"].items():
+            if n:
+                kinds[kind] = kinds.get(kind, 0) + n
+    return kinds
+
+
 def rps(r):
     return r["requests"] / (r["duration_us"] / 1e6)
 
@@ -156,6 +167,7 @@ for case in CASES:
             "latency_us_p50": min(r["latency_us"]["p50"] for r in lat),
             "latency_us_p99": min(r["latency_us"]["p99"] for r in lat),
             "errors": errors(load) + errors(lat),
+            "error_kinds": error_kinds(load + lat),
             "proxy_cpu_us_per_request": lowest(cpu_us_per_request(r, "proxy") for r in load)
             if target != "direct" else None,
             "proxy_user_cpu_us_per_request": lowest(cpu_us_per_request(r, "proxy_user") for r in load)
@@ -287,8 +299,11 @@ with open(a.out, "w") as f:
     json.dump(summary, f, indent=2)
 print(f"\n{sum(t['met'] for t in targets)} of {len(targets)} met.")
 
-bad = {(case, t): summary["cases"][case][t]["errors"] for case in CASES for t in TARGETS
+bad = {f"{case} {t}": summary["cases"][case][t]["error_kinds"] for case in CASES for t in TARGETS
        if summary["cases"][case][t]["errors"]}
 if bad:
-    print(f"\nWARNING: errors (non-2xx, timeouts, socket errors) in {bad}")
+    print("\nWARNING: wrk counted errors (status: non-2xx; timeout: no reply within wrk's 2 s; "
+          "connect, read, write: socket errors): "
+          + "; ".join(f"{where}: {', '.join(f'{k} {n}' for k, n in kinds.items())}"
+                      for where, kinds in bad.items()))
 print(f"\nsaved {a.out}")

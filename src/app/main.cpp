@@ -14,10 +14,11 @@ namespace {
 // glibc hands the free top of a thread's heap back to the kernel (madvise)
 // once more than M_TRIM_THRESHOLD (128 KiB by default) is free there, so the
 // next body faults its pages in again: under load that took a 100 KB request
-// to about half its throughput (docs/performance.md). Keep up to 64 MiB free
-// for reuse, and take blocks up to 16 MiB from the heaps rather than from a
-// fresh mapping each (fixing the first threshold stops glibc adapting the
-// second). An operator's own GLIBC_TUNABLES or MALLOC_*_ settings win.
+// to about half its throughput (docs/performance-history.md, "What changed,
+// and why"). Keep up to 64 MiB free for reuse, and take blocks up to 16 MiB
+// from the heaps rather than from a fresh mapping each (fixing the first
+// threshold stops glibc adapting the second). An operator's own GLIBC_TUNABLES or MALLOC_*_
+// settings win.
 void keep_freed_memory_for_reuse() {
 #ifdef __GLIBC__
   for (const char* name : {"GLIBC_TUNABLES", "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_"})
