@@ -51,13 +51,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (in_place.error != copied.error || in_place.facts.model != copied.facts.model ||
       in_place.facts.stream != copied.facts.stream ||
       in_place.facts.stream_include_usage != copied.facts.stream_include_usage ||
-      !(in_place.facts.identity == copied.facts.identity))
+      !(in_place.facts.identity == copied.facts.identity) ||
+      in_place.facts.session_id != copied.facts.session_id)
     std::abort();
   const Identity& id = copied.facts.identity;
+  const std::string& session_id = copied.facts.session_id;
   if (copied.error != BodyError::kNone && id.kind != IdentityKind::kAnonymous) std::abort();
   if (id.kind == IdentityKind::kSession &&
-      (id.session_id.empty() || id.session_hash != stable_hash(id.session_id)))
+      (session_id.empty() || id.session_hash != stable_hash(session_id)))
     std::abort();
+  if (id.kind != IdentityKind::kSession && !session_id.empty()) std::abort();
 
   if (auto decoded = decode_claude_user_id(body); decoded && decoded->empty()) std::abort();
   (void)parse_client_rank(header_value);
