@@ -17,8 +17,8 @@ namespace {
 // to about half its throughput (docs/performance-history.md, "What changed,
 // and why"). Keep up to 64 MiB free for reuse, and take blocks up to 16 MiB
 // from the heaps rather than from a fresh mapping each (fixing the first
-// threshold stops glibc adapting the second). An operator's own GLIBC_TUNABLES or MALLOC_*_
-// settings win.
+// threshold stops glibc adapting the second). An operator's own
+// GLIBC_TUNABLES or MALLOC_*_ settings win.
 void keep_freed_memory_for_reuse() {
 #ifdef __GLIBC__
   for (const char* name : {"GLIBC_TUNABLES", "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_"})

@@ -11,8 +11,8 @@
 // with libstdc++), so their time points mix. A coarse read is usually less
 // than one tick (`coarse_resolution()`, 1 to 10 ms with the usual kernel HZ)
 // behind the precise clock, but a tickless kernel lets ticks lapse while its
-// CPUs idle: on the 2-vCPU VM of docs/performance-history.md, round 15 (a 4 ms tick), 18 % of
-// reads taken after a short sleep lagged by 4 to 8 ms.
+// CPUs idle: on the 2-vCPU VM of docs/performance-history.md, round 15 (a 4
+// ms tick), 18 % of reads taken after a short sleep lagged by 4 to 8 ms.
 #pragma once
 
 #include <chrono>
