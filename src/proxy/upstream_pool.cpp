@@ -28,19 +28,18 @@ bool UpstreamPool::take_idle(const config::BackendConfig& backend, UpstreamConne
   if (it == idle_.end()) return false;
   const auto now = coarse_steady_now();
   std::vector<Idle>& idle = it->second;
-  while (!idle.empty()) {
+  for (; !idle.empty(); idle.pop_back()) {  // a stale one is closed as it is popped
     // A connection idle for less than kTrustedIdle is taken without the
     // probe (a syscall per request under load): servers close idle
     // keep-alive connections after seconds (uvicorn: 5 s), and a stale one
     // is still caught by forward_once, which retries on a fresh connection.
-    const bool usable =
-        now - idle.back().since < kTrustedIdle || still_open(*idle.back().connection.stream);
-    if (usable) {
-      into = std::move(idle.back().connection);
+    Idle& last = idle.back();
+    if (now - last.since < kTrustedIdle || still_open(*last.connection.stream)) {
+      into = std::move(last.connection);
       into.reused = true;
+      idle.pop_back();
+      return true;
     }
-    idle.pop_back();  // a stale one is closed here
-    if (usable) return true;
   }
   return false;
 }
