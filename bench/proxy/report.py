@@ -13,12 +13,13 @@ responder's CPU time over the run and each CPU's busy, idle and steal ticks
 proxy's CPU time per request (lowest of the rounds), its user-space part
 (the proxy's own work, where the system time is mostly the kernel's socket
 work, much the same behind any proxy) and, for the best run,
-how busy each CPU was: when the CPU that carries wrk and the responder is
-saturated, requests/s measures the load side as much as the proxy. With the
-default pinning, CPU 0's busy time per request (wrk, the responder, and the
-kernel's work for them) says how much the proxy in front made the load side
-spend: the same figure behind both proxies means requests/s could not tell
-them apart.
+how busy each CPU was: when a CPU that carries the load side (wrk, and the
+responder unless it shares the proxy's CPU; --load-cpus) is saturated,
+requests/s measures the load side as much as the proxy. The load CPUs' busy
+time per request (wrk, the responder where it runs there, and the kernel's
+work for them) says how much the proxy in front made the load side spend:
+the same figure behind both proxies means requests/s could not tell them
+apart.
 
 sse256paced is sse256 at an engine's pace (one event per decode step): its
 requests/s and events/s are set by the pace, so its figure is the proxy's CPU
@@ -31,11 +32,11 @@ The last one holds the run against the targets of docs/performance.md
 (requests/s at least nginx's, added p50 within 1.2x nginx's, on the three
 cases the targets name), with the paired median of requests/s beside the
 best-of ratio the targets are judged on, and says, per requests/s figure,
-whether CPU 0 was full behind both proxies: busy plus stolen at LOAD_FULL or
-more in the best runs of both. Then wrk and the responder set the figure: a
-proxy moves it only through the work it makes CPU 0 do per request (the
-CPU 0 µs/request column), however little CPU of its own it spends, and its
-own CPU per request is what tells the proxies apart.
+whether a load CPU was full behind both proxies: busy plus stolen at
+LOAD_FULL or more in the best runs of both. Then the load side sets the
+figure: a proxy moves it only through the work it makes the load CPUs do per
+request (the load CPUs µs/request column), however little CPU of its own it
+spends, and its own CPU per request is what tells the proxies apart.
 """
 import argparse
 import glob
@@ -47,8 +48,13 @@ p = argparse.ArgumentParser()
 p.add_argument("results")
 p.add_argument("out")
 for flag in ("connections", "paced-connections", "step-us", "seconds", "latency-seconds", "rounds",
-             "events", "pinned", "threads"):
+             "events", "threads"):
     p.add_argument("--" + flag, type=int)
+p.add_argument("--layout", default="none", help="run.sh's BENCH_LAYOUT, as resolved")
+for who in ("wrk", "responder", "proxy"):
+    p.add_argument(f"--cpu-{who}", default="", help=f"the CPU {who} was pinned to; empty: none")
+p.add_argument("--load-cpus", default="",
+               help="comma-separated CPUs that carry only the load side (wrk, the responder)")
 p.add_argument("--nginx-version")
 p.add_argument("--lmwarden-commit")
 p.add_argument("--lmwarden-build", help="how the measured binary was built, e.g. profile-guided")
@@ -57,7 +63,12 @@ a = p.parse_args()
 CASES = ["small", "claude100k", "sse256", "sse256paced"]
 TARGET_CASES = ["small", "claude100k", "sse256"]  # the cases the targets name
 ADDED_P50_LIMIT = 1.2  # lmwarden's added p50 at most this times nginx's
-LOAD_FULL = 0.95  # CPU 0 busy + stolen share from which the load side is full
+LOAD_FULL = 0.95  # a load CPU's busy + stolen share from which the load side is full
+LOAD_CPUS = [int(c) for c in a.load_cpus.split(",") if c != ""]
+# Column labels: the load CPUs' time is summed; their share is the fullest one's.
+LOAD_LABEL = "CPU " + " + ".join(str(c) for c in LOAD_CPUS) if LOAD_CPUS else "load CPUs"
+FULL_LABEL = (f"CPU {LOAD_CPUS[0]}" if len(LOAD_CPUS) == 1 else
+              "fullest of CPUs " + ", ".join(str(c) for c in LOAD_CPUS) if LOAD_CPUS else "load CPUs")
 SSE_CASES = ("sse256", "sse256paced")
 PACED = "sse256paced"
 TARGETS = ["direct", "nginx", "lmwarden"]
@@ -110,11 +121,12 @@ def cpu_shares(r, which):
 
 
 def load_cpu_us_per_request(r):
-    """CPU 0's busy time per request: wrk and the responder, when pinned there."""
+    """The load CPUs' busy time per request (wrk, and the responder where it
+    runs on them); None when nothing was pinned."""
     c = r.get("cpu")
-    if not a.pinned or not c or not r["requests"] or len(c["cpu_before"]) < 3:
+    if not LOAD_CPUS or not c or not r["requests"] or len(c["cpu_before"]) < 3 * (max(LOAD_CPUS) + 1):
         return None
-    busy = c["cpu_after"][0] - c["cpu_before"][0]
+    busy = sum(c["cpu_after"][3 * i] - c["cpu_before"][3 * i] for i in LOAD_CPUS)
     return busy / c["ticks_per_s"] * 1e6 / r["requests"]
 
 
@@ -150,7 +162,10 @@ summary = {"cases": {}, "setup": {
     "connections": a.connections, "paced_connections": a.paced_connections,
     "decode_step_us": a.step_us, "seconds": a.seconds,
     "latency_seconds": a.latency_seconds, "rounds": a.rounds, "sse_events_per_reply": a.events,
-    "pinned": bool(a.pinned), "load_generator": "wrk -t1", "proxy_threads": a.threads or 1}}
+    "pinned": a.layout != "none", "layout": a.layout,
+    "cpu": {"wrk": a.cpu_wrk or None, "responder": a.cpu_responder or None,
+            "proxy": a.cpu_proxy or None, "load_side": LOAD_CPUS},
+    "load_generator": "wrk -t1", "proxy_threads": a.threads or 1}}
 for case in CASES:
     c = {}
     for target in TARGETS:
@@ -210,11 +225,13 @@ for case in CASES:
 
 
 def load_side_share(t):
-    """CPU 0's busy + stolen share in a target's best throughput run."""
+    """The fullest load CPU's busy + stolen share in a target's best
+    throughput run."""
     busy, stolen = t["cpu_busy_share"], t["cpu_steal_share"]
-    if not a.pinned or not busy or not stolen or busy[0] is None or stolen[0] is None:
+    if not LOAD_CPUS or not busy or not stolen or max(LOAD_CPUS) >= min(len(busy), len(stolen)):
         return None
-    return round(busy[0] + stolen[0], 2)
+    shares = [busy[i] + stolen[i] for i in LOAD_CPUS if busy[i] is not None and stolen[i] is not None]
+    return round(max(shares), 2) if len(shares) == len(LOAD_CPUS) else None
 
 
 # The run against the targets: per case, requests/s (events/s for the SSE
@@ -229,15 +246,29 @@ for case in TARGET_CASES:
         "case": case, "figure": throughput, "ratio": r["requests_per_s"],
         "met": r["requests_per_s"] is not None and r["requests_per_s"] >= 1,
         "paired_median": median(c["ratio_per_round"]["requests_per_s"]),
-        "load_side_share": shares,  # CPU 0 busy + stolen behind nginx, lmwarden
+        "load_side_share": shares,  # fullest load CPU, busy + stolen, behind nginx, lmwarden
         "load_side_full": all(x is not None and x >= LOAD_FULL for x in shares)})
     targets.append({
         "case": case, "figure": "added p50", "ratio": r["added_p50"],
-        "met": r["added_p50"] is not None and r["added_p50"] <= ADDED_P50_LIMIT})
+        # No ratio when nginx added nothing (or less than nothing: with the
+        # responder on the proxy's CPU, direct requests cross CPUs and
+        # proxied ones end on one): that target is not judged, met is None.
+        "met": None if r["added_p50"] is None else r["added_p50"] <= ADDED_P50_LIMIT})
 summary["targets"] = targets
 
 with open(a.out, "w") as f:
     json.dump(summary, f, indent=2)
+
+def placement_text():
+    """Where wrk, the responder and the proxy ran, e.g. "separate (wrk on CPU
+    0, responder on CPU 1, proxy on CPU 2)"."""
+    where = [f"{who} on CPU {cpu}" for who, cpu in
+             (("wrk", a.cpu_wrk), ("responder", a.cpu_responder), ("proxy", a.cpu_proxy)) if cpu]
+    return f"{a.layout} ({', '.join(where)})" if where else f"{a.layout} (nothing pinned)"
+
+
+placement = placement_text()
+
 
 def cell(value):
     """A table cell: blank where there is no figure."""
@@ -247,11 +278,11 @@ def cell(value):
 print(f"\nrequests/s: wrk -t1 -c{a.connections} (sse256paced: -c{a.paced_connections}, "
       f"an event every {a.step_us} µs per stream), best of {a.rounds} × {a.seconds}s; "
       f"latency: 1 connection, best of {a.rounds} × {a.latency_seconds}s; "
-      f"proxies on {a.threads or 1} thread(s){' pinned to CPU 1' if a.pinned else ''}; "
+      f"proxies on {a.threads or 1} thread(s); CPUs: {placement}; "
       f"lmwarden {a.lmwarden_commit} ({a.lmwarden_build})\n")
 print("| case | target | requests/s | p50 µs | p99 µs | added p50 µs | added p99 µs | SSE events/s "
       "| proxy CPU µs/request | of it user µs | proxy CPU µs/event | responder CPU µs/request "
-      "| CPU 0 µs/request | CPUs busy | CPUs stolen |")
+      f"| {LOAD_LABEL} µs/request | CPUs busy | CPUs stolen |")
 print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
 for case in CASES:
     for target in TARGETS:
@@ -270,7 +301,7 @@ for case in CASES:
               f"| {rcpu} | {lcpu} | {busy} | {stolen} |")
 print("\n| case | lmwarden/nginx requests/s | lmwarden/nginx added p50 | lmwarden/nginx added p99 "
       "| lmwarden/nginx SSE events/s | lmwarden/nginx proxy CPU per request "
-      "| lmwarden/nginx proxy user CPU per request | lmwarden/nginx CPU 0 per request |")
+      f"| lmwarden/nginx proxy user CPU per request | lmwarden/nginx {LOAD_LABEL} per request |")
 print("|---|---:|---:|---:|---:|---:|---:|---:|")
 for case in CASES:
     r = summary["cases"][case]["ratio_lmwarden_over_nginx"]
@@ -291,23 +322,26 @@ for case in CASES:
 
 
 print(f"\nAgainst the targets (requests/s at least nginx's, added p50 at most "
-      f"{ADDED_P50_LIMIT}x nginx's; \"load side full\": CPU 0 busy + stolen at least "
-      f"{LOAD_FULL:.0%} behind both proxies, when the ratio measured wrk and the responder):\n")
+      f"{ADDED_P50_LIMIT}x nginx's; \"load side full\": {FULL_LABEL} busy + stolen at least "
+      f"{LOAD_FULL:.0%} behind both proxies, when the ratio measured the load side):\n")
 print("| case | figure | lmwarden/nginx, best of rounds | met | paired median "
-      "| CPU 0 busy + stolen, nginx / lmwarden |")
+      f"| {FULL_LABEL} busy + stolen, nginx / lmwarden |")
 print("|---|---|---:|---|---:|---|")
 for t in targets:
     shares = t.get("load_side_share")
     load = (" / ".join(f"{x:.0%}" for x in shares) + (" (load side full)" if t["load_side_full"] else "")
             if shares and None not in shares else "")
-    print(f"| {t['case']} | {t['figure']} | {cell(t['ratio'])} | {'yes' if t['met'] else 'no'} "
+    met = {True: "yes", False: "no", None: "not judged: nginx added no latency"}[t["met"]]
+    print(f"| {t['case']} | {t['figure']} | {cell(t['ratio'])} | {met} "
           f"| {cell(t.get('paired_median'))} | {load} |")
-print(f"\n{sum(t['met'] for t in targets)} of {len(targets)} met.")
+judged = [t for t in targets if t["met"] is not None]
+print(f"\n{sum(t['met'] for t in judged)} of {len(judged)} met"
+      + (f" ({len(targets) - len(judged)} not judged)." if len(judged) < len(targets) else "."))
 
 bad = {f"{case} {t}": summary["cases"][case][t]["error_kinds"] for case in CASES for t in TARGETS
        if summary["cases"][case][t]["error_kinds"]}
 if bad:
-    print("\nWARNING: wrk counted errors (status: non-2xx; timeout: no reply within wrk's 2 s; "
+    print("\nWARNING: wrk counted errors (status: non-2xx; timeout: no reply within wrk's --timeout, 10 s; "
           "connect, read, write: socket errors): "
           + "; ".join(f"{where}: {', '.join(f'{k} {n}' for k, n in kinds.items())}"
                       for where, kinds in bad.items()))

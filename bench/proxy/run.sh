@@ -25,8 +25,19 @@
 # and each CPU's busy and steal shares, for the report's CPU-per-request
 # figures. Rounds alternate whether nginx or lmwarden goes first.
 #
-# CPUs: with 2 or more cores, wrk and the upstream share CPU 0 and the proxy
-# under test (nginx: 1 worker; lmwarden: threads: 1) has CPU 1 to itself.
+# CPUs (BENCH_LAYOUT): where wrk, the responder and the proxy under test
+# (nginx: 1 worker; lmwarden: threads: 1) run, each pinned with taskset.
+#   separate      wrk on CPU 0, the responder on CPU 1, the proxy on CPU 2:
+#                 with the load side on CPUs of its own, the proxy's CPU is
+#                 what runs out first. Needs 3 CPUs.
+#   shared-load   wrk and the responder share CPU 0, the proxy has CPU 1.
+#   shared-proxy  wrk has CPU 0, the responder and the proxy share CPU 1: on
+#                 2 CPUs, the layout where the proxy's work sets requests/s
+#                 (with the responder's, the same behind either proxy).
+#   none          nothing pinned; also BENCH_PIN=0, and whenever
+#                 BENCH_PROXY_THREADS is above 1.
+#   auto          (default) separate with 3 CPUs or more, shared-load with 2,
+#                 none with 1.
 # BENCH_PROXY_THREADS=N gives both proxies N workers/threads, unpinned.
 #
 # Talks only to 127.0.0.1, stops by itself, kills what it started on exit.
@@ -65,11 +76,34 @@ require_inputs "$lmwarden" "$responder" "$fixtures" "make bench-proxy builds it"
 # --- processes ---------------------------------------------------------------
 start_work bench-proxy
 
-pin_load=() pin_proxy=()
-if [ "$(nproc)" -ge 2 ] && [ "${BENCH_PIN:-1}" = 1 ] && [ "$threads" = 1 ]; then
-  pin_load=(taskset -c 0)
-  pin_proxy=(taskset -c 1)
+layout="${BENCH_LAYOUT:-auto}"
+cpus="$(nproc)"
+if [ "${BENCH_PIN:-1}" != 1 ] || [ "$threads" != 1 ]; then
+  layout=none
+elif [ "$layout" = auto ]; then
+  if [ "$cpus" -ge 3 ]; then layout=separate
+  elif [ "$cpus" = 2 ]; then layout=shared-load
+  else layout=none
+  fi
 fi
+# The CPU of each, and the CPUs whose being full means the load side (wrk, or
+# wrk and the responder) set requests/s rather than the proxy.
+case "$layout" in
+  separate) cpu_wrk=0 cpu_responder=1 cpu_proxy=2 load_cpus=0,1 need=3 ;;
+  shared-load) cpu_wrk=0 cpu_responder=0 cpu_proxy=1 load_cpus=0 need=2 ;;
+  shared-proxy) cpu_wrk=0 cpu_responder=1 cpu_proxy=1 load_cpus=0 need=2 ;;
+  none) cpu_wrk='' cpu_responder='' cpu_proxy='' load_cpus='' need=1 ;;
+  *) echo "bench-proxy: BENCH_LAYOUT=$layout: use auto, separate, shared-load, shared-proxy or none" >&2
+     exit 2 ;;
+esac
+if [ "$cpus" -lt "$need" ]; then
+  echo "bench-proxy: BENCH_LAYOUT=$layout needs $need CPUs; this machine has $cpus" >&2
+  exit 2
+fi
+pinned() { if [ -n "$1" ]; then echo taskset -c "$1"; fi; }
+read -r -a pin_wrk <<<"$(pinned "$cpu_wrk")"
+read -r -a pin_responder <<<"$(pinned "$cpu_responder")"
+read -r -a pin_proxy <<<"$(pinned "$cpu_proxy")"
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
@@ -82,7 +116,7 @@ wait_http() {
   exit 1
 }
 
-"${pin_load[@]}" "$responder" --port 0 --events "$events" --step-us "$step_us" --max-seconds 1800 \
+"${pin_responder[@]}" "$responder" --port 0 --events "$events" --step-us "$step_us" --max-seconds 1800 \
   >"$work/responder.log" 2>&1 &
 pids+=($!)
 responder_pid=$!
@@ -145,10 +179,10 @@ run_wrk() {  # target case connections seconds result-file
   read -r pu0 ps0 <<<"$(cpu_ticks ${proxy_pids[$1]})"
   read -r ru0 rs0 <<<"$(cpu_ticks "$responder_pid")"
   busy_before="$(cpu_busy)"
-  "${pin_load[@]}" wrk -t1 -c"$3" -d"$4s" --timeout 10s -s "$here/wrk.lua" "${url[$1]}" -- \
+  "${pin_wrk[@]}" wrk -t1 -c"$3" -d"$4s" --timeout 10s -s "$here/wrk.lua" "${url[$1]}" -- \
     POST "${case_path[$2]}" "$work/$2.headers" "$work/$2.body" >"$work/wrk.out" 2>&1 || true
   # Where the CPU went: the proxy's and the responder's time, and each CPU's
-  # busy share (with the default pinning, CPU 0 carries wrk and the responder).
+  # busy share (which CPU carries what: the layout above).
   read -r pu1 ps1 <<<"$(cpu_ticks ${proxy_pids[$1]})"
   read -r ru1 rs1 <<<"$(cpu_ticks "$responder_pid")"
   printf '{"ticks_per_s": %s, "proxy_ticks": %s, "proxy_user_ticks": %s, "responder_ticks": %s, "cpu_before": [%s], "cpu_after": [%s]}\n' \
@@ -162,6 +196,7 @@ run_wrk() {  # target case connections seconds result-file
 }
 
 echo "bench-proxy: upstream :$upstream_port, nginx :$nginx_port, lmwarden :$lmwarden_port;" \
+  "CPUs: $layout (wrk ${cpu_wrk:-any}, responder ${cpu_responder:-any}, proxy ${cpu_proxy:-any});" \
   "$rounds round(s) of ${seconds}s (c=$connections; sse256paced c=$paced_connections, a step every" \
   "${step_us} µs) + ${latency_seconds}s (c=1) per case and target"
 mkdir -p "$work/results"
@@ -193,7 +228,8 @@ mkdir -p "$out_dir"
 python3 "$here/report.py" "$work/results" "$out_dir/proxy.json" \
   --connections "$connections" --seconds "$seconds" --latency-seconds "$latency_seconds" \
   --rounds "$rounds" --events "$events" --paced-connections "$paced_connections" \
-  --step-us "$step_us" --pinned "${#pin_proxy[@]}" --threads "$threads" \
+  --step-us "$step_us" --threads "$threads" --layout "$layout" --cpu-wrk "$cpu_wrk" \
+  --cpu-responder "$cpu_responder" --cpu-proxy "$cpu_proxy" --load-cpus "$load_cpus" \
   --nginx-version "$("$nginx_bin" -v 2>&1 | sed 's/.*nginx\///')" \
   --lmwarden-commit "$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)" \
   --lmwarden-build "$lmwarden_build"
