@@ -65,6 +65,7 @@ TARGET_CASES = ["small", "claude100k", "sse256"]  # the cases the targets name
 ADDED_P50_LIMIT = 1.2  # lmwarden's added p50 at most this times nginx's
 LOAD_FULL = 0.95  # a load CPU's busy + stolen share from which the load side is full
 LOAD_CPUS = [int(c) for c in a.load_cpus.split(",") if c != ""]
+USED_CPUS = sorted({int(c) for c in (a.cpu_wrk, a.cpu_responder, a.cpu_proxy) if c != ""})
 # Column labels: the load CPUs' time is summed; their share is the fullest one's.
 LOAD_LABEL = "CPU " + " + ".join(str(c) for c in LOAD_CPUS) if LOAD_CPUS else "load CPUs"
 FULL_LABEL = (f"CPU {LOAD_CPUS[0]}" if len(LOAD_CPUS) == 1 else
@@ -105,18 +106,35 @@ def cpu_us_per_request(r, who):
     return c[who + "_ticks"] / c["ticks_per_s"] * 1e6 / r["requests"]
 
 
+def cpu_ids(c):
+    """The CPU numbers of a .cpu record's "busy idle steal" triples, in
+    order (/proc/stat lists online CPUs only, so position need not be the
+    number)."""
+    return c.get("cpu_ids") or list(range(len(c["cpu_before"]) // 3))
+
+
+def cpu_ticks(c, cpu):
+    """One CPU's busy, idle and steal ticks over the run; None if unrecorded."""
+    ids = cpu_ids(c)
+    if cpu not in ids:
+        return None
+    i = 3 * ids.index(cpu)
+    if i + 3 > min(len(c["cpu_before"]), len(c["cpu_after"])):
+        return None
+    return [c["cpu_after"][i + k] - c["cpu_before"][i + k] for k in range(3)]
+
+
 def cpu_shares(r, which):
-    """Each CPU's busy (which=0) or steal (which=2) share over the run, from
-    the /proc/stat "busy idle steal" triples run.sh records."""
+    """{CPU: busy (which=0) or steal (which=2) share over the run} for the
+    CPUs the layout pinned (every CPU when nothing was pinned)."""
     c = r.get("cpu")
     if not c:
         return None
-    before, after = c["cpu_before"], c["cpu_after"]
-    shares = []
-    for i in range(0, min(len(before), len(after)) - 2, 3):
-        ticks = [after[i + k] - before[i + k] for k in range(3)]
-        total = sum(ticks)
-        shares.append(round(ticks[which] / total, 2) if total > 0 else None)
+    shares = {}
+    for cpu in USED_CPUS or cpu_ids(c):
+        ticks = cpu_ticks(c, cpu)
+        total = sum(ticks) if ticks else 0
+        shares[cpu] = round(ticks[which] / total, 2) if total > 0 else None
     return shares
 
 
@@ -124,10 +142,12 @@ def load_cpu_us_per_request(r):
     """The load CPUs' busy time per request (wrk, and the responder where it
     runs on them); None when nothing was pinned."""
     c = r.get("cpu")
-    if not LOAD_CPUS or not c or not r["requests"] or len(c["cpu_before"]) < 3 * (max(LOAD_CPUS) + 1):
+    if not LOAD_CPUS or not c or not r["requests"]:
         return None
-    busy = sum(c["cpu_after"][3 * i] - c["cpu_before"][3 * i] for i in LOAD_CPUS)
-    return busy / c["ticks_per_s"] * 1e6 / r["requests"]
+    ticks = [cpu_ticks(c, cpu) for cpu in LOAD_CPUS]
+    if None in ticks:
+        return None
+    return sum(t[0] for t in ticks) / c["ticks_per_s"] * 1e6 / r["requests"]
 
 
 def paired(case, value):
@@ -228,9 +248,10 @@ def load_side_share(t):
     """The fullest load CPU's busy + stolen share in a target's best
     throughput run."""
     busy, stolen = t["cpu_busy_share"], t["cpu_steal_share"]
-    if not LOAD_CPUS or not busy or not stolen or max(LOAD_CPUS) >= min(len(busy), len(stolen)):
+    if not LOAD_CPUS or not busy or not stolen:
         return None
-    shares = [busy[i] + stolen[i] for i in LOAD_CPUS if busy[i] is not None and stolen[i] is not None]
+    shares = [busy[cpu] + stolen[cpu] for cpu in LOAD_CPUS
+              if busy.get(cpu) is not None and stolen.get(cpu) is not None]
     return round(max(shares), 2) if len(shares) == len(LOAD_CPUS) else None
 
 
@@ -293,7 +314,8 @@ for case in CASES:
         pcpu, ucpu, rcpu, lcpu = (cell(t[k]) for k in (
             "proxy_cpu_us_per_request", "proxy_user_cpu_us_per_request",
             "responder_cpu_us_per_request", "load_cpu_us_per_request"))
-        busy, stolen = (" / ".join(f"{b:.0%}" for b in t[k] or [] if b is not None)
+        busy, stolen = (" / ".join(f"{cpu}: {b:.0%}" for cpu, b in (t[k] or {}).items()
+                                   if b is not None)
                         for k in ("cpu_busy_share", "cpu_steal_share"))
         ecpu = cell(t.get("proxy_cpu_us_per_event"))
         print(f"| {case} | {target} | {t['requests_per_s']:,.0f} | {t['latency_us_p50']} | "

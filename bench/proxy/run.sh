@@ -26,14 +26,16 @@
 # figures. Rounds alternate whether nginx or lmwarden goes first.
 #
 # CPUs (BENCH_LAYOUT): where wrk, the responder and the proxy under test
-# (nginx: 1 worker; lmwarden: threads: 1) run, each pinned with taskset.
+# (nginx: 1 worker; lmwarden: threads: 1) run, each pinned with taskset to
+# one of the CPUs this script may use (CPU 0, 1, 2 below: the first, second
+# and third of them).
 #   separate      wrk on CPU 0, the responder on CPU 1, the proxy on CPU 2:
 #                 with the load side on CPUs of its own, the proxy's CPU is
 #                 what runs out first. Needs 3 CPUs.
 #   shared-load   wrk and the responder share CPU 0, the proxy has CPU 1.
 #   shared-proxy  wrk has CPU 0, the responder and the proxy share CPU 1: on
 #                 2 CPUs, the layout where the proxy's work sets requests/s
-#                 (with the responder's, the same behind either proxy).
+#                 (with the responder's, about the same behind either proxy).
 #   none          nothing pinned; also BENCH_PIN=0, and whenever
 #                 BENCH_PROXY_THREADS is above 1.
 #   auto          (default) separate with 3 CPUs or more, shared-load with 2,
@@ -77,7 +79,9 @@ require_inputs "$lmwarden" "$responder" "$fixtures" "make bench-proxy builds it"
 start_work bench-proxy
 
 layout="${BENCH_LAYOUT:-auto}"
-cpus="$(nproc)"
+# The CPUs this process may run on (a container's cpuset need not start at 0).
+read -r -a allowed <<<"$(python3 -c 'import os; print(*sorted(os.sched_getaffinity(0)))')"
+cpus=${#allowed[@]}
 if [ "${BENCH_PIN:-1}" != 1 ] || [ "$threads" != 1 ]; then
   layout=none
 elif [ "$layout" = auto ]; then
@@ -88,16 +92,17 @@ elif [ "$layout" = auto ]; then
 fi
 # The CPU of each, and the CPUs whose being full means the load side (wrk, or
 # wrk and the responder) set requests/s rather than the proxy.
+first="${allowed[0]:-}" second="${allowed[1]:-}" third="${allowed[2]:-}"
 case "$layout" in
-  separate) cpu_wrk=0 cpu_responder=1 cpu_proxy=2 load_cpus=0,1 need=3 ;;
-  shared-load) cpu_wrk=0 cpu_responder=0 cpu_proxy=1 load_cpus=0 need=2 ;;
-  shared-proxy) cpu_wrk=0 cpu_responder=1 cpu_proxy=1 load_cpus=0 need=2 ;;
+  separate) cpu_wrk=$first cpu_responder=$second cpu_proxy=$third load_cpus=$first,$second need=3 ;;
+  shared-load) cpu_wrk=$first cpu_responder=$first cpu_proxy=$second load_cpus=$first need=2 ;;
+  shared-proxy) cpu_wrk=$first cpu_responder=$second cpu_proxy=$second load_cpus=$first need=2 ;;
   none) cpu_wrk='' cpu_responder='' cpu_proxy='' load_cpus='' need=1 ;;
   *) echo "bench-proxy: BENCH_LAYOUT=$layout: use auto, separate, shared-load, shared-proxy or none" >&2
      exit 2 ;;
 esac
 if [ "$cpus" -lt "$need" ]; then
-  echo "bench-proxy: BENCH_LAYOUT=$layout needs $need CPUs; this machine has $cpus" >&2
+  echo "bench-proxy: BENCH_LAYOUT=$layout needs $need CPUs; this process may use $cpus" >&2
   exit 2
 fi
 pinned() { if [ -n "$1" ]; then echo taskset -c "$1"; fi; }
@@ -173,6 +178,8 @@ cpu_ticks() {
 cpu_busy() {
   awk '/^cpu[0-9]/ {print $2 + $3 + $4 + $7 + $8, $5 + $6, $9}' /proc/stat | tr '\n' ' '
 }
+# Which CPU each of those triples is, in /proc/stat's order (online CPUs only).
+cpu_ids="$(awk '/^cpu[0-9]/ {print substr($1, 4)}' /proc/stat | paste -sd,)"
 
 run_wrk() {  # target case connections seconds result-file
   local pu0 ps0 pu1 ps1 ru0 rs0 ru1 rs1 busy_before
@@ -185,8 +192,8 @@ run_wrk() {  # target case connections seconds result-file
   # busy share (which CPU carries what: the layout above).
   read -r pu1 ps1 <<<"$(cpu_ticks ${proxy_pids[$1]})"
   read -r ru1 rs1 <<<"$(cpu_ticks "$responder_pid")"
-  printf '{"ticks_per_s": %s, "proxy_ticks": %s, "proxy_user_ticks": %s, "responder_ticks": %s, "cpu_before": [%s], "cpu_after": [%s]}\n' \
-    "$(getconf CLK_TCK)" "$((pu1 + ps1 - pu0 - ps0))" "$((pu1 - pu0))" "$((ru1 + rs1 - ru0 - rs0))" \
+  printf '{"ticks_per_s": %s, "proxy_ticks": %s, "proxy_user_ticks": %s, "responder_ticks": %s, "cpu_ids": [%s], "cpu_before": [%s], "cpu_after": [%s]}\n' \
+    "$(getconf CLK_TCK)" "$((pu1 + ps1 - pu0 - ps0))" "$((pu1 - pu0))" "$((ru1 + rs1 - ru0 - rs0))" "$cpu_ids" \
     "$(echo $busy_before | tr ' ' ',')" "$(cpu_busy | xargs | tr ' ' ',')" >"$5.cpu"
   if ! grep '^JSON ' "$work/wrk.out" | cut -c6- >"$5" || [ ! -s "$5" ]; then
     echo "bench-proxy: wrk failed for $1 $2:" >&2
