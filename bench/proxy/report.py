@@ -53,6 +53,8 @@ for flag in ("connections", "paced-connections", "step-us", "seconds", "latency-
 p.add_argument("--layout", default="none", help="run.sh's BENCH_LAYOUT, as resolved")
 for who in ("wrk", "responder", "proxy"):
     p.add_argument(f"--cpu-{who}", default="", help=f"the CPU {who} was pinned to; empty: none")
+p.add_argument("--cpu-responder-latency", default="",
+               help="the responder's CPU during the latency runs, where it differs")
 p.add_argument("--load-cpus", default="",
                help="comma-separated CPUs that carry only the load side (wrk, the responder)")
 p.add_argument("--nginx-version")
@@ -184,6 +186,7 @@ summary = {"cases": {}, "setup": {
     "latency_seconds": a.latency_seconds, "rounds": a.rounds, "sse_events_per_reply": a.events,
     "pinned": a.layout != "none", "layout": a.layout,
     "cpu": {"wrk": a.cpu_wrk or None, "responder": a.cpu_responder or None,
+            "responder_latency_runs": a.cpu_responder_latency or a.cpu_responder or None,
             "proxy": a.cpu_proxy or None, "load_side": LOAD_CPUS},
     "load_generator": "wrk -t1", "proxy_threads": a.threads or 1}}
 for case in CASES:
@@ -285,6 +288,8 @@ def placement_text():
     0, responder on CPU 1, proxy on CPU 2)"."""
     where = [f"{who} on CPU {cpu}" for who, cpu in
              (("wrk", a.cpu_wrk), ("responder", a.cpu_responder), ("proxy", a.cpu_proxy)) if cpu]
+    if a.cpu_responder_latency and a.cpu_responder_latency != a.cpu_responder:
+        where.append(f"the responder on CPU {a.cpu_responder_latency} for the latency runs")
     return f"{a.layout} ({', '.join(where)})" if where else f"{a.layout} (nothing pinned)"
 
 

@@ -36,10 +36,16 @@
 #   shared-proxy  wrk has CPU 0, the responder and the proxy share CPU 1: on
 #                 2 CPUs, the layout where the proxy's work sets requests/s
 #                 (with the responder's, about the same behind either proxy).
+#                 Its latency runs mean little: direct requests cross CPUs
+#                 there and proxied ones end on one.
+#   mixed         shared-proxy for the throughput runs, shared-load for the
+#                 latency runs (the responder is moved between them), so
+#                 that requests/s is the proxy's and added latency compares
+#                 like with like.
 #   none          nothing pinned; also BENCH_PIN=0, and whenever
 #                 BENCH_PROXY_THREADS is above 1.
-#   auto          (default) separate with 3 CPUs or more, shared-load with 2,
-#                 none with 1.
+#   auto          (default) separate with 3 CPUs or more, mixed with 2, none
+#                 with 1.
 # BENCH_PROXY_THREADS=N gives both proxies N workers/threads, unpinned.
 #
 # Talks only to 127.0.0.1, stops by itself, kills what it started on exit.
@@ -86,7 +92,7 @@ if [ "${BENCH_PIN:-1}" != 1 ] || [ "$threads" != 1 ]; then
   layout=none
 elif [ "$layout" = auto ]; then
   if [ "$cpus" -ge 3 ]; then layout=separate
-  elif [ "$cpus" = 2 ]; then layout=shared-load
+  elif [ "$cpus" = 2 ]; then layout=mixed
   else layout=none
   fi
 fi
@@ -96,11 +102,13 @@ first="${allowed[0]:-}" second="${allowed[1]:-}" third="${allowed[2]:-}"
 case "$layout" in
   separate) cpu_wrk=$first cpu_responder=$second cpu_proxy=$third load_cpus=$first,$second need=3 ;;
   shared-load) cpu_wrk=$first cpu_responder=$first cpu_proxy=$second load_cpus=$first need=2 ;;
-  shared-proxy) cpu_wrk=$first cpu_responder=$second cpu_proxy=$second load_cpus=$first need=2 ;;
+  shared-proxy | mixed) cpu_wrk=$first cpu_responder=$second cpu_proxy=$second load_cpus=$first need=2 ;;
   none) cpu_wrk='' cpu_responder='' cpu_proxy='' load_cpus='' need=1 ;;
-  *) echo "bench-proxy: BENCH_LAYOUT=$layout: use auto, separate, shared-load, shared-proxy or none" >&2
+  *) echo "bench-proxy: BENCH_LAYOUT=$layout: use auto, separate, shared-load, shared-proxy, mixed or none" >&2
      exit 2 ;;
 esac
+cpu_responder_latency=$cpu_responder  # where the latency runs find it
+[ "$layout" = mixed ] && cpu_responder_latency=$cpu_wrk
 if [ "$cpus" -lt "$need" ]; then
   echo "bench-proxy: BENCH_LAYOUT=$layout needs $need CPUs; this process may use $cpus" >&2
   exit 2
@@ -203,10 +211,16 @@ run_wrk() {  # target case connections seconds result-file
 }
 
 echo "bench-proxy: upstream :$upstream_port, nginx :$nginx_port, lmwarden :$lmwarden_port;" \
-  "CPUs: $layout (wrk ${cpu_wrk:-any}, responder ${cpu_responder:-any}, proxy ${cpu_proxy:-any});" \
+  "CPUs: $layout (wrk ${cpu_wrk:-any}, responder ${cpu_responder:-any}$([ "$layout" = mixed ] &&
+    echo " and ${cpu_responder_latency} for latency"), proxy ${cpu_proxy:-any});" \
   "$rounds round(s) of ${seconds}s (c=$connections; sse256paced c=$paced_connections, a step every" \
   "${step_us} µs) + ${latency_seconds}s (c=1) per case and target"
 mkdir -p "$work/results"
+# Moves the responder (all its threads) to a CPU, when the layout moves it.
+place_responder() {
+  [ "$cpu_responder_latency" = "$cpu_responder" ] && return
+  taskset -apc "$1" "$responder_pid" >/dev/null
+}
 for c in "${cases[@]}"; do  # warm-up: pools filled, pages touched
   for t in "${targets[@]}"; do run_wrk "$t" "$c" 4 1 "$work/warmup.json"; done
 done
@@ -219,10 +233,12 @@ for r in $(seq "$rounds"); do
   # A case's throughput runs go back to back, then its latency runs, so that
   # the two proxies' runs of a figure are seconds apart (the paired ratios).
   for c in "${cases[@]}"; do
+    place_responder "$cpu_responder"
     for t in "${order[@]}"; do
       run_wrk "$t" "$c" "${case_connections[$c]}" "$seconds" "$work/results/$r.$c.$t.load.json"
       printf '.'
     done
+    place_responder "$cpu_responder_latency"
     for t in "${order[@]}"; do
       run_wrk "$t" "$c" 1 "$latency_seconds" "$work/results/$r.$c.$t.latency.json"
       printf '.'
@@ -236,7 +252,8 @@ python3 "$here/report.py" "$work/results" "$out_dir/proxy.json" \
   --connections "$connections" --seconds "$seconds" --latency-seconds "$latency_seconds" \
   --rounds "$rounds" --events "$events" --paced-connections "$paced_connections" \
   --step-us "$step_us" --threads "$threads" --layout "$layout" --cpu-wrk "$cpu_wrk" \
-  --cpu-responder "$cpu_responder" --cpu-proxy "$cpu_proxy" --load-cpus "$load_cpus" \
+  --cpu-responder "$cpu_responder" --cpu-responder-latency "$cpu_responder_latency" \
+  --cpu-proxy "$cpu_proxy" --load-cpus "$load_cpus" \
   --nginx-version "$("$nginx_bin" -v 2>&1 | sed 's/.*nginx\///')" \
   --lmwarden-commit "$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)" \
   --lmwarden-build "$lmwarden_build"
