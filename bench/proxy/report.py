@@ -260,24 +260,33 @@ def load_side_share(t):
 
 # The run against the targets: per case, requests/s (events/s for the SSE
 # case, the same ratio) and added p50.
+def exact_ratio(x, y):
+    """lmwarden/nginx to three decimals: a target is judged on the figures
+    themselves, so that 1,538 against 1,540 events/s (0.999) is not met
+    though the two-decimal ratio reads 1.0."""
+    return round(x / y, 3) if y > 0 else None
+
+
 targets = []
 for case in TARGET_CASES:
     c = summary["cases"][case]
-    r = c["ratio_lmwarden_over_nginx"]
+    n, w = c["nginx"], c["lmwarden"]
     shares = [load_side_share(c[t]) for t in ("nginx", "lmwarden")]
     throughput = "events/s" if case in SSE_CASES else "requests/s"
+    rate = exact_ratio(w["requests_per_s"], n["requests_per_s"])
     targets.append({
-        "case": case, "figure": throughput, "ratio": r["requests_per_s"],
-        "met": r["requests_per_s"] is not None and r["requests_per_s"] >= 1,
+        "case": case, "figure": throughput, "ratio": rate,
+        "met": rate is not None and w["requests_per_s"] >= n["requests_per_s"],
         "paired_median": median(c["ratio_per_round"]["requests_per_s"]),
         "load_side_share": shares,  # fullest load CPU, busy + stolen, behind nginx, lmwarden
         "load_side_full": all(x is not None and x >= LOAD_FULL for x in shares)})
+    added = exact_ratio(w["added_us_p50"], n["added_us_p50"])
     targets.append({
-        "case": case, "figure": "added p50", "ratio": r["added_p50"],
+        "case": case, "figure": "added p50", "ratio": added,
         # No ratio when nginx added nothing (or less than nothing: with the
         # responder on the proxy's CPU, direct requests cross CPUs and
         # proxied ones end on one): that target is not judged, met is None.
-        "met": None if r["added_p50"] is None else r["added_p50"] <= ADDED_P50_LIMIT})
+        "met": None if added is None else w["added_us_p50"] <= ADDED_P50_LIMIT * n["added_us_p50"]})
 summary["targets"] = targets
 
 with open(a.out, "w") as f:
