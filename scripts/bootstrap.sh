@@ -17,6 +17,8 @@ packages=(
   libbenchmark-dev            # micro-benchmarks
   clang libclang-rt-14-dev    # fuzz targets: clang and the libFuzzer runtime
   curl                        # used by the demo and by integration scripts
+  python3                     # the proxy benchmark's scripts and their tests
+  nginx-light wrk             # the proxy benchmark (make bench-proxy) and its test
   chromium                    # headless browser for the dashboard's browser tests
 )
 

@@ -50,6 +50,8 @@ p.add_argument("out")
 for flag in ("connections", "paced-connections", "step-us", "seconds", "latency-seconds", "rounds",
              "events", "threads"):
     p.add_argument("--" + flag, type=int)
+p.add_argument("--wrk-timeout", type=int, default=10,
+               help="wrk's --timeout, seconds: a reply slower than that counts as a timeout")
 p.add_argument("--layout", default="none", help="run.sh's BENCH_LAYOUT, as resolved")
 for who in ("wrk", "responder", "proxy"):
     p.add_argument(f"--cpu-{who}", default="", help=f"the CPU {who} was pinned to; empty: none")
@@ -193,7 +195,7 @@ summary = {"cases": {}, "setup": {
     "cpu": {"wrk": a.cpu_wrk or None, "responder": a.cpu_responder or None,
             "responder_latency_runs": a.cpu_responder_latency or a.cpu_responder or None,
             "proxy": a.cpu_proxy or None, "load_side": LOAD_CPUS},
-    "load_generator": "wrk -t1", "proxy_threads": a.threads or 1}}
+    "load_generator": "wrk -t1", "wrk_timeout_s": a.wrk_timeout, "proxy_threads": a.threads or 1}}
 for case in CASES:
     c = {}
     for target in TARGETS:
@@ -373,8 +375,8 @@ print(f"\n{sum(t['met'] for t in judged)} of {len(judged)} met"
 bad = {f"{case} {t}": summary["cases"][case][t]["error_kinds"] for case in CASES for t in TARGETS
        if summary["cases"][case][t]["error_kinds"]}
 if bad:
-    print("\nWARNING: wrk counted errors (status: non-2xx; timeout: no reply within wrk's --timeout, 10 s; "
-          "connect, read, write: socket errors): "
+    print(f"\nWARNING: wrk counted errors (status: non-2xx; timeout: no reply within wrk's --timeout, "
+          f"{a.wrk_timeout} s; connect, read, write: socket errors): "
           + "; ".join(f"{where}: {', '.join(f'{k} {n}' for k, n in kinds.items())}"
                       for where, kinds in bad.items()))
 print(f"\nsaved {a.out}")

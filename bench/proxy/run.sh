@@ -63,6 +63,7 @@ paced_connections="${BENCH_PACED_CONNECTIONS:-32}"
 step_us="${BENCH_STEP_US:-2000}"
 threads="${BENCH_PROXY_THREADS:-1}"  # nginx workers and lmwarden I/O threads
 events=256
+wrk_timeout=10  # seconds without a reply after which wrk counts a timeout
 # The profile-guided build by default (make build-pgo); LMWARDEN_BINARY picks
 # another, e.g. build/release/src/lmwarden, the plain optimised one.
 lmwarden="${LMWARDEN_BINARY:-$root/build/pgo/src/lmwarden}"
@@ -74,19 +75,28 @@ esac
 responder="${BENCH_RESPONDER:-$root/build/release/bench/bench_responder}"
 fixtures="${LMWARDEN_FIXTURES:-$root/../shared/fixtures}"
 
-# --- tools -------------------------------------------------------------------
 prog=bench-proxy
 . "$here/common.sh"
-ensure_commands nginx:nginx-light wrk:wrk python3:python3 taskset:util-linux
-nginx_bin="$(command -v nginx || echo /usr/sbin/nginx)"
-require_inputs "$lmwarden" "$responder" "$fixtures" "make bench-proxy builds it"
 
-# --- processes ---------------------------------------------------------------
-start_work bench-proxy
+# --- settings, checked before anything is installed or started ---------------
+for knob in BENCH_SECONDS:"$seconds" BENCH_LATENCY_SECONDS:"$latency_seconds" BENCH_ROUNDS:"$rounds" \
+            BENCH_CONNECTIONS:"$connections" BENCH_PACED_CONNECTIONS:"$paced_connections" \
+            BENCH_STEP_US:"$step_us" BENCH_PROXY_THREADS:"$threads"; do
+  [[ ${knob#*:} =~ ^[1-9][0-9]*$ ]] ||
+    { echo "$prog: ${knob%%:*}=${knob#*:}: expected a whole number above 0" >&2; exit 2; }
+done
 
+# The CPUs this process may run on, in order (a container's cpuset need not
+# start at 0): /proc's list, e.g. "0-3,8", one number each.
+allowed_cpus() {
+  local ranges range
+  IFS=, read -r -a ranges <<<"$(awk '/^Cpus_allowed_list:/ {print $2}' /proc/self/status)"
+  for range in "${ranges[@]}"; do
+    seq "${range%-*}" "${range#*-}"  # "5" is the range 5-5
+  done | xargs
+}
 layout="${BENCH_LAYOUT:-auto}"
-# The CPUs this process may run on (a container's cpuset need not start at 0).
-read -r -a allowed <<<"$(python3 -c 'import os; print(*sorted(os.sched_getaffinity(0)))')"
+read -r -a allowed <<<"$(allowed_cpus)"
 cpus=${#allowed[@]}
 if [ "${BENCH_PIN:-1}" != 1 ] || [ "$threads" != 1 ]; then
   layout=none
@@ -104,15 +114,24 @@ case "$layout" in
   shared-load) cpu_wrk=$first cpu_responder=$first cpu_proxy=$second load_cpus=$first need=2 ;;
   shared-proxy | mixed) cpu_wrk=$first cpu_responder=$second cpu_proxy=$second load_cpus=$first need=2 ;;
   none) cpu_wrk='' cpu_responder='' cpu_proxy='' load_cpus='' need=1 ;;
-  *) echo "bench-proxy: BENCH_LAYOUT=$layout: use auto, separate, shared-load, shared-proxy, mixed or none" >&2
+  *) echo "$prog: BENCH_LAYOUT=$layout: use auto, separate, shared-load, shared-proxy, mixed or none" >&2
      exit 2 ;;
 esac
 cpu_responder_latency=$cpu_responder  # where the latency runs find it
 [ "$layout" = mixed ] && cpu_responder_latency=$cpu_wrk
 if [ "$cpus" -lt "$need" ]; then
-  echo "bench-proxy: BENCH_LAYOUT=$layout needs $need CPUs; this process may use $cpus" >&2
+  echo "$prog: BENCH_LAYOUT=$layout needs $need CPUs; this process may use $cpus" >&2
   exit 2
 fi
+
+# --- tools -------------------------------------------------------------------
+ensure_commands nginx:nginx-light wrk:wrk python3:python3 taskset:util-linux
+nginx_bin="$(command -v nginx || echo /usr/sbin/nginx)"
+require_inputs "$lmwarden" "$responder" "$fixtures" "make bench-proxy builds it"
+
+# --- processes ---------------------------------------------------------------
+start_work bench-proxy
+
 pinned() { if [ -n "$1" ]; then echo taskset -c "$1"; fi; }
 read -r -a pin_wrk <<<"$(pinned "$cpu_wrk")"
 read -r -a pin_responder <<<"$(pinned "$cpu_responder")"
@@ -194,7 +213,7 @@ run_wrk() {  # target case connections seconds result-file
   read -r pu0 ps0 <<<"$(cpu_ticks ${proxy_pids[$1]})"
   read -r ru0 rs0 <<<"$(cpu_ticks "$responder_pid")"
   busy_before="$(cpu_busy)"
-  "${pin_wrk[@]}" wrk -t1 -c"$3" -d"$4s" --timeout 10s -s "$here/wrk.lua" "${url[$1]}" -- \
+  "${pin_wrk[@]}" wrk -t1 -c"$3" -d"$4s" --timeout "${wrk_timeout}s" -s "$here/wrk.lua" "${url[$1]}" -- \
     POST "${case_path[$2]}" "$work/$2.headers" "$work/$2.body" >"$work/wrk.out" 2>&1 || true
   # Where the CPU went: the proxy's and the responder's time, and each CPU's
   # busy share (which CPU carries what: the layout above).
@@ -250,7 +269,7 @@ echo
 mkdir -p "$out_dir"
 python3 "$here/report.py" "$work/results" "$out_dir/proxy.json" \
   --connections "$connections" --seconds "$seconds" --latency-seconds "$latency_seconds" \
-  --rounds "$rounds" --events "$events" --paced-connections "$paced_connections" \
+  --rounds "$rounds" --events "$events" --wrk-timeout "$wrk_timeout" --paced-connections "$paced_connections" \
   --step-us "$step_us" --threads "$threads" --layout "$layout" --cpu-wrk "$cpu_wrk" \
   --cpu-responder "$cpu_responder" --cpu-responder-latency "$cpu_responder_latency" \
   --cpu-proxy "$cpu_proxy" --load-cpus "$load_cpus" \

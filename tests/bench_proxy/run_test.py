@@ -1,0 +1,139 @@
+"""bench/proxy/run.sh as an operator runs it: its checks of the settings, and
+one short run of the whole benchmark (responder, nginx, lmwarden, wrk on
+127.0.0.1) against the binaries named by LMWARDEN_BINARY and BENCH_RESPONDER.
+
+Run: LMWARDEN_BINARY=... BENCH_RESPONDER=... LMWARDEN_FIXTURES=... \\
+     python3 -m unittest discover -s tests/bench_proxy -p 'run_test.py'
+"""
+import json
+import os
+import re
+import subprocess
+import tempfile
+import unittest
+
+RUN = os.path.realpath(os.path.join(os.path.dirname(__file__), "..", "..", "bench", "proxy", "run.sh"))
+CASES = ("small", "claude100k", "sse256", "sse256paced")
+
+
+def run_sh(env, cpus=None, timeout=60):
+    """Runs run.sh with `env` added to this environment, on the given CPUs
+    (default: this process's); returns the finished process."""
+    full = {**os.environ, **env}
+    preexec = (lambda: os.sched_setaffinity(0, cpus)) if cpus is not None else None
+    return subprocess.run(["bash", RUN], env=full, capture_output=True, text=True, timeout=timeout,
+                          preexec_fn=preexec)
+
+
+class SettingsChecked(unittest.TestCase):
+    """A bad setting stops the run at once, with exit status 2 and a message
+    naming it, before anything is installed or started."""
+
+    def assert_refused(self, done, message):
+        self.assertEqual(done.returncode, 2, done.stderr)
+        self.assertIn(message, done.stderr)
+        self.assertEqual(done.stdout, "")  # nothing installed, nothing started
+
+    def test_unknown_layout(self):
+        self.assert_refused(run_sh({"BENCH_LAYOUT": "bogus"}),
+                            "bench-proxy: BENCH_LAYOUT=bogus: use auto, separate, shared-load, "
+                            "shared-proxy, mixed or none")
+
+    def test_numbers(self):
+        for knob, value in (("BENCH_SECONDS", "6s"), ("BENCH_ROUNDS", "0"), ("BENCH_CONNECTIONS", "x"),
+                            ("BENCH_PROXY_THREADS", "-1"), ("BENCH_STEP_US", "2e3")):
+            with self.subTest(knob=knob, value=value):
+                self.assert_refused(run_sh({knob: value}),
+                                    f"bench-proxy: {knob}={value}: expected a whole number above 0")
+
+    def test_layout_needs_more_cpus_than_allowed(self):
+        allowed = sorted(os.sched_getaffinity(0))
+        for layout, need in (("separate", 3), ("shared-proxy", 2), ("mixed", 2), ("shared-load", 2)):
+            with self.subTest(layout=layout):
+                # The CPUs given are the last ones allowed, so the message must
+                # count CPUs, not assume they start at 0.
+                cpus = allowed[-(need - 1):]
+                self.assert_refused(run_sh({"BENCH_LAYOUT": layout}, cpus=cpus),
+                                    f"BENCH_LAYOUT={layout} needs {need} CPUs; this process may use {need - 1}")
+
+
+@unittest.skipUnless(os.environ.get("LMWARDEN_BINARY") and os.environ.get("BENCH_RESPONDER"),
+                     "needs LMWARDEN_BINARY and BENCH_RESPONDER (ctest sets them)")
+class ShortRun(unittest.TestCase):
+    """One round of one second per case and target: every case answered
+    through both proxies without an error, a report with the targets, and
+    nothing left behind."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.work_parent = os.path.join(cls.tmp.name, "work")
+        cls.out = os.path.join(cls.tmp.name, "out")
+        os.mkdir(cls.work_parent)
+        cls.done = run_sh({"BENCH_SECONDS": "1", "BENCH_LATENCY_SECONDS": "1", "BENCH_ROUNDS": "1",
+                           "BENCH_STEP_US": "200", "BENCH_OUT": cls.out, "TMPDIR": cls.work_parent},
+                          timeout=240)
+        cls.summary = None
+        if cls.done.returncode == 0:
+            with open(os.path.join(cls.out, "proxy.json")) as f:
+                cls.summary = json.load(f)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def setUp(self):
+        self.assertEqual(self.done.returncode, 0, self.done.stdout + self.done.stderr)
+
+    def test_every_case_through_every_target(self):
+        for case in CASES:
+            for target in ("direct", "nginx", "lmwarden"):
+                with self.subTest(case=case, target=target):
+                    t = self.summary["cases"][case][target]
+                    self.assertGreater(t["requests_per_s"], 0)
+                    self.assertEqual(t["errors"], 0, t["error_kinds"])
+                    self.assertGreater(t["latency_us_p50"], 0)
+
+    def test_replies_are_the_cases(self):
+        cases = self.summary["cases"]
+        # Through either proxy the client gets the responder's reply.
+        for case in CASES:
+            direct = cases[case]["direct"]["bytes_per_reply"]
+            for proxy in ("nginx", "lmwarden"):
+                with self.subTest(case=case, proxy=proxy):
+                    self.assertAlmostEqual(cases[case][proxy]["bytes_per_reply"], direct, delta=direct * 0.5)
+        # 256 events make an SSE reply tens of times a JSON one.
+        self.assertGreater(cases["sse256"]["direct"]["bytes_per_reply"],
+                           20 * cases["small"]["direct"]["bytes_per_reply"])
+
+    def test_layout_as_resolved_for_this_host(self):
+        cpus = len(os.sched_getaffinity(0))
+        expected = "separate" if cpus >= 3 else "mixed" if cpus == 2 else "none"
+        setup = self.summary["setup"]
+        self.assertEqual(setup["layout"], expected)
+        self.assertEqual(setup["rounds"], 1)
+        self.assertEqual(setup["wrk_timeout_s"], 10)
+        self.assertIn(f"CPUs: {expected} (", self.done.stdout)
+
+    def test_report_against_the_targets(self):
+        self.assertEqual([(t["case"], t["figure"]) for t in self.summary["targets"]],
+                         [("small", "requests/s"), ("small", "added p50"),
+                          ("claude100k", "requests/s"), ("claude100k", "added p50"),
+                          ("sse256", "events/s"), ("sse256", "added p50")])
+        self.assertRegex(self.done.stdout, r"\n\d of \d met")
+        self.assertNotIn("WARNING", self.done.stdout)
+
+    def test_nothing_left_behind(self):
+        self.assertEqual(os.listdir(self.work_parent), [])  # the work folder removed
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            self.assertNotIn(self.work_parent, cmdline, f"process {pid} still runs: {cmdline}")
+        self.assertTrue(re.search(r"saved .*proxy\.json", self.done.stdout))
+
+
+if __name__ == "__main__":
+    unittest.main()
