@@ -80,6 +80,16 @@ Awaitable<beast::error_code> send_rest(Stream& stream, std::span<const asio::con
   co_return wec;
 }
 
+// What a 400 for a header Beast's parser refused says.
+std::string header_error_message(const beast::error_code& ec) {
+  if (ec == http::error::bad_transfer_encoding)
+    return "malformed request: bad Transfer-Encoding (chunked only, and never with Content-Length)";
+  if (ec == http::error::bad_content_length)
+    return "malformed request: bad Content-Length (one whole number, and never with "
+           "Transfer-Encoding)";
+  return "malformed request: " + ec.message();
+}
+
 Response plain_error(std::string_view, http::status status, std::string_view message) {
   Response res{status, 11};
   res.set(http::field::content_type, "application/json");
@@ -236,7 +246,11 @@ class ClientWatchTicker final : public asio::execution_context::service {
 Awaitable<beast::error_code> Exchange::respond(Response response) {
   response.keep_alive(keep_alive_);
   keep_alive_ = response.keep_alive();
+  // An HTTP/1.1 reply is persistent unless it says otherwise; an HTTP/1.0
+  // client keeps the connection only when told so.
+  if (keep_alive_ && http10_) response.set(http::field::connection, "keep-alive");
   response.prepare_payload();
+  if (head_only_) response.body().clear();  // after the payload's Content-Length is set
   state_ = State::kDone;
   stream_.expires_after(std::chrono::seconds(60));
   auto [ec, n] = co_await http::async_write(stream_, response, kAsTuple);
@@ -259,14 +273,22 @@ Awaitable<beast::error_code> Exchange::begin_stream(const ResponseHeader& header
 Awaitable<beast::error_code> Exchange::begin_stream(std::string_view head,
                                                     std::optional<std::uint64_t> content_length,
                                                     bool chunked, std::string_view first_body) {
+  // HTTP/1.0 has no chunked framing: a body of unknown length ends with the
+  // connection.
+  if (!content_length && chunked && http10_) {
+    chunked = false;
+    keep_alive_ = false;
+  }
   chunked_ = !content_length && chunked;
   state_ = State::kStreaming;
+  if (head_only_) first_body = {};
   // The framing lines, the blank line, then the first piece (chunk-framed
   // when chunked): one gathered write with the head.
   char framing[96];
   char* end = framing;
   auto put = [&end](std::string_view text) { end = std::copy(text.begin(), text.end(), end); };
   if (!keep_alive_) put("Connection: close\r\n");
+  else if (http10_) put("Connection: keep-alive\r\n");
   if (content_length) {
     put("Content-Length: ");
     end = std::to_chars(end, framing + sizeof framing, *content_length).ptr;
@@ -297,7 +319,7 @@ Awaitable<beast::error_code> Exchange::write_body(std::string_view bytes) {
 
 bool Exchange::write_body_now(std::string_view bytes, beast::error_code& ec) {
   ec = {};
-  if (bytes.empty()) return true;
+  if (bytes.empty() || head_only_) return true;
   // The size line lives in the exchange, so that the parts stay valid for
   // write_rest().
   std::size_t count = 0;
@@ -336,7 +358,7 @@ Awaitable<beast::error_code> Exchange::write_rest() {
 bool Exchange::end_stream_now(beast::error_code& ec) {
   ec = {};
   state_ = State::kDone;
-  if (!chunked_) return true;
+  if (!chunked_ || head_only_) return true;
   static constexpr std::string_view kLastChunk = "0\r\n\r\n";
   unsent_[0] = asio::const_buffer(kLastChunk.data(), kLastChunk.size());
   return send_parts_now(1, ec);
@@ -481,29 +503,30 @@ Awaitable<void> HttpServer::serve_connection(Socket tcp_socket) {
     // parsed without a coroutine of its own.
     beast::error_code hec = parse_buffered_header(buffer, parser);
     if (hec == http::error::need_more) hec = co_await read_header(stream.socket(), buffer, parser, deadline);
+    // The target, once the request line has been parsed (empty before),
+    // picks the dialect of an error reply.
+    const std::string_view target = request.target();
     if (hec) {
       if (hec == http::error::header_limit) {
-        co_await send_error("", http::status::request_header_fields_too_large,
+        co_await send_error(target, http::status::request_header_fields_too_large,
                             "request header too large");
       } else if (hec == http::error::body_limit) {
-        co_await send_error(request.target(), http::status::payload_too_large,
-                            "request body too large");
+        co_await send_error(target, http::status::payload_too_large, "request body too large");
       } else if (hec == beast::error::timeout && buffer.size() > 0) {
-        co_await send_error("", http::status::request_timeout, "request header timed out");
+        co_await send_error(target, http::status::request_timeout, "request header timed out");
       } else if (hec != http::error::end_of_stream && hec != beast::error::timeout &&
                  hec != asio::error::connection_reset && hec != asio::error::eof) {
-        co_await send_error("", http::status::bad_request, "malformed request: " + hec.message());
+        co_await send_error(target, http::status::bad_request, header_error_message(hec));
       }
       break;
     }
     first = false;
-    const std::string_view target = request.target();
-    if (ambiguous_framing(parser)) {
-      co_await send_error(target, http::status::bad_request,
-                          "request has both Content-Length and Transfer-Encoding");
+    if (const auto refusal = refuse_header(request)) {
+      co_await send_error(target, refusal->status, refusal->message);
       break;
     }
-    if (request[http::field::expect] == "100-continue" && !parser.is_done()) {
+    if (beast::iequals(request[http::field::expect], "100-continue") && request.version() >= 11 &&
+        !parser.is_done()) {
       static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
       stream.expires_after(options_.read_timeout);
       co_await asio::async_write(stream, asio::buffer(kContinue), kAsTuple);
@@ -519,11 +542,15 @@ Awaitable<void> HttpServer::serve_connection(Socket tcp_socket) {
         if (got < *length)
           bec = co_await read_sized_body(stream.socket(), buffer, body, got, *length, deadline);
       } else {
-        bec = co_await read_parsed_body(stream.socket(), buffer, parser, deadline);
+        bec = co_await read_parsed_body(stream.socket(), buffer, parser,
+                                        options_.max_header_bytes + kHeaderReadBytes, deadline);
       }
       if (bec) {
         if (bec == http::error::body_limit) {
           co_await send_error(target, http::status::payload_too_large, "request body too large");
+        } else if (bec == http::error::buffer_overflow) {
+          co_await send_error(target, http::status::bad_request,
+                              "malformed request body: a chunk size line or trailer field too long");
         } else if (bec == beast::error::timeout) {
           co_await send_error(target, http::status::request_timeout, "request body timed out");
         } else if (bec != http::error::end_of_stream && bec != asio::error::connection_reset) {
@@ -535,7 +562,13 @@ Awaitable<void> HttpServer::serve_connection(Socket tcp_socket) {
     }
     deadline.disarm();
 
+    // A HEAD is served as its GET (Exchange::head_only()). Rewritten only
+    // now: the method is stored with the request's other text, which may
+    // move, and `target` above views that text.
+    const bool head_only = request.method() == http::verb::head;
+    if (head_only) request.set_method(http::verb::get);  // see Exchange::head_only()
     Exchange exchange{stream, buffer, request, remote, deadline, client_read};
+    if (head_only) exchange.set_head_only();
     {
       struct InProgress {
         InProgress() noexcept { ++exchanges_on_this_thread; }

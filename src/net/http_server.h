@@ -144,6 +144,7 @@ class Exchange {
         remote_(remote),
         deadline_(deadline),
         client_read_(client_read),
+        http10_(request.version() < 11),
         keep_alive_(request.keep_alive()) {}
   ~Exchange();
   Exchange(const Exchange&) = delete;
@@ -160,8 +161,17 @@ class Exchange {
   // Whole response. Sets keep-alive from the request unless already closing.
   Awaitable<beast::error_code> respond(Response response);
 
+  // A HEAD request reaches the handler as the GET it asks about; the
+  // exchange then sends that reply's header (its Content-Length or chunked
+  // framing included) and no body: respond() drops the body, and the body
+  // writes of a stream write nothing.
+  bool head_only() const noexcept { return head_only_; }
+  void set_head_only() noexcept { head_only_ = true; }
+
   // Streamed response: the header (with Content-Length, or chunked when
-  // `chunked`), then body pieces, each written as soon as it is given.
+  // `chunked`), then body pieces, each written as soon as it is given. An
+  // HTTP/1.0 client, which knows no chunked framing, gets the body without
+  // one, ended by closing the connection.
   // `first_body`, when given, is the first body piece: it leaves with the
   // header in one write (a small reply then costs one send, not two).
   Awaitable<beast::error_code> begin_stream(const ResponseHeader& header, bool chunked,
@@ -244,6 +254,8 @@ class Exchange {
   ClientRead& client_read_;
   State state_ = State::kNone;
   bool chunked_ = false;
+  bool head_only_ = false;
+  bool http10_;  // the client speaks HTTP/1.0: no chunked framing, keep-alive said aloud
   // Writes unsent_[0, count) as far as the socket takes it at once: true when
   // all went (or the write failed: `ec` says), false when the rest is held
   // for write_rest(). The tail of write_body_now and end_stream_now.
@@ -311,6 +323,7 @@ class HttpServer {
   std::size_t open_connections() const noexcept { return connections_.load(); }
 
  private:
+  void start_accepting();
   Awaitable<void> accept_loop();
   Awaitable<void> serve_connection(Socket socket);
 

@@ -21,6 +21,21 @@
 
 namespace lmwarden::net {
 
+namespace {
+
+// What an exception says, for a log line.
+std::string describe(const std::exception_ptr& failure) {
+  try {
+    std::rethrow_exception(failure);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "an exception of unknown type";
+  }
+}
+
+}  // namespace
+
 // ---------------------------------------------------------------- IoThreads
 
 IoThreads::IoThreads(int threads) {
@@ -76,8 +91,19 @@ tcp::endpoint HttpServer::listen(const std::string& host, std::uint16_t port) {
   if (!ec) acceptor_->listen(asio::socket_base::max_listen_connections, ec);
   if (!ec) acceptor_->non_blocking(true, ec);  // accept_loop() calls accept4 itself
   if (ec) throw std::system_error(ec, "cannot listen on " + host + ":" + std::to_string(port));
-  asio::co_spawn(ctx, accept_loop(), asio::detached);
+  start_accepting();
   return acceptor_->local_endpoint();
+}
+
+// The accept loop does not throw on its own (its errors are values); should
+// something under it throw anyway (an allocation), it is logged and the loop
+// starts again rather than leaving the server up and deaf.
+void HttpServer::start_accepting() {
+  asio::co_spawn(acceptor_->get_executor(), accept_loop(), [this](std::exception_ptr failure) {
+    if (!failure) return;
+    spdlog::error("accept loop failed: {}; accepting again", describe(failure));
+    if (acceptor_ && acceptor_->is_open()) start_accepting();
+  });
 }
 
 void HttpServer::stop_accepting() {
@@ -112,7 +138,8 @@ struct AcceptedFd {
 // is handed over bare and becomes a socket on the thread that serves it.
 Awaitable<void> HttpServer::accept_loop() {
   Timer backoff{acceptor_->get_executor()};
-  const tcp protocol = acceptor_->local_endpoint().protocol();
+  boost::system::error_code ec;
+  const tcp protocol = acceptor_->local_endpoint(ec).protocol();
   while (acceptor_->is_open()) {
     auto [wec] = co_await acceptor_->async_wait(tcp::acceptor::wait_read, kAsTuple);
     if (wec == asio::error::operation_aborted || !acceptor_->is_open()) break;
@@ -146,7 +173,11 @@ Awaitable<void> HttpServer::accept_loop() {
         }
         accepted.release();
         socket.set_option(tcp::no_delay(true), ec);
-        asio::co_spawn(ctx, serve_connection(std::move(socket)), asio::detached);
+        // A connection's errors are values; anything thrown under it (an
+        // allocation) ends that connection alone, and is logged.
+        asio::co_spawn(ctx, serve_connection(std::move(socket)), [](std::exception_ptr failure) {
+          if (failure) spdlog::error("connection ended by an error: {}", describe(failure));
+        });
       });
     }
   }

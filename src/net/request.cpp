@@ -67,6 +67,12 @@ Request::Span Request::store(std::string_view bytes) {
   return span;
 }
 
+void Request::set_method(http::verb method) {
+  const auto name = http::to_string(method);
+  method_ = method;
+  method_string_ = store({name.data(), name.size()});
+}
+
 void Request::set_start_line(http::verb method, std::string_view method_string,
                              std::string_view target, unsigned version) {
   method_ = method;

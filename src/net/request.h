@@ -173,6 +173,8 @@ class Request {
                       unsigned version);
   void insert(http::field name, std::string_view name_string, std::string_view value);
   void insert(std::string_view name, std::string_view value);
+  // Replaces the method (the server hands a HEAD to its handler as a GET).
+  void set_method(http::verb method);
 
   Body& body() noexcept { return body_; }
   const Body& body() const noexcept { return body_; }

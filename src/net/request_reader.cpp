@@ -4,6 +4,8 @@
 #include <array>
 #include <cstring>
 #include <boost/asio/as_tuple.hpp>
+#include <boost/beast/core/string.hpp>
+#include <boost/beast/http/rfc7230.hpp>
 #include <tuple>
 #include <utility>
 
@@ -93,7 +95,8 @@ Awaitable<beast::error_code> read_sized_body(Socket& socket, beast::flat_buffer&
 }
 
 Awaitable<beast::error_code> read_parsed_body(Socket& socket, beast::flat_buffer& buffer,
-                                              RequestParser& parser, ConnectionDeadline& deadline) {
+                                              RequestParser& parser, std::size_t max_pending,
+                                              ConnectionDeadline& deadline) {
   parser.eager(true);
   beast::error_code ec;
   for (;;) {
@@ -105,6 +108,8 @@ Awaitable<beast::error_code> read_parsed_body(Socket& socket, beast::flat_buffer
       if (parser.is_done()) co_return ec;
       if (used > 0 && buffer.size() > 0) continue;
     }
+    // What the parser left waits for the end of a size line or a trailer.
+    if (buffer.size() >= max_pending) co_return http::error::buffer_overflow;
     auto [rec, n] =
         co_await read_before_deadline(socket, buffer.prepare(kHeaderReadBytes), deadline);
     buffer.commit(n);
@@ -117,9 +122,41 @@ Awaitable<beast::error_code> read_parsed_body(Socket& socket, beast::flat_buffer
   }
 }
 
-bool ambiguous_framing(const RequestParser& parser) {
-  const Request& h = parser.get();
-  return h.find(http::field::content_length) && h.find(http::field::transfer_encoding);
+std::optional<Refusal> refuse_header(const Request& request) {
+  std::size_t hosts = 0;
+  bool content_length = false;
+  bool transfer_encoding = false;
+  // The transfer codings of every Transfer-Encoding field, in order: how
+  // many, how many of them are chunked, and whether chunked is the last.
+  std::size_t codings = 0;
+  std::size_t chunked = 0;
+  bool chunked_last = false;
+  for (const FieldView f : request) {
+    if (f.name() == http::field::host) ++hosts;
+    if (f.name() == http::field::content_length) content_length = true;
+    if (f.name() != http::field::transfer_encoding) continue;
+    transfer_encoding = true;
+    for (const auto coding : http::token_list{f.value()}) {
+      ++codings;
+      chunked_last = beast::iequals(coding, "chunked");
+      chunked += chunked_last ? 1 : 0;
+    }
+  }
+  if (transfer_encoding) {
+    if (content_length)
+      return Refusal{http::status::bad_request, "request has both Content-Length and Transfer-Encoding"};
+    if (request.version() < 11)
+      return Refusal{http::status::bad_request, "Transfer-Encoding in an HTTP/1.0 request"};
+    if (!chunked_last || chunked > 1)
+      return Refusal{http::status::bad_request,
+                     "Transfer-Encoding must end in chunked, once (else the body has no known length)"};
+    if (codings > 1)
+      return Refusal{http::status::not_implemented,
+                     "unsupported transfer coding: send the body chunked, or with Content-Length"};
+  }
+  if (request.version() >= 11 ? hosts != 1 : hosts > 1)
+    return Refusal{http::status::bad_request, "an HTTP/1.1 request needs exactly one Host field"};
+  return std::nullopt;
 }
 
 }  // namespace lmwarden::net

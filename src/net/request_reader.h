@@ -7,7 +7,9 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "net/http_server.h"
 #include "net/request_parser.h"
@@ -44,12 +46,25 @@ Awaitable<beast::error_code> read_sized_body(Socket& socket, beast::flat_buffer&
                                              std::size_t got, std::size_t length,
                                              ConnectionDeadline& deadline);
 
-// Reads a body without a Content-Length (chunked) through the parser.
+// Reads a body without a Content-Length (chunked) through the parser. Beast
+// bounds the decoded body (body_limit) but not a chunk's size line, its
+// extensions or the trailer fields: the bytes waiting for the parser are
+// bounded here, by `max_pending`, and more is buffer_overflow.
 Awaitable<beast::error_code> read_parsed_body(Socket& socket, beast::flat_buffer& buffer,
-                                              RequestParser& parser, ConnectionDeadline& deadline);
+                                              RequestParser& parser, std::size_t max_pending,
+                                              ConnectionDeadline& deadline);
 
-// A request whose framing could be read two ways (both Content-Length and
-// Transfer-Encoding) is the classic smuggling vector: refuse it outright.
-bool ambiguous_framing(const RequestParser& parser);
+// Why a parsed request header cannot be served (the reply, after which the
+// connection is closed), or nothing when it can. Beast's parser refuses a
+// malformed or conflicting Content-Length, and a Transfer-Encoding next to
+// one in most orders; left to the server are the framings it would read
+// another way than the next hop (request smuggling: a Transfer-Encoding whose
+// last coding is not chunked is read by Beast as no body at all, leaving the
+// body to be read as the next request) and RFC 9112's rules on Host.
+struct Refusal {
+  http::status status;
+  std::string_view message;
+};
+std::optional<Refusal> refuse_header(const Request& request);
 
 }  // namespace lmwarden::net

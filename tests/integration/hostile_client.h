@@ -106,10 +106,11 @@ class RawClient {
 
   // The next whole reply (1xx interim replies skipped), or nullopt when none
   // arrived before the deadline or the connection ended first.
-  std::optional<HttpResponse> read_response(std::chrono::milliseconds timeout = 5s) {
+  // `to_head`: the reply answers a HEAD, so no body follows its header.
+  std::optional<HttpResponse> read_response(std::chrono::milliseconds timeout = 5s, bool to_head = false) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     for (;;) {
-      if (auto r = take_response()) {
+      if (auto r = take_response(to_head)) {
         if (r->status >= 100 && r->status < 200) continue;
         return r;
       }
@@ -123,6 +124,14 @@ class RawClient {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     while (!closed_)
       if (!fill(deadline)) return closed_;
+    return true;
+  }
+
+  // True when `text` has arrived (and stays unread) before the deadline.
+  bool wait_for(std::string_view text, std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (buffer_.find(text) == std::string::npos)
+      if (!fill(deadline)) return buffer_.find(text) != std::string::npos;
     return true;
   }
 
@@ -147,12 +156,14 @@ class RawClient {
   }
 
   // Removes one complete reply from the buffer, if there is one.
-  std::optional<HttpResponse> take_response() {
+  std::optional<HttpResponse> take_response(bool to_head) {
     const std::size_t head_end = buffer_.find("\r\n\r\n");
     if (head_end == std::string::npos) return std::nullopt;
     const std::string_view head(buffer_.data(), head_end);
     std::size_t end = 0;
-    if (lower_ascii(raw_header(head, "transfer-encoding").value_or("")) == "chunked") {
+    if (to_head) {
+      end = head_end + 4;
+    } else if (lower_ascii(raw_header(head, "transfer-encoding").value_or("")) == "chunked") {
       std::size_t pos = head_end + 4;
       for (;;) {
         const std::size_t nl = buffer_.find("\r\n", pos);

@@ -268,6 +268,65 @@ TEST_F(HostileClient, ConflictingContentLengthsAre400) {
   expect_backend_saw_nothing_else();
 }
 
+// A Transfer-Encoding whose last coding is not chunked leaves the body's
+// length unknown (RFC 9112 6.3): Beast would read no body at all, and the
+// body would be served as the next request. Refused, whatever comes after.
+TEST_F(HostileClient, TransferEncodingNotEndingInChunkedIs400AndSmugglesNothing) {
+  const std::string smuggled = chat_request("smuggled");
+  for (const std::string coding : {"identity", "gzip", "xchunked", "chunked, identity", "chunked, chunked"}) {
+    SCOPED_TRACE(coding);
+    expect_refused("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nx-tag: te\r\n"
+                   "Transfer-Encoding: " + coding + "\r\n\r\n" + smuggled,
+                   400);
+  }
+  // chunked last, after a coding the warden does not decode: 501.
+  expect_refused("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nx-tag: tegz\r\n"
+                 "Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n" + smuggled,
+                 501);
+  // HTTP/1.0 has no Transfer-Encoding: its framing is faulty (RFC 9112 6.1).
+  expect_refused("POST /v1/chat/completions HTTP/1.0\r\nHost: 127.0.0.1\r\nx-tag: te10\r\n"
+                 "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + smuggled,
+                 400);
+  expect_still_serving();
+  expect_backend_saw_nothing_else();
+}
+
+TEST_F(HostileClient, HostMustBeThereOnceInHttp11) {
+  const std::string body(kChat);
+  const std::string rest = "x-tag: host\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  expect_refused("POST /v1/chat/completions HTTP/1.1\r\n" + rest, 400);
+  expect_refused("POST /v1/chat/completions HTTP/1.1\r\nHost: a\r\nHost: b\r\n" + rest, 400);
+  // HTTP/1.0 did not require it.
+  RawClient c{port()};
+  ASSERT_TRUE(c.send("POST /v1/chat/completions HTTP/1.0\r\nx-tag: after-10\r\nContent-Length: " +
+                     std::to_string(body.size()) + "\r\n\r\n" + body));
+  auto r = c.read_response(5s);
+  ASSERT_TRUE(r) << c.unread().substr(0, 200);
+  EXPECT_EQ(r->status, 200) << r->body;
+  expect_still_serving();
+  expect_backend_saw_nothing_else();
+}
+
+// Errors found while reading the header answer in the dialect of the route
+// the request line named.
+TEST_F(HostileClient, HeaderErrorsAnswerInTheRoutesDialect) {
+  RawClient c{port()};
+  c.send("POST /v1/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Note: a\x01b\r\nContent-Length: 2\r\n\r\n{}");
+  auto r = c.read_response(3s);
+  ASSERT_TRUE(r) << c.unread().substr(0, 200);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_NE(r->body.find(R"("type":"error")"), std::string::npos) << r->body;
+  RawClient t{port()};
+  t.send("POST /v1/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 5\r\n"
+         "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n");
+  r = t.read_response(3s);
+  ASSERT_TRUE(r) << t.unread().substr(0, 200);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_NE(r->body.find(R"("type":"error")"), std::string::npos) << r->body;
+  EXPECT_NE(r->body.find("Transfer-Encoding"), std::string::npos) << r->body;
+  expect_still_serving();
+}
+
 // ------------------------------------------------------------ header injection
 
 // A control character in a header value must either be refused or reach the
@@ -347,6 +406,45 @@ TEST_F(HostileClient, InvalidChunkedBodiesAre400) {
   expect_backend_saw_nothing_else();
 }
 
+// Beast bounds a chunked body's data (max_body_bytes) but not a chunk's size
+// line, its extensions or the trailer: those are bounded by the header limit
+// (8 KiB here), so memory cannot grow while the client keeps sending.
+TEST_F(HostileClient, ChunkSizeLinesAndTrailersAreBounded) {
+  const std::string head = "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nx-tag: longchunk\r\n"
+                           "Transfer-Encoding: chunked\r\n\r\n";
+  const std::string filler(256 * 1024, 'a');
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"extension", "5;ext=" + filler},
+      {"leading zeros", std::string(256 * 1024, '0')},
+      {"trailer", "0\r\nX-Trailer: " + filler},
+  };
+  for (const auto& [name, body] : cases) {
+    SCOPED_TRACE(name);
+    RawClient c{port()};
+    c.send(head + body);  // the warden may refuse while this is still being sent
+    auto r = c.read_response(3s);
+    ASSERT_TRUE(r) << "no reply; got: " << c.unread().substr(0, 200);
+    EXPECT_EQ(r->status, 400) << r->body;
+    EXPECT_NE(r->body.find("too long"), std::string::npos) << r->body;
+    EXPECT_TRUE(c.wait_closed(3s));
+  }
+  expect_still_serving();
+  expect_backend_saw_nothing_else();
+}
+
+// "Expect: 100-continue" is matched whatever its case (RFC 9110: case-insensitive).
+TEST_F(HostileClient, ExpectContinueInAnyCase) {
+  const std::string body(kChat);
+  RawClient c{port()};
+  ASSERT_TRUE(c.send("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nx-tag: after-expect\r\n"
+                     "Expect: 100-Continue\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n"));
+  EXPECT_TRUE(c.wait_for("HTTP/1.1 100 Continue\r\n\r\n", 3s)) << c.unread();
+  ASSERT_TRUE(c.send(body));
+  auto r = c.read_response(5s);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+}
+
 TEST_F(HostileClient, ValidChunkedBodyIsForwardedWithContentLengthOnly) {
   const std::string body(kChat);
   const std::string a = body.substr(0, 10), b = body.substr(10);
@@ -409,6 +507,56 @@ TEST_F(HostileClient, NothingAfterARefusalIsServed) {
   EXPECT_TRUE(c.unread().empty()) << c.unread();
   expect_still_serving();
   expect_backend_saw_nothing_else();
+}
+
+// ------------------------------------------------------------ HEAD and HTTP/1.0
+
+// A HEAD is answered as its GET, header only: the next reply on the
+// connection is not taken for its body.
+TEST_F(HostileClient, HeadAnswersTheGetsHeaderWithoutABody) {
+  for (const std::string path : {"/health", "/v1/models", "/metrics", "/", "/api/models"}) {
+    SCOPED_TRACE(path);
+    RawClient c{port()};
+    ASSERT_TRUE(c.send("HEAD " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                       "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
+    auto head = c.read_response(3s, /*to_head=*/true);
+    ASSERT_TRUE(head) << c.unread().substr(0, 200);
+    auto get = c.read_response(3s);
+    ASSERT_TRUE(get) << "the GET after the HEAD: " << c.unread().substr(0, 200);
+    EXPECT_EQ(head->status, 200);
+    EXPECT_EQ(get->status, 200);
+    EXPECT_TRUE(get->body.size() > 0);
+    EXPECT_EQ(head->headers["content-length"], std::to_string(get->body.size()));
+    EXPECT_EQ(head->headers["content-type"], get->headers["content-type"]);
+  }
+  // A forwarded route takes POST only.
+  RawClient c{port()};
+  ASSERT_TRUE(c.send("HEAD /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                     "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
+  auto r = c.read_response(3s, /*to_head=*/true);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 405);
+  r = c.read_response(3s);
+  ASSERT_TRUE(r) << c.unread().substr(0, 200);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_NE(r->body.find("ok"), std::string::npos) << r->body;
+  expect_backend_saw_nothing_else();
+}
+
+// An HTTP/1.0 client keeps its connection only when it asked to and was told so.
+TEST_F(HostileClient, Http10KeepAliveIsSaidAloud) {
+  RawClient c{port()};
+  ASSERT_TRUE(c.send("GET /health HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"));
+  auto r = c.read_response(3s);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(lower_ascii(r->headers["connection"]), "keep-alive");
+  ASSERT_TRUE(c.send("GET /health HTTP/1.0\r\n\r\n"));
+  r = c.read_response(3s);
+  ASSERT_TRUE(r) << "the kept connection did not serve a second request";
+  EXPECT_EQ(r->status, 200);
+  EXPECT_NE(lower_ascii(r->headers["connection"]), "keep-alive");
+  EXPECT_TRUE(c.wait_closed(3s)) << "HTTP/1.0 without keep-alive: closed after the reply";
 }
 
 // ------------------------------------------------------------ idle floods

@@ -52,6 +52,7 @@ class HttpConnection {
     req.body() = body;
     req.prepare_payload();
     http::write(socket_, req);
+    head_sent_ = method == http::verb::head;
   }
 
   void send_raw(std::string_view bytes) { asio::write(socket_, asio::buffer(bytes)); }
@@ -60,6 +61,7 @@ class HttpConnection {
   HttpReply read() {
     http::response_parser<http::string_body> parser;
     parser.body_limit(64 * 1024 * 1024);
+    parser.skip(head_sent_);  // a reply to HEAD has a header only, whatever it says of a body
     http::read(socket_, buffer_, parser);
     return to_reply(parser.release());
   }
@@ -121,6 +123,7 @@ class HttpConnection {
   tcp::socket socket_;
   beast::flat_buffer buffer_;
   std::optional<http::response_parser<http::buffer_body>> parser_;
+  bool head_sent_ = false;
 };
 
 // One request on a fresh connection.

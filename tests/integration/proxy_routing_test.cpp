@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "fake_vllm.h"
+#include "hostile_client.h"
 #include "http_test_client.h"
 #include "running_warden.h"
 
@@ -269,6 +270,30 @@ TEST(ProxyRouting, AliasRoutesToTheModelAndLocalRoutesAnswer) {
   EXPECT_EQ(models["data"][0]["id"], "m");
   EXPECT_EQ(models["data"][1]["id"], "m-alias");
   EXPECT_EQ(fake.seen().back().forwarded_for, "127.0.0.1");
+}
+
+// HTTP/1.0 has no chunked framing: a streamed reply reaches an HTTP/1.0
+// client unframed, ended by closing the connection (RFC 9112 6.1, 6.3).
+TEST(ProxyRouting, Http10ClientGetsAStreamEndedByClose) {
+  FakeVllm fake{1};
+  RunningWarden warden{make_config({{fake.port(), 1}})};
+  const std::string body = R"({"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]})";
+  RawClient c{warden.port()};
+  ASSERT_TRUE(c.send("POST /v1/chat/completions HTTP/1.0\r\nContent-Type: application/json\r\n"
+                     "Connection: keep-alive\r\nContent-Length: " + std::to_string(body.size()) +
+                     "\r\n\r\n" + body));
+  ASSERT_TRUE(c.wait_closed(10s)) << "the stream must end by closing: " << c.unread().substr(0, 300);
+  const std::string& all = c.unread();
+  const std::size_t head_end = all.find("\r\n\r\n");
+  ASSERT_NE(head_end, std::string::npos) << all.substr(0, 300);
+  const std::string head = all.substr(0, head_end);
+  EXPECT_EQ(raw_header(head, "transfer-encoding"), std::nullopt) << head;
+  EXPECT_EQ(raw_header(head, "content-length"), std::nullopt) << head;
+  EXPECT_EQ(raw_header(head, "connection"), "close") << head;
+  const std::string stream = all.substr(head_end + 4);
+  const auto events = parse_sse(stream);  // throws on a chunk size line or a torn event
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().data, "[DONE]");
 }
 
 // Real client captures: Claude Code 2.x carries its session in a header, so
