@@ -95,6 +95,13 @@ std::string warden_metrics_text(const ModelSet& models) {
     w.sample("lmwarden_completion_tokens_total", {{"model", m.config.name}, {"replica", replica_label(i)}},
              static_cast<double>(n));
   });
+  family("lmwarden_unmeasured_requests_total");
+  each_replica([&](const ModelState& m, int i, const ReplicaTelemetry& t) {
+    const auto n = t.unmeasured_requests.load();
+    if (i < 0 && n == 0) return;
+    w.sample("lmwarden_unmeasured_requests_total", {{"model", m.config.name}, {"replica", replica_label(i)}},
+             static_cast<double>(n));
+  });
   family("lmwarden_time_to_first_byte_seconds");
   for (const auto& [m, v] : snaps) {
     const Label labels[] = {{"model", m->config.name}};

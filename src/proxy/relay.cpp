@@ -159,24 +159,57 @@ net::beast::error_code classify(AttemptContext& ctx, net::beast::error_code ec) 
   return ec;
 }
 
+// Where a relayed reply stands when it is cut short.
+struct Relayed {
+  bool body_started = false;  // some of the body has come (else: the first-byte wait)
+  bool at_event_end = true;   // what went to the client ends an SSE event (or is nothing)
+};
+
 // The upstream failed (or went silent) after the reply started: a streamed
 // reply is ended cleanly with an error event in the client's dialect, and the
-// client connection closes after it.
+// client connection closes after it. An event the upstream left half sent is
+// ended first, so that the error event is an event of its own (the torn one
+// reaches the client as it is: its bytes have gone).
 net::Awaitable<AttemptResult> cut_short(AttemptContext& ctx, const config::BackendConfig& backend,
-                                        net::beast::error_code ec, bool event_stream) {
-  const bool idle = ec == net::beast::error::timeout;
+                                        net::beast::error_code ec, bool event_stream,
+                                        Relayed relayed) {
+  using Outcome = AttemptResult::Outcome;
   AttemptResult result =
-      idle ? attempt_result(AttemptResult::Outcome::kCutShort, http::status::bad_gateway,
-                            "idle_timeout", {}, "upstream "sv, backend.url,
-                            " went silent mid-reply"sv)
-           : attempt_result(AttemptResult::Outcome::kCutShort, http::status::bad_gateway, "reset",
-                            ec, "upstream "sv, backend.url, " failed mid-reply"sv);
+      ec != net::beast::error::timeout
+          ? attempt_result(Outcome::kCutShort, http::status::bad_gateway, "reset", ec, "upstream "sv,
+                           backend.url, " failed mid-reply"sv)
+      : relayed.body_started
+          ? attempt_result(Outcome::kCutShort, http::status::bad_gateway, "idle_timeout", {},
+                           "upstream "sv, backend.url, " went silent mid-reply"sv)
+          : attempt_result(Outcome::kCutShort, http::status::gateway_timeout, "first_byte_timeout",
+                           {}, "upstream "sv, backend.url,
+                           " sent its reply header but no body within the first-byte timeout"sv);
   if (event_stream) {
+    if (!relayed.at_event_end) (void)co_await ctx.exchange.write_body("\n\n"sv);
     (void)co_await ctx.exchange.write_body(stream_error_event(ctx.dialect, result.message));
     (void)co_await ctx.exchange.end_stream();
   }
   ctx.exchange.close_after();
   co_return result;
+}
+
+// Whether the bytes sent so far, ending with `pieces`, end an SSE event with
+// a blank line (LF LF, as vLLM writes them); `before`: whether those before
+// did. A stream whose lines end in CR LF reads as not ending one: the blank
+// line cut_short then adds is harmless after a whole event.
+bool ends_event(std::span<const std::string_view> pieces, bool before) {
+  // The last two bytes, across pieces; a blank piece changes nothing.
+  char last[2] = {before ? '\n' : 'x', before ? '\n' : 'x'};
+  for (const std::string_view piece : pieces) {
+    if (piece.size() >= 2) {
+      last[0] = piece[piece.size() - 2];
+      last[1] = piece.back();
+    } else if (piece.size() == 1) {
+      last[0] = last[1];
+      last[1] = piece.back();
+    }
+  }
+  return last[0] == '\n' && last[1] == '\n';
 }
 
 // Relays the reply whose header conn's parser has read: head and body go to
@@ -210,6 +243,7 @@ net::Awaitable<AttemptResult> relay_reply(AttemptContext& ctx, const config::Bac
   // per call.
   parser.eager(true);
   bool header_sent = false;
+  Relayed relayed;
   for (;;) {
     parser.body_buffer(chunk.data(), chunk.size());
     if (header_sent && parser.is_done()) break;
@@ -217,7 +251,10 @@ net::Awaitable<AttemptResult> relay_reply(AttemptContext& ctx, const config::Bac
     if (!parser.is_done()) rec = drain_buffered(parser, conn.buffer);
     if (header_sent && !rec && !parser.is_done() && parser.body_room() == chunk.size()) {
       ctx.exchange.watch_client();  // more of the reply to wait for
-      ctx.exchange.deadline().arm(upstream, ctx.timeouts.idle,
+      // A streamed reply's header comes at once; its first event after the
+      // engine's queue and prefill, which the first-byte timeout is for.
+      ctx.exchange.deadline().arm(upstream,
+                                  relayed.body_started ? ctx.timeouts.idle : ctx.timeouts.first_byte,
                                   net::ConnectionDeadline::OnExpiry::kClose);
       auto [ec, rn] =
           co_await upstream.async_read_some(conn.buffer.prepare(kReplyReadBytes), net::kAsTuple);
@@ -231,6 +268,7 @@ net::Awaitable<AttemptResult> relay_reply(AttemptContext& ctx, const config::Bac
     }
     const std::size_t got = chunk.size() - parser.body_room();
     const std::string_view whole{chunk.data(), got};
+    if (got > 0) relayed.body_started = true;
     std::span<const std::string_view> pieces;
     if (got > 0 && ctx.observer) {
       pieces = ctx.observer->on_body(whole);
@@ -253,8 +291,9 @@ net::Awaitable<AttemptResult> relay_reply(AttemptContext& ctx, const config::Bac
       if (!ctx.exchange.write_body_now(pieces[next], wec)) wec = co_await ctx.exchange.write_rest();
       if (wec) co_return client_gone(wec);
     }
+    if (!pieces.empty()) relayed.at_event_end = ends_event(pieces, relayed.at_event_end);
     if (rec && rec == net::asio::error::operation_aborted) co_return client_gone();
-    if (rec) co_return co_await cut_short(ctx, backend, rec, chunked && event_stream);
+    if (rec) co_return co_await cut_short(ctx, backend, rec, chunked && event_stream, relayed);
   }
   if (ctx.observer)
     for (std::string_view piece : ctx.observer->on_end())

@@ -35,11 +35,20 @@ void RequestAccounting::on_upstream_done() {
   if (upstream_done_) return;
   upstream_done_ = true;
   if (done_) done_();
-  if (!tap_ || !ok_status_) return;
+  book();
+}
+
+RequestAccounting::~RequestAccounting() { book(); }
+
+void RequestAccounting::book() {
+  if (booked_ || !tap_ || !ok_status_) return;
+  booked_ = true;
   tap_->finish();
   const telemetry::RequestUsage usage = tap_->usage();
   ReplicaTelemetry& r = model_.replica(replica_);
   if (!usage.cache_measured) {
+    // No usage read: the prompt's size is not known here, so no tokens are
+    // booked; the count says how many replies went unmeasured.
     r.unmeasured_requests.fetch_add(1, std::memory_order_relaxed);
     return;
   }

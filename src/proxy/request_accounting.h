@@ -23,15 +23,23 @@ class RequestAccounting final : public RelayObserver {
   RequestAccounting(ModelTelemetry& model, bool strip_injected_usage, int replica,
                     std::function<void()> done)
       : model_(model), strip_(strip_injected_usage), replica_(replica), done_(std::move(done)) {}
+  // A reply cut short, or one whose client left, ends without
+  // on_upstream_done: the usage read until then is booked here (an Anthropic
+  // stream's message_start carries its prompt's).
+  ~RequestAccounting() override;
+  RequestAccounting(const RequestAccounting&) = delete;
+  RequestAccounting& operator=(const RequestAccounting&) = delete;
 
   void on_request_sent() noexcept override { sent_ = std::chrono::steady_clock::now(); }
   void on_response_header(unsigned status, std::string_view content_type, bool chunked) override;
   std::span<const std::string_view> on_body(std::string_view bytes) override;
   std::span<const std::string_view> on_end() override;
-  // Books the usage on the replica (a successful reply only) and runs `done`.
+  // Runs `done` and books the usage on the replica (a successful reply only).
   void on_upstream_done() override;
 
  private:
+  void book();
+
   ModelTelemetry& model_;
   bool strip_;
   int replica_;
@@ -43,6 +51,7 @@ class RequestAccounting final : public RelayObserver {
   std::optional<telemetry::InjectedUsageStripper> stripper_;
   std::string_view single_[1];
   bool upstream_done_ = false;
+  bool booked_ = false;
 };
 
 }  // namespace lmwarden::proxy

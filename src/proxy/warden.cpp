@@ -1,7 +1,10 @@
 #include "proxy/warden.h"
 
+#include <algorithm>
 #include <boost/container/small_vector.hpp>
 #include <optional>
+#include <span>
+#include <utility>
 #include <spdlog/spdlog.h>
 
 #include "common/coarse_clock.h"
@@ -305,11 +308,6 @@ net::Awaitable<void> Warden::serve_local(net::Exchange& exchange) {
                                              "use POST for " + std::string(path)));
     co_return;
   }
-  if (path == "/" && method == http::verb::head) {
-    // Clients (Claude Code among them) probe the root: answer at once.
-    co_await exchange.respond(net::Response{http::status::ok, 11});
-    co_return;
-  }
   if (method == http::verb::get) {
     if (auto asset = ui::asset_for_request_path(path)) {
       co_await exchange.respond(ui_response(*asset, request[http::field::if_none_match]));
@@ -415,8 +413,9 @@ net::Awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dialect) {
   // Ask for the usage chunk the client did not, so that every streamed request
   // is measured; the accounting strips it from what this client receives.
   bool injected_usage = false;
+  // (/v1/responses streams report usage on their own and have no stream_options.)
   if (model->config.inject_stream_usage && dialect == Dialect::kOpenAi && facts.stream &&
-      !facts.stream_include_usage) {
+      !facts.stream_include_usage && path_of(request.target()) != "/v1/responses") {
     if (auto rewritten = telemetry::with_stream_usage(request.body())) {
       request.body().assign(*rewritten);
       injected_usage = true;
@@ -471,6 +470,22 @@ void take_out_of_service(ModelState& model, int backend, std::string_view why) {
                  why);
 }
 
+// Whether a healthy replica lies outside those tried and the one (or, when
+// the server's own balancer picks the rank, the server) `decision` chose:
+// somewhere a retry could go.
+bool other_replica_healthy(ModelState& model, std::span<const int> tried,
+                           const core::RouteDecision& decision) {
+  std::lock_guard lock{model.mutex};
+  const core::Router& router = model.router;
+  auto [first, count] = decision.replica >= 0 ? std::pair{decision.replica, 1}
+                                              : router.backend_replicas(decision.backend);
+  for (int i = 0; i < router.replica_count(); ++i) {
+    const bool chosen = i >= first && i < first + count;
+    if (!chosen && router.healthy(i) && std::ranges::find(tried, i) == tried.end()) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 // Kept small (GCC gives every local of a coroutine, and every temporary of an
@@ -518,11 +533,18 @@ net::Awaitable<void> Warden::run_attempts(Forward& f) {
     AttemptContext ctx{f.exchange,      pool_for_this_thread(f.exchange), config.timeouts,
                        f.dialect,       f.exchange.remote_address(),      accounting.get(),
                        &f.live_upstream};
-    last = co_await forward_once(ctx, backend, decision.rank, attempt < config.retries);
+    // A 5xx is retried only where the retry has another replica to go to: a
+    // pinned request has none, and with every other one tried or unhealthy
+    // the upstream's own reply (its status and its words) is the answer.
+    const bool may_retry = attempt < config.retries && identity.kind != core::IdentityKind::kPinned &&
+                           other_replica_healthy(f.model, tried, decision);
+    last = co_await forward_once(ctx, backend, decision.rank, may_retry);
     if (f.exchange.client_gone()) last.outcome = Outcome::kClientGone;
     if (!last.error_kind.empty()) f.model.telemetry.replica(decision.replica).count_error(last.error_kind);
     switch (last.outcome) {
       case Outcome::kRelayed:
+        if (last.status >= http::status::internal_server_error)
+          f.model.telemetry.replica(decision.replica).count_error("status_5xx");
         co_return;
       case Outcome::kClientGone:
         co_return;
@@ -548,6 +570,9 @@ net::Awaitable<void> Warden::run_attempts(Forward& f) {
           take_out_of_service(f.model, decision.backend, last.message);
         break;
     }
+    // The router sends a pinned request to its rank whatever was tried: no
+    // other replica to retry on.
+    if (identity.kind == core::IdentityKind::kPinned) break;
   }
   if (last.message.empty()) last.message = "upstream unreachable";
   co_await respond_error(f.exchange, f.dialect, http::status::bad_gateway, last.message);

@@ -19,7 +19,7 @@ struct MetricSpec {
   std::string_view help;
 };
 
-inline constexpr std::array<MetricSpec, 13> kWardenMetrics = {{
+inline constexpr std::array<MetricSpec, 14> kWardenMetrics = {{
     {"lmwarden_requests_total", MetricType::kCounter, "model,replica,route",
      "Requests routed, by route: new, sticky, spilled, pinned, anonymous, rehomed, balanced."},
     {"lmwarden_in_flight", MetricType::kGauge, "model,replica",
@@ -32,6 +32,8 @@ inline constexpr std::array<MetricSpec, 13> kWardenMetrics = {{
      "Prompt tokens of relayed requests, by source: cached (prefix cache) or computed."},
     {"lmwarden_completion_tokens_total", MetricType::kCounter, "model,replica",
      "Completion tokens of relayed requests."},
+    {"lmwarden_unmeasured_requests_total", MetricType::kCounter, "model,replica",
+     "Successful replies that reported no usage: their tokens are in no token counter."},
     {"lmwarden_time_to_first_byte_seconds", MetricType::kHistogram, "model",
      "Time from forwarding a request to its first response byte."},
     {"lmwarden_replica_running", MetricType::kGauge, "model,replica",

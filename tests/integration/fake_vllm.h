@@ -147,14 +147,34 @@ class FakeVllm {
       co_return;
     }
     const bool include_usage = s.body.find("\"include_usage\":true") != std::string::npos;
+    const std::string first_delay = std::string(req["x-fake-first-event-delay-ms"]);
+    const bool tear = req["x-fake-tear"] == "1";
     net::ResponseHeader header{http::status::ok, 11};
     header.set(http::field::content_type, "text/event-stream");
     if (co_await ex.begin_stream(std::move(header), true)) co_return;
+    if (!first_delay.empty()) {  // the header at once, the first event after a "prefill"
+      net::Timer t{co_await net::asio::this_coro::executor};
+      t.expires_after(std::chrono::milliseconds(std::stoi(first_delay)));
+      co_await t.async_wait(net::kAsTuple);
+    }
+    if (tear) {  // one whole event, half of the next, then the connection drops
+      (void)co_await ex.write_body("data: {\"choices\":[{\"delta\":{\"content\":\"first\"}}]}\n\n");
+      (void)co_await ex.write_body("data: {\"choices\": [{\"del");
+      ex.close_after();
+      co_return;
+    }
     if (hold) {  // counted before the first event leaves, so a client that saw it sees the hold
       std::lock_guard lock{mutex_};
       ++held_[s.rank];
     }
-    if (co_await ex.write_body("data: {\"choices\":[{\"delta\":{\"content\":\"first\"}}]}\n\n")) {
+    // x-fake-start-usage: the first event is an Anthropic message_start,
+    // which carries the prompt's usage (64 cached, 36 computed).
+    const std::string_view first_event =
+        req["x-fake-start-usage"] == "1"
+            ? "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":"
+              "{\"input_tokens\":36,\"cache_read_input_tokens\":64,\"output_tokens\":1}}}\n\n"
+            : "data: {\"choices\":[{\"delta\":{\"content\":\"first\"}}]}\n\n";
+    if (co_await ex.write_body(first_event)) {
       if (hold) {
         std::lock_guard lock{mutex_};
         --held_[s.rank];

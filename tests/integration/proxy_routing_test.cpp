@@ -13,6 +13,7 @@
 #include "hostile_client.h"
 #include "http_test_client.h"
 #include "running_warden.h"
+#include "telemetry/prometheus.h"
 
 namespace lmwarden::testing {
 namespace {
@@ -270,6 +271,87 @@ TEST(ProxyRouting, AliasRoutesToTheModelAndLocalRoutesAnswer) {
   EXPECT_EQ(models["data"][0]["id"], "m");
   EXPECT_EQ(models["data"][1]["id"], "m-alias");
   EXPECT_EQ(fake.seen().back().forwarded_for, "127.0.0.1");
+}
+
+// The warden's samples of metric `name` whose `kind` label is `kind`, summed.
+double metric_sum(std::uint16_t port, const std::string& name, const std::string& kind) {
+  const auto parsed = telemetry::parse_exposition(http_request(port, http::verb::get, "/metrics").body);
+  double sum = 0;
+  for (const auto& sample : parsed.samples) {
+    const std::string* k = sample.label("kind");
+    if (sample.name == name && k != nullptr && *k == kind) sum += sample.value;
+  }
+  return sum;
+}
+
+// A streamed reply's header comes at once and its first event after the
+// engine's queue and prefill: that wait is the first-byte timeout's, not the
+// idle timeout's (which is for the silences between events).
+TEST(ProxyRouting, FirstEventOfAStreamWaitsUnderTheFirstByteTimeout) {
+  FakeVllm fake{1};
+  const std::string body = R"({"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]})";
+  {
+    RunningWarden warden{make_config({{fake.port(), 1}}, std::nullopt, "", "",
+                                      "  first_byte: 5s\n  idle: 300ms\n")};
+    auto r = http_request(warden.port(), http::verb::post, "/v1/chat/completions", body,
+                          {{"x-fake-first-event-delay-ms", "900"}});
+    ASSERT_EQ(r.status, 200u);
+    const auto events = parse_sse(r.body);
+    ASSERT_FALSE(events.empty());
+    EXPECT_EQ(events.back().data, "[DONE]") << r.body;
+    EXPECT_EQ(r.body.find("\"error\""), std::string::npos) << r.body;
+  }
+  {
+    RunningWarden warden{make_config({{fake.port(), 1}}, std::nullopt, "", "",
+                                      "  first_byte: 300ms\n  idle: 5s\n")};
+    auto r = http_request(warden.port(), http::verb::post, "/v1/chat/completions", body,
+                          {{"x-fake-first-event-delay-ms", "2000"}});
+    ASSERT_EQ(r.status, 200u);  // the header had gone
+    const auto events = parse_sse(r.body);
+    ASSERT_EQ(events.size(), 1u) << r.body;
+    EXPECT_NE(events[0].data.find("first-byte timeout"), std::string::npos) << r.body;
+    EXPECT_EQ(metric_sum(warden.port(), "lmwarden_upstream_errors_total", "first_byte_timeout"), 1);
+  }
+}
+
+// An upstream that drops mid-event: the torn event is ended before the
+// error event, which stays an event of its own that parses.
+TEST(ProxyRouting, ErrorEventAfterATornEventIsAnEventOfItsOwn) {
+  FakeVllm fake{1};
+  RunningWarden warden{make_config({{fake.port(), 1}})};
+  for (const auto& [path, dialect_error] :
+       {std::pair{"/v1/chat/completions", "\"error\""}, std::pair{"/v1/messages", "\"type\":\"error\""}}) {
+    SCOPED_TRACE(path);
+    auto r = http_request(warden.port(), http::verb::post, path,
+                          R"({"model":"m","stream":true,"max_tokens":8,"messages":[{"role":"user","content":"hi"}]})",
+                          {{"x-fake-tear", "1"}});
+    ASSERT_EQ(r.status, 200u);
+    const auto events = parse_sse(r.body);  // throws on an event without its blank line
+    ASSERT_EQ(events.size(), 3u) << r.body;
+    EXPECT_EQ(events[1].data, R"({"choices": [{"del)");  // torn: its bytes had gone
+    EXPECT_NE(events[2].data.find(dialect_error), std::string::npos) << r.body;
+    EXPECT_NO_THROW((void)json::parse(events[2].data)) << events[2].data;
+  }
+}
+
+// A 5xx is retried only where another replica can take the retry; otherwise
+// the client gets the upstream's own reply, not a 502 of the warden's.
+TEST(ProxyRouting, A5xxWithNowhereElseToGoReachesTheClientAsIs) {
+  FakeVllm fake{2};
+  RunningWarden warden{make_config({{fake.port(), 2}}, std::nullopt, "retries: 3\n")};
+  const std::string body = R"({"model":"m","stream":false,"messages":[]})";
+  // Pinned to rank 1: no other replica; one attempt, the 500 as the engine sent it.
+  auto r = http_request(warden.port(), http::verb::post, "/v1/chat/completions", body,
+                        {{"x-fake-status", "500"}, {"X-data-parallel-rank", "1"}});
+  EXPECT_EQ(r.status, 500u);
+  EXPECT_EQ(r.body, R"({"error":"fake failure"})");
+  EXPECT_EQ(fake.seen().size(), 1u);
+  // Unpinned, two replicas, both failing: one retry, then the second 503 as sent.
+  r = http_request(warden.port(), http::verb::post, "/v1/chat/completions", body, {{"x-fake-status", "503"}});
+  EXPECT_EQ(r.status, 503u);
+  EXPECT_EQ(r.body, R"({"error":"fake failure"})");
+  EXPECT_EQ(fake.seen().size(), 3u);
+  EXPECT_EQ(metric_sum(warden.port(), "lmwarden_upstream_errors_total", "status_5xx"), 3);
 }
 
 // HTTP/1.0 has no chunked framing: a streamed reply reaches an HTTP/1.0

@@ -52,6 +52,36 @@ TEST(ProxyTelemetry, StreamedUsageIsBookedAsCachedAndComputed) {
   EXPECT_EQ(metric(warden.port(), "lmwarden_time_to_first_byte_seconds_count", {{"model", "m"}}), 1);
 }
 
+// A stream that ends early (here its client leaves) books the usage it had
+// carried: an Anthropic stream's message_start gives the prompt's.
+TEST(ProxyTelemetry, AStreamWhoseClientLeftBooksTheUsageItCarried) {
+  FakeVllm fake{1};
+  RunningWarden warden{make_config({{fake.port(), 1}})};
+  HttpConnection client{warden.port()};
+  client.send(http::verb::post, "/v1/messages",
+              R"({"model":"m","stream":true,"max_tokens":8,"messages":[{"role":"user","content":"hi"}]})",
+              {{"x-fake-hold", "1"}, {"x-fake-start-usage", "1"}});
+  ASSERT_EQ(client.read_header().status, 200u);
+  EXPECT_NE(client.read_until("message_start").find("cache_read_input_tokens"), std::string::npos);
+  client.close();
+  EXPECT_TRUE(eventually([&] { return fake.aborted() == 1; }));
+  EXPECT_TRUE(eventually([&] {
+    return metric(warden.port(), "lmwarden_prompt_tokens_total", {{"source", "cached"}}) == 64;
+  }));
+  EXPECT_EQ(metric(warden.port(), "lmwarden_prompt_tokens_total", {{"source", "computed"}}), 36);
+  EXPECT_EQ(metric(warden.port(), "lmwarden_unmeasured_requests_total", {}), 0);
+}
+
+// A stream that asked for no usage (and inject_stream_usage off) adds no
+// tokens, and is counted as unmeasured.
+TEST(ProxyTelemetry, AStreamWithoutUsageIsCountedAsUnmeasured) {
+  FakeVllm fake{1};
+  RunningWarden warden{make_config({{fake.port(), 1}})};
+  ASSERT_EQ(http_request(warden.port(), http::verb::post, "/v1/chat/completions", stream_body(false)).status, 200u);
+  EXPECT_TRUE(eventually([&] { return metric(warden.port(), "lmwarden_unmeasured_requests_total", {}) == 1; }));
+  EXPECT_EQ(metric(warden.port(), "lmwarden_prompt_tokens_total", {}), 0);
+}
+
 TEST(ProxyTelemetry, NonStreamedUsageIsBookedToo) {
   FakeVllm fake{1};
   RunningWarden warden{make_config({{fake.port(), 1}})};
