@@ -112,7 +112,30 @@ class Walker {
     return kNoChild;
   }
 
+  // Forgets what earlier occurrences of a key left under `node_index`: the
+  // last occurrence of a repeated key wins, whatever its type, as in Python's
+  // json (vLLM). {"model":"a","model":5} names no model.
+  void clear(std::uint32_t node_index) noexcept {
+    const BodyFields::Node& node = nodes_[node_index];
+    switch (node.builtin) {
+      case BodyFields::Builtin::kModel:
+        out_.model.clear();
+        break;
+      case BodyFields::Builtin::kStream:
+        out_.stream = false;
+        break;
+      case BodyFields::Builtin::kIncludeUsage:
+        out_.stream_include_usage = false;
+        break;
+      case BodyFields::Builtin::kNone:
+        break;
+    }
+    if (node.slot >= 0) out_.values[static_cast<std::size_t>(node.slot)].clear();
+    for (std::uint32_t child : node.children) clear(child);
+  }
+
   error_code read(od::value& value, std::uint32_t node_index) noexcept {
+    clear(node_index);
     const BodyFields::Node& node = nodes_[node_index];
     od::json_type type;
     if (auto error = value.type().get(type)) return error;

@@ -62,7 +62,9 @@ struct IdentityOptions {
   bool honor_client_rank = true;
 };
 
-// What the warden needs from one request.
+// What the warden needs from one request. A key repeated in the body counts
+// by its last occurrence alone, whatever the type of the earlier ones, as in
+// Python's json (vLLM): {"model":"a","model":null} names no model.
 struct RequestFacts {
   std::string model;                  // "" when absent or not a string
   bool stream = false;                // `stream` is JSON true
@@ -113,13 +115,16 @@ class BodyFields {
   std::vector<std::string> paths_;  // slot -> dotted path
 };
 
-// The result of one pass over a body.
+// The result of one pass over a body. Fields read as in RequestFacts; a key
+// repeated at any level counts by its last occurrence alone (as in Python), so
+// a string followed by a number or null reads as absent, and a `true` followed
+// by anything but a boolean as false.
 struct BodyScan {
-  std::string model;
-  bool stream = false;
-  bool stream_include_usage = false;
+  std::string model;                  // "" when absent or not a string
+  bool stream = false;                // `stream` is JSON true
+  bool stream_include_usage = false;  // stream_options.include_usage is JSON true
   // Per BodyFields slot: the string found there, "" when absent, empty or not a
-  // string. A key repeated in the body: the last occurrence wins (as in Python).
+  // string.
   std::vector<std::string> values;
   BodyError error = BodyError::kNone;
   std::string error_detail;

@@ -371,6 +371,46 @@ TEST(IdentityBody, RepeatedKeyLastWinsAsInPython) {
   EXPECT_EQ(result.facts.session_id, "k2");
 }
 
+TEST(IdentityBody, RepeatedKeyWhoseLastValueIsNotAStringReadsAsAbsent) {
+  // Python keeps the last value whatever its type; an earlier string must not survive it.
+  for (const char* body : {R"({"model":"a","model":5})", R"({"model":"a","model":null})",
+                           R"({"model":"a","model":{"name":"b"}})"}) {
+    SCOPED_TRACE(body);
+    EXPECT_EQ(extract_body(body).facts.model, "");
+  }
+  for (const char* body :
+       {R"({"prompt_cache_key":"x","prompt_cache_key":null})",
+        R"({"prompt_cache_key":"x","prompt_cache_key":["x"]})",
+        R"({"client_metadata":{"session_id":"c"},"client_metadata":{}})",
+        R"({"client_metadata":{"session_id":"c"},"client_metadata":null})",
+        R"({"client_metadata":{"session_id":"c","session_id":7}})",
+        R"({"metadata":{"user_id":"user_ab_account__session_1234abcd"},"metadata":[]})"}) {
+    SCOPED_TRACE(body);
+    const ExtractResult result = extract_body(body);
+    EXPECT_EQ(result.error, BodyError::kNone) << result.error_detail;
+    EXPECT_EQ(result.facts.identity.kind, IdentityKind::kAnonymous);
+    EXPECT_EQ(result.facts.session_id, "");
+  }
+  for (const char* body : {R"({"stream":true,"stream":null})", R"({"stream":true,"stream":"true"})",
+                           R"({"stream":true,"stream":1})", R"({"stream":true,"stream":false})"}) {
+    SCOPED_TRACE(body);
+    EXPECT_FALSE(extract_body(body).facts.stream);
+  }
+  for (const char* body : {R"({"stream_options":{"include_usage":true,"include_usage":null}})",
+                           R"({"stream_options":{"include_usage":true},"stream_options":{}})",
+                           R"({"stream_options":{"include_usage":true},"stream_options":null})"}) {
+    SCOPED_TRACE(body);
+    EXPECT_FALSE(extract_body(body).facts.stream_include_usage);
+  }
+  // And a string after something else still counts.
+  const ExtractResult later =
+      extract_body(R"({"model":null,"model":"b","stream":null,"stream":true,"prompt_cache_key":1,)"
+                   R"("prompt_cache_key":"k"})");
+  EXPECT_EQ(later.facts.model, "b");
+  EXPECT_TRUE(later.facts.stream);
+  expect_session(later, "k", "body:prompt_cache_key");
+}
+
 TEST(IdentityBody, CustomDottedPathsShareTheirPrefix) {
   const IdentityOptions options{
       .sources = {{SessionSource::Kind::kBody, "metadata.conversation"},
