@@ -127,6 +127,7 @@ class Walker {
       case BodyFields::Builtin::kIncludeUsage:
         out_.stream_include_usage = false;
         break;
+      case BodyFields::Builtin::kStreamOptions:  // present is present, whatever came last
       case BodyFields::Builtin::kNone:
         break;
     }
@@ -137,6 +138,7 @@ class Walker {
   error_code read(od::value& value, std::uint32_t node_index) noexcept {
     clear(node_index);
     const BodyFields::Node& node = nodes_[node_index];
+    if (node.builtin == BodyFields::Builtin::kStreamOptions) out_.has_stream_options = true;
     od::json_type type;
     if (auto error = value.type().get(type)) return error;
     switch (type) {
@@ -223,6 +225,7 @@ BodyFields::BodyFields() {
   nodes_[add_path("model")].builtin = Builtin::kModel;
   nodes_[add_path("stream")].builtin = Builtin::kStream;
   nodes_[add_path("stream_options.include_usage")].builtin = Builtin::kIncludeUsage;
+  nodes_[add_path("stream_options")].builtin = Builtin::kStreamOptions;
 }
 
 BodyFields::BodyFields(std::span<const config::SessionSource> sources) : BodyFields() {

@@ -1,10 +1,11 @@
 // Conversation identity and the few request fields the warden looks at.
 //
 // The request body is scanned once with simdjson's on-demand parser: only
-// `model`, `stream`, `stream_options.include_usage` and the configured body
-// session sources are read; everything else (the 100 KB of history) is skipped,
-// and the original bytes are what gets forwarded. Header and body sources are
-// tried in the configured order (DESIGN §4); the first non-empty value wins.
+// `model`, `stream`, `stream_options.include_usage`, whether `stream_options`
+// is there at all, and the configured body session sources are read;
+// everything else (the 100 KB of history) is skipped, and the original bytes
+// are what gets forwarded. Header and body sources are tried in the configured
+// order (DESIGN §4); the first non-empty value wins.
 //
 // Two ways in:
 //  - extract_request_facts(): one call, when the identity options are known
@@ -99,7 +100,7 @@ class BodyFields {
   std::size_t slot_count() const noexcept { return paths_.size(); }
 
   // Internals, for the scanner.
-  enum class Builtin : std::uint8_t { kNone, kModel, kStream, kIncludeUsage };
+  enum class Builtin : std::uint8_t { kNone, kModel, kStream, kStreamOptions, kIncludeUsage };
   struct Node {
     std::string key;                      // one path segment
     std::vector<std::uint32_t> children;  // indexes into nodes()
@@ -123,6 +124,9 @@ struct BodyScan {
   std::string model;                  // "" when absent or not a string
   bool stream = false;                // `stream` is JSON true
   bool stream_include_usage = false;  // stream_options.include_usage is JSON true
+  // The top-level object has a `stream_options` key, whatever its value (null
+  // included) and however often: the proxy adds one only when there is none.
+  bool has_stream_options = false;
   // Per BodyFields slot: the string found there, "" when absent, empty or not a
   // string.
   std::vector<std::string> values;

@@ -411,6 +411,31 @@ TEST(IdentityBody, RepeatedKeyWhoseLastValueIsNotAStringReadsAsAbsent) {
   expect_session(later, "k", "body:prompt_cache_key");
 }
 
+TEST(IdentityBody, StreamOptionsPresenceWhateverItsValue) {
+  // The proxy adds stream_options only to a body that has none at the top level.
+  const BodyFields fields;
+  auto has = [&](std::string_view body) {
+    const BodyScan scan = scan_body(body, body.size(), fields);
+    EXPECT_EQ(scan.error, BodyError::kNone) << scan.error_detail;
+    return scan.has_stream_options;
+  };
+  for (const char* body :
+       {R"({"stream_options":{"include_usage":true}})", R"({"stream_options":{}})",
+        R"({"stream_options":{"include_usage":false}})", R"({"stream_options":null})",
+        R"({"stream_options":5})", R"({"stream":true,"stream_\u006fptions":[]})",
+        R"({"stream_options":{"include_usage":true},"stream_options":null})"}) {
+    SCOPED_TRACE(body);
+    EXPECT_TRUE(has(body));
+  }
+  for (const char* body :
+       {"{}", R"({"stream":true,"model":"m"})", R"({"metadata":{"stream_options":{}}})",
+        R"({"messages":[{"stream_options":{}}]})", R"({"prompt":"\"stream_options\":{}"})"}) {
+    SCOPED_TRACE(body);
+    EXPECT_FALSE(has(body));
+  }
+  EXPECT_FALSE(scan_body("", 0, fields).has_stream_options);
+}
+
 TEST(IdentityBody, CustomDottedPathsShareTheirPrefix) {
   const IdentityOptions options{
       .sources = {{SessionSource::Kind::kBody, "metadata.conversation"},
