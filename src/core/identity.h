@@ -135,7 +135,9 @@ struct BodyScan {
 };
 
 // Scans `body` once. Never throws on any input (allocation failure aside).
-// An empty body is no error. `body` is parsed in place when its buffer has
+// An empty body is no error. A UTF-8 byte order mark before the value is
+// skipped, as Python's json.loads(bytes) in vLLM's server skips it (a body of
+// nothing but the mark is an error). `body` is parsed in place when its buffer has
 // simdjson::SIMDJSON_PADDING readable bytes after it (body_capacity >=
 // body.size() + padding); otherwise it is copied into a padded buffer.
 //

@@ -481,6 +481,28 @@ TEST(IdentityBody, EmptyBodyIsNoErrorAndHeadersStillCount) {
   expect_session(extract_request_facts(headers, "", 0, {}), "s", "header:x-session-id");
 }
 
+TEST(IdentityBody, LeadingByteOrderMarkIsSkippedAsInPython) {
+  // vLLM reads the body with json.loads(bytes), which accepts one UTF-8 BOM first.
+  const std::string bom = "\xEF\xBB\xBF";
+  const std::string body = bom + R"({"model":"m","prompt_cache_key":"k"})";
+  const ExtractResult copied = extract_body(body);
+  EXPECT_EQ(copied.facts.model, "m");
+  expect_session(copied, "k", "body:prompt_cache_key");
+
+  std::string padded = bom + " \n" + R"({"model":"m","prompt_cache_key":"k"})";
+  padded.reserve(padded.size() + simdjson::SIMDJSON_PADDING);
+  const ExtractResult in_place = extract_request_facts({}, padded, padded.capacity(), {});
+  EXPECT_EQ(in_place.facts.model, "m");
+  expect_session(in_place, "k", "body:prompt_cache_key");
+
+  // What Python refuses stays refused: the mark alone, twice, or not first.
+  for (const std::string& bad : {bom, bom + bom + "{}", " " + bom + "{}", bom + "[1]"}) {
+    SCOPED_TRACE(bad);
+    EXPECT_NE(extract_body(bad).error, BodyError::kNone);
+  }
+  EXPECT_EQ(extract_body(bom).error_detail, "no JSON value");
+}
+
 TEST(IdentityBody, InPlaceAndCopiedParsesAgree) {
   Request request = load_fixture(kCodexCurrent);
   std::string padded = request.body;
@@ -532,6 +554,23 @@ TEST(IdentityMalformed, ErrorsAreReportedWithADetail) {
     EXPECT_FALSE(result.error_detail.empty());
     EXPECT_EQ(result.facts.identity.kind, IdentityKind::kAnonymous);
   }
+}
+
+TEST(IdentityMalformed, BytesAfterTheValueAreNamedAsSuch) {
+  for (const char* body :
+       {R"({"model":"a"}x)", R"({"model":"a"}])", R"({"model":"x"} trailing)", R"({"model":"x"}})",
+        R"({"a":1} {})", R"({"m":"}\"]"}x)", R"({"a":[1,{"b":2}]} 0)"}) {
+    SCOPED_TRACE(body);
+    const ExtractResult result = extract_body(body);
+    EXPECT_EQ(result.error, BodyError::kMalformedJson);
+    EXPECT_EQ(result.error_detail, "bytes after the JSON value");
+  }
+  // A value cut short is still called unclosed, brackets inside strings aside.
+  for (const char* body : {R"({"model":"x")", R"({"a":[1,2])", R"({"a":"}")", R"({"a":"\"}")"}) {
+    SCOPED_TRACE(body);
+    EXPECT_EQ(extract_body(body).error_detail, "unclosed object or array");
+  }
+  EXPECT_EQ(extract_body("{\"model\":\"a\"} \r\n\t").error, BodyError::kNone);
 }
 
 TEST(IdentityMalformed, NonObjectTopLevel) {
