@@ -542,6 +542,11 @@ class Loader {
     for (const auto& [key, target] : fields)
       if (const Entry* e = map->find(key))
         if (auto v = read_weight(*e, child(path, key))) *target = *v;
+    // With every weight 0 every replica scores 0: a busy home never has a
+    // less loaded replica to spill to, so spill_threshold would do nothing.
+    if (weights.in_flight == 0 && weights.kv_used == 0 && weights.live_conversations == 0)
+      error(section, path,
+            "must not all be 0: every replica would score 0 and a busy home would never spill");
   }
 
   bool read_backend(const YAML::Node& node, const std::string& path, BackendConfig& backend) {

@@ -402,6 +402,28 @@ models:
   EXPECT_EQ(config.models[0].session_ttl, 87600h);
 }
 
+TEST(ConfigErrors, AllWeightsZero) {
+  // Every replica would score 0, so a busy home would never spill.
+  EXPECT_EQ(error_of(R"(models:
+  - name: m
+    weights: {in_flight: 0, kv_used: 0.0, live_conversations: 0}
+    backends: [{url: "http://h:1"}]
+)"),
+            "lmwarden.yaml:3: models[0].weights: must not all be 0: every replica would score 0 "
+            "and a busy home would never spill");
+  // One weight above 0 is enough, and a weight left out keeps its default.
+  const Config config = load_ok(R"(
+models:
+  - name: a
+    weights: {in_flight: 0, kv_used: 0, live_conversations: 0.001}
+    backends: [{url: "http://h:1"}]
+  - name: b
+    weights: {in_flight: 0, kv_used: 0}
+    backends: [{url: "http://h:1"}]
+)");
+  EXPECT_EQ(config.models[1].weights.live_conversations, 0.25);
+}
+
 TEST(ConfigErrors, ListenAddress) {
   EXPECT_EQ(error_of("listen: 8080\n" + std::string(kMinimal)),
             "lmwarden.yaml:1: listen: must be HOST:PORT, e.g. 127.0.0.1:8080 or [::1]:8080, got "
