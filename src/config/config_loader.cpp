@@ -76,6 +76,21 @@ std::string index(const std::string& path, std::size_t i) {
   return fmt::format("{}[{}]", path, i);
 }
 
+// The largest durations the file may set. Far above any useful setting, and
+// far below what a nanosecond steady clock can add without overflowing.
+constexpr Millis kMaxTimeout = std::chrono::hours{24 * 30};
+constexpr Millis kMaxScrapeInterval = std::chrono::hours{1};
+constexpr Millis kMaxSessionTtl = std::chrono::hours{24 * 3650};
+
+// A bound as messages state it: "720h (30 days)", "1h", "1500ms".
+std::string bound_text(Millis bound) {
+  const auto hours = std::chrono::duration_cast<std::chrono::hours>(bound);
+  if (hours != bound) return fmt::format("{}ms", bound.count());
+  if (hours.count() > 24 && hours.count() % 24 == 0)
+    return fmt::format("{}h ({} days)", hours.count(), hours.count() / 24);
+  return fmt::format("{}h", hours.count());
+}
+
 // How a value looked, for "got …" in messages.
 std::string shown(const YAML::Node& node) {
   if (node.IsNull()) return "nothing";
@@ -229,7 +244,11 @@ class Loader {
     return std::nullopt;
   }
 
-  std::optional<Millis> read_duration(const Entry& e, const std::string& path, Millis min) {
+  // `max` also guards the clock: the warden adds these durations to
+  // steady-clock time points, whose nanosecond count overflows near 292
+  // years, and a TTL or deadline that overflowed lies in the past.
+  std::optional<Millis> read_duration(const Entry& e, const std::string& path, Millis min,
+                                      Millis max) {
     std::optional<Millis> value;
     if (e.value.IsScalar()) value = parse_duration(e.value.Scalar());
     if (!value) {
@@ -239,6 +258,10 @@ class Loader {
     }
     if (*value < min) {
       error(e, path, fmt::format("must be at least {}ms, got {}", min.count(), shown(e.value)));
+      return std::nullopt;
+    }
+    if (*value > max) {
+      error(e, path, fmt::format("must be at most {}, got {}", bound_text(max), shown(e.value)));
       return std::nullopt;
     }
     return value;
@@ -326,7 +349,8 @@ class Loader {
         error(*e, "admin_token", "set admin_token or admin_token_env, not both");
     }
     if (const Entry* e = map->find("scrape_interval"))
-      if (auto v = read_duration(*e, "scrape_interval", Millis{100})) config.scrape_interval = *v;
+      if (auto v = read_duration(*e, "scrape_interval", Millis{100}, kMaxScrapeInterval))
+        config.scrape_interval = *v;
     if (const Entry* e = map->find("unhealthy_after"))
       if (auto v = read_int(*e, "unhealthy_after", 1, 1000))
         config.unhealthy_after = static_cast<int>(*v);
@@ -386,9 +410,10 @@ class Loader {
         {"client_read", &timeouts.client_read}};
     for (const auto& [key, target] : positive)
       if (const Entry* e = map->find(key))
-        if (auto v = read_duration(*e, child("timeouts", key), Millis{1})) *target = *v;
+        if (auto v = read_duration(*e, child("timeouts", key), Millis{1}, kMaxTimeout))
+          *target = *v;
     if (const Entry* e = map->find("shutdown_grace"))
-      if (auto v = read_duration(*e, "timeouts.shutdown_grace", Millis{0}))
+      if (auto v = read_duration(*e, "timeouts.shutdown_grace", Millis{0}, kMaxTimeout))
         timeouts.shutdown_grace = *v;
   }
 
@@ -413,7 +438,7 @@ class Loader {
       if (auto v = read_bool(*e, child(path, "affinity"))) model.affinity = *v;
     if (const Entry* e = map->find("spill_threshold")) read_spill_threshold(*e, path, model);
     if (const Entry* e = map->find("session_ttl"))
-      if (auto v = read_duration(*e, child(path, "session_ttl"), Millis{1000}))
+      if (auto v = read_duration(*e, child(path, "session_ttl"), Millis{1000}, kMaxSessionTtl))
         model.session_ttl = std::chrono::duration_cast<Seconds>(*v);
     if (const Entry* e = map->find("max_conversations"))
       if (auto v = read_int(*e, child(path, "max_conversations"), 1, 100'000'000))
@@ -517,6 +542,11 @@ class Loader {
     for (const auto& [key, target] : fields)
       if (const Entry* e = map->find(key))
         if (auto v = read_weight(*e, child(path, key))) *target = *v;
+    // With every weight 0 every replica scores 0: a busy home never has a
+    // less loaded replica to spill to, so spill_threshold would do nothing.
+    if (weights.in_flight == 0 && weights.kv_used == 0 && weights.live_conversations == 0)
+      error(section, path,
+            "must not all be 0: every replica would score 0 and a busy home would never spill");
   }
 
   bool read_backend(const YAML::Node& node, const std::string& path, BackendConfig& backend) {

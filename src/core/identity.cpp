@@ -55,7 +55,7 @@ const char* describe(error_code error) noexcept {
     case simdjson::STRING_ERROR:
       return "invalid escape in a string";
     case simdjson::EMPTY:
-      return "only whitespace";
+      return "no JSON value";
     case simdjson::INCOMPLETE_ARRAY_OR_OBJECT:
       return "unclosed object or array";
     case simdjson::DEPTH_ERROR:
@@ -78,6 +78,34 @@ const char* describe(error_code error) noexcept {
 bool at_end(od::document& doc) noexcept {
   const char* location = nullptr;
   return doc.current_location().get(location) == simdjson::OUT_OF_BOUNDS;
+}
+
+constexpr std::string_view kBytesAfterValue = "bytes after the JSON value";
+
+// Whether `json` starts with a complete object or array that is followed by
+// more than whitespace: what simdjson reports as an unclosed object when the
+// last byte is not the closing bracket. Called only once simdjson has refused
+// the document, to name the fault; it skips strings and counts brackets,
+// nothing more.
+bool has_bytes_after_value(std::string_view json) noexcept {
+  std::size_t depth = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < json.size(); ++i) {
+    const char c = json[i];
+    if (in_string) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      ++depth;
+    } else if ((c == '}' || c == ']') && depth > 0 && --depth == 0) {
+      return json.find_first_not_of(" \t\n\r", i + 1) != std::string_view::npos;
+    }
+  }
+  return false;
 }
 
 void fail(BodyScan& out, BodyError kind, std::string_view detail) {
@@ -112,8 +140,33 @@ class Walker {
     return kNoChild;
   }
 
-  error_code read(od::value& value, std::uint32_t node_index) noexcept {
+  // Forgets what earlier occurrences of a key left under `node_index`: the
+  // last occurrence of a repeated key wins, whatever its type, as in Python's
+  // json (vLLM). {"model":"a","model":5} names no model.
+  void clear(std::uint32_t node_index) noexcept {
     const BodyFields::Node& node = nodes_[node_index];
+    switch (node.builtin) {
+      case BodyFields::Builtin::kModel:
+        out_.model.clear();
+        break;
+      case BodyFields::Builtin::kStream:
+        out_.stream = false;
+        break;
+      case BodyFields::Builtin::kIncludeUsage:
+        out_.stream_include_usage = false;
+        break;
+      case BodyFields::Builtin::kStreamOptions:  // present is present, whatever came last
+      case BodyFields::Builtin::kNone:
+        break;
+    }
+    if (node.slot >= 0) out_.values[static_cast<std::size_t>(node.slot)].clear();
+    for (std::uint32_t child : node.children) clear(child);
+  }
+
+  error_code read(od::value& value, std::uint32_t node_index) noexcept {
+    clear(node_index);
+    const BodyFields::Node& node = nodes_[node_index];
+    if (node.builtin == BodyFields::Builtin::kStreamOptions) out_.has_stream_options = true;
     od::json_type type;
     if (auto error = value.type().get(type)) return error;
     switch (type) {
@@ -178,11 +231,14 @@ void scan_document(od::parser& parser, const char* data, std::size_t size, std::
   if (type != od::json_type::object)
     return fail(out, BodyError::kNotAnObject, "the request body must be a JSON object");
   od::object object;
-  if (auto error = doc.get_object().get(object))
-    return fail(out, BodyError::kMalformedJson, describe(error));
+  if (auto error = doc.get_object().get(object)) {
+    const bool trailing = error == simdjson::INCOMPLETE_ARRAY_OR_OBJECT &&
+                          has_bytes_after_value(std::string_view(data, size));
+    return fail(out, BodyError::kMalformedJson, trailing ? kBytesAfterValue : describe(error));
+  }
   if (auto error = Walker(fields, out).walk(object, 0))
     return fail(out, BodyError::kMalformedJson, describe(error));
-  if (!at_end(doc)) return fail(out, BodyError::kMalformedJson, "content after the JSON object");
+  if (!at_end(doc)) return fail(out, BodyError::kMalformedJson, kBytesAfterValue);
 }
 
 }  // namespace
@@ -200,6 +256,7 @@ BodyFields::BodyFields() {
   nodes_[add_path("model")].builtin = Builtin::kModel;
   nodes_[add_path("stream")].builtin = Builtin::kStream;
   nodes_[add_path("stream_options.include_usage")].builtin = Builtin::kIncludeUsage;
+  nodes_[add_path("stream_options")].builtin = Builtin::kStreamOptions;
 }
 
 BodyFields::BodyFields(std::span<const config::SessionSource> sources) : BodyFields() {
@@ -256,6 +313,14 @@ BodyScan scan_body(std::string_view body, std::size_t body_capacity, const BodyF
   BodyScan out;
   out.values.resize(fields.slot_count());
   if (body.empty()) return out;
+  // A UTF-8 byte order mark before the value: vLLM's server reads the body
+  // with Python's json.loads(bytes), which skips it, so the scan does too.
+  // Only the start moves; the padding after the end stays where it was.
+  constexpr std::string_view kUtf8Bom = "\xEF\xBB\xBF";
+  if (body.starts_with(kUtf8Bom)) {
+    body.remove_prefix(kUtf8Bom.size());
+    body_capacity = body_capacity > kUtf8Bom.size() ? body_capacity - kUtf8Bom.size() : 0;
+  }
 
   const bool padded = body_capacity >= body.size() + simdjson::SIMDJSON_PADDING;
   if (body.size() > kRetainedBodyBytes) {

@@ -1,10 +1,11 @@
 // Conversation identity and the few request fields the warden looks at.
 //
 // The request body is scanned once with simdjson's on-demand parser: only
-// `model`, `stream`, `stream_options.include_usage` and the configured body
-// session sources are read; everything else (the 100 KB of history) is skipped,
-// and the original bytes are what gets forwarded. Header and body sources are
-// tried in the configured order (DESIGN §4); the first non-empty value wins.
+// `model`, `stream`, `stream_options.include_usage`, whether `stream_options`
+// is there at all, and the configured body session sources are read;
+// everything else (the 100 KB of history) is skipped, and the original bytes
+// are what gets forwarded. Header and body sources are tried in the configured
+// order (DESIGN §4); the first non-empty value wins.
 //
 // Two ways in:
 //  - extract_request_facts(): one call, when the identity options are known
@@ -62,7 +63,9 @@ struct IdentityOptions {
   bool honor_client_rank = true;
 };
 
-// What the warden needs from one request.
+// What the warden needs from one request. A key repeated in the body counts
+// by its last occurrence alone, whatever the type of the earlier ones, as in
+// Python's json (vLLM): {"model":"a","model":null} names no model.
 struct RequestFacts {
   std::string model;                  // "" when absent or not a string
   bool stream = false;                // `stream` is JSON true
@@ -97,7 +100,7 @@ class BodyFields {
   std::size_t slot_count() const noexcept { return paths_.size(); }
 
   // Internals, for the scanner.
-  enum class Builtin : std::uint8_t { kNone, kModel, kStream, kIncludeUsage };
+  enum class Builtin : std::uint8_t { kNone, kModel, kStream, kStreamOptions, kIncludeUsage };
   struct Node {
     std::string key;                      // one path segment
     std::vector<std::uint32_t> children;  // indexes into nodes()
@@ -113,20 +116,28 @@ class BodyFields {
   std::vector<std::string> paths_;  // slot -> dotted path
 };
 
-// The result of one pass over a body.
+// The result of one pass over a body. Fields read as in RequestFacts; a key
+// repeated at any level counts by its last occurrence alone (as in Python), so
+// a string followed by a number or null reads as absent, and a `true` followed
+// by anything but a boolean as false.
 struct BodyScan {
-  std::string model;
-  bool stream = false;
-  bool stream_include_usage = false;
+  std::string model;                  // "" when absent or not a string
+  bool stream = false;                // `stream` is JSON true
+  bool stream_include_usage = false;  // stream_options.include_usage is JSON true
+  // The top-level object has a `stream_options` key, whatever its value (null
+  // included) and however often: the proxy adds one only when there is none.
+  bool has_stream_options = false;
   // Per BodyFields slot: the string found there, "" when absent, empty or not a
-  // string. A key repeated in the body: the last occurrence wins (as in Python).
+  // string.
   std::vector<std::string> values;
   BodyError error = BodyError::kNone;
   std::string error_detail;
 };
 
 // Scans `body` once. Never throws on any input (allocation failure aside).
-// An empty body is no error. `body` is parsed in place when its buffer has
+// An empty body is no error. A UTF-8 byte order mark before the value is
+// skipped, as Python's json.loads(bytes) in vLLM's server skips it (a body of
+// nothing but the mark is an error). `body` is parsed in place when its buffer has
 // simdjson::SIMDJSON_PADDING readable bytes after it (body_capacity >=
 // body.size() + padding); otherwise it is copied into a padded buffer.
 //

@@ -5,8 +5,12 @@
 
 namespace lmwarden::core {
 
-SessionTable::SessionTable(int replicas, std::size_t capacity, Clock::duration ttl)
-    : capacity_(capacity == 0 ? 1 : capacity), ttl_(ttl), live_(static_cast<std::size_t>(replicas), 0) {
+SessionTable::SessionTable(int replicas, std::size_t capacity, Clock::duration ttl,
+                           std::uint64_t seed)
+    : capacity_(capacity == 0 ? 1 : capacity),
+      ttl_(ttl),
+      index_(0, SaltedHash{seed}),
+      live_(static_cast<std::size_t>(replicas), 0) {
   index_.reserve(std::min<std::size_t>(capacity_, 1 << 16));
 }
 

@@ -8,6 +8,14 @@
 // conversation is forgotten (it will be placed afresh if it comes back, which
 // costs one cold prefill, never a failure). About 65 bytes per conversation.
 //
+// The map hashes each key xor a seed (by default process_hash_seed()) before
+// its own bit mixing. Keys are stable_hash values of ids the client chooses,
+// and anyone can compute those: unsalted, a client could pick ids whose keys
+// share one probe group and make every find and assign under the model's
+// lock walk that group (8000 such keys: over 100 times slower each, in a
+// trial). The salt costs one xor; nothing outside the map sees it, so the
+// keys themselves stay stable for logs and the offline evaluator.
+//
 // Not thread-safe: the owner (a Router) is used under one lock.
 #pragma once
 
@@ -17,6 +25,8 @@
 #include <vector>
 
 #include <boost/unordered/unordered_flat_map.hpp>
+
+#include "common/hash.h"
 
 namespace lmwarden::core {
 
@@ -34,7 +44,9 @@ class SessionTable {
     ~Listener() = default;
   };
 
-  SessionTable(int replicas, std::size_t capacity, Clock::duration ttl);
+  // `seed` salts the map's hash of the keys (tests pass their own).
+  SessionTable(int replicas, std::size_t capacity, Clock::duration ttl,
+               std::uint64_t seed = process_hash_seed());
   void set_listener(Listener* listener) noexcept { listener_ = listener; }
 
   // The home of a live conversation, touching it; nullopt when unknown/expired.
@@ -49,9 +61,18 @@ class SessionTable {
   int live(int replica) const noexcept { return live_[static_cast<std::size_t>(replica)]; }
   void set_ttl(Clock::duration ttl) noexcept { ttl_ = ttl; }
   Clock::duration ttl() const noexcept { return ttl_; }
+  // What the map hashes for `key`, before its own bit mixing: `key` salted.
+  std::size_t index_hash(std::uint64_t key) const noexcept { return index_.hash_function()(key); }
 
  private:
   static constexpr std::uint32_t kNil = UINT32_MAX;
+  // Not marked avalanching, so the map still mixes the result (xmx).
+  struct SaltedHash {
+    std::uint64_t seed = 0;
+    std::size_t operator()(std::uint64_t key) const noexcept {
+      return static_cast<std::size_t>(key ^ seed);
+    }
+  };
   struct Slot {
     std::uint64_t key;
     std::int64_t last_seen;  // steady clock ticks
@@ -67,7 +88,7 @@ class SessionTable {
 
   std::size_t capacity_;
   Clock::duration ttl_;
-  boost::unordered_flat_map<std::uint64_t, std::uint32_t> index_;
+  boost::unordered_flat_map<std::uint64_t, std::uint32_t, SaltedHash> index_;
   std::vector<Slot> slots_;
   std::vector<std::uint32_t> free_;
   std::vector<int> live_;

@@ -368,6 +368,62 @@ TEST(ConfigErrors, DurationsAndSizes) {
             R"(lmwarden.yaml:3: models[0].session_ttl: must be at least 1000ms, got "500ms")");
 }
 
+TEST(ConfigErrors, DurationsHaveAMaximum) {
+  // 2600000h fits in milliseconds but not in the steady clock's nanoseconds:
+  // loaded, it overflowed and expired every conversation at once.
+  EXPECT_EQ(
+      error_of(R"(models:
+  - name: m
+    session_ttl: 2600000h
+    backends: [{url: "http://h:1"}]
+)"),
+      R"(lmwarden.yaml:3: models[0].session_ttl: must be at most 87600h (3650 days), got "2600000h")");
+  EXPECT_EQ(error_of("timeouts: {first_byte: 721h}\n" + std::string(kMinimal)),
+            R"(lmwarden.yaml:1: timeouts.first_byte: must be at most 720h (30 days), got "721h")");
+  for (const std::string key : {"connect", "idle", "client_read", "shutdown_grace"}) {
+    SCOPED_TRACE(key);
+    EXPECT_THAT(error_of("timeouts: {" + key + ": 1000000h}\n" + std::string(kMinimal)),
+                HasSubstr("timeouts." + key + ": must be at most 720h (30 days)"));
+  }
+  EXPECT_EQ(error_of("scrape_interval: 61m\n" + std::string(kMinimal)),
+            R"(lmwarden.yaml:1: scrape_interval: must be at most 1h, got "61m")");
+
+  // The maxima themselves load.
+  const Config config = load_ok(R"(
+timeouts: {connect: 720h, first_byte: 720h, idle: 720h, client_read: 720h, shutdown_grace: 720h}
+scrape_interval: 1h
+models:
+  - name: m
+    session_ttl: 87600h
+    backends: [{url: "http://h:1"}]
+)");
+  EXPECT_EQ(config.timeouts.first_byte, 720h);
+  EXPECT_EQ(config.scrape_interval, 1h);
+  EXPECT_EQ(config.models[0].session_ttl, 87600h);
+}
+
+TEST(ConfigErrors, AllWeightsZero) {
+  // Every replica would score 0, so a busy home would never spill.
+  EXPECT_EQ(error_of(R"(models:
+  - name: m
+    weights: {in_flight: 0, kv_used: 0.0, live_conversations: 0}
+    backends: [{url: "http://h:1"}]
+)"),
+            "lmwarden.yaml:3: models[0].weights: must not all be 0: every replica would score 0 "
+            "and a busy home would never spill");
+  // One weight above 0 is enough, and a weight left out keeps its default.
+  const Config config = load_ok(R"(
+models:
+  - name: a
+    weights: {in_flight: 0, kv_used: 0, live_conversations: 0.001}
+    backends: [{url: "http://h:1"}]
+  - name: b
+    weights: {in_flight: 0, kv_used: 0}
+    backends: [{url: "http://h:1"}]
+)");
+  EXPECT_EQ(config.models[1].weights.live_conversations, 0.25);
+}
+
 TEST(ConfigErrors, ListenAddress) {
   EXPECT_EQ(error_of("listen: 8080\n" + std::string(kMinimal)),
             "lmwarden.yaml:1: listen: must be HOST:PORT, e.g. 127.0.0.1:8080 or [::1]:8080, got "

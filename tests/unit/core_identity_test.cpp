@@ -371,6 +371,71 @@ TEST(IdentityBody, RepeatedKeyLastWinsAsInPython) {
   EXPECT_EQ(result.facts.session_id, "k2");
 }
 
+TEST(IdentityBody, RepeatedKeyWhoseLastValueIsNotAStringReadsAsAbsent) {
+  // Python keeps the last value whatever its type; an earlier string must not survive it.
+  for (const char* body : {R"({"model":"a","model":5})", R"({"model":"a","model":null})",
+                           R"({"model":"a","model":{"name":"b"}})"}) {
+    SCOPED_TRACE(body);
+    EXPECT_EQ(extract_body(body).facts.model, "");
+  }
+  for (const char* body :
+       {R"({"prompt_cache_key":"x","prompt_cache_key":null})",
+        R"({"prompt_cache_key":"x","prompt_cache_key":["x"]})",
+        R"({"client_metadata":{"session_id":"c"},"client_metadata":{}})",
+        R"({"client_metadata":{"session_id":"c"},"client_metadata":null})",
+        R"({"client_metadata":{"session_id":"c","session_id":7}})",
+        R"({"metadata":{"user_id":"user_ab_account__session_1234abcd"},"metadata":[]})"}) {
+    SCOPED_TRACE(body);
+    const ExtractResult result = extract_body(body);
+    EXPECT_EQ(result.error, BodyError::kNone) << result.error_detail;
+    EXPECT_EQ(result.facts.identity.kind, IdentityKind::kAnonymous);
+    EXPECT_EQ(result.facts.session_id, "");
+  }
+  for (const char* body : {R"({"stream":true,"stream":null})", R"({"stream":true,"stream":"true"})",
+                           R"({"stream":true,"stream":1})", R"({"stream":true,"stream":false})"}) {
+    SCOPED_TRACE(body);
+    EXPECT_FALSE(extract_body(body).facts.stream);
+  }
+  for (const char* body : {R"({"stream_options":{"include_usage":true,"include_usage":null}})",
+                           R"({"stream_options":{"include_usage":true},"stream_options":{}})",
+                           R"({"stream_options":{"include_usage":true},"stream_options":null})"}) {
+    SCOPED_TRACE(body);
+    EXPECT_FALSE(extract_body(body).facts.stream_include_usage);
+  }
+  // And a string after something else still counts.
+  const ExtractResult later =
+      extract_body(R"({"model":null,"model":"b","stream":null,"stream":true,"prompt_cache_key":1,)"
+                   R"("prompt_cache_key":"k"})");
+  EXPECT_EQ(later.facts.model, "b");
+  EXPECT_TRUE(later.facts.stream);
+  expect_session(later, "k", "body:prompt_cache_key");
+}
+
+TEST(IdentityBody, StreamOptionsPresenceWhateverItsValue) {
+  // The proxy adds stream_options only to a body that has none at the top level.
+  const BodyFields fields;
+  auto has = [&](std::string_view body) {
+    const BodyScan scan = scan_body(body, body.size(), fields);
+    EXPECT_EQ(scan.error, BodyError::kNone) << scan.error_detail;
+    return scan.has_stream_options;
+  };
+  for (const char* body :
+       {R"({"stream_options":{"include_usage":true}})", R"({"stream_options":{}})",
+        R"({"stream_options":{"include_usage":false}})", R"({"stream_options":null})",
+        R"({"stream_options":5})", R"({"stream":true,"stream_\u006fptions":[]})",
+        R"({"stream_options":{"include_usage":true},"stream_options":null})"}) {
+    SCOPED_TRACE(body);
+    EXPECT_TRUE(has(body));
+  }
+  for (const char* body :
+       {"{}", R"({"stream":true,"model":"m"})", R"({"metadata":{"stream_options":{}}})",
+        R"({"messages":[{"stream_options":{}}]})", R"({"prompt":"\"stream_options\":{}"})"}) {
+    SCOPED_TRACE(body);
+    EXPECT_FALSE(has(body));
+  }
+  EXPECT_FALSE(scan_body("", 0, fields).has_stream_options);
+}
+
 TEST(IdentityBody, CustomDottedPathsShareTheirPrefix) {
   const IdentityOptions options{
       .sources = {{SessionSource::Kind::kBody, "metadata.conversation"},
@@ -414,6 +479,28 @@ TEST(IdentityBody, EmptyBodyIsNoErrorAndHeadersStillCount) {
   EXPECT_EQ(anonymous.facts.identity.kind, IdentityKind::kAnonymous);
   const std::vector<HeaderField> headers = {{"x-session-id", "s"}};
   expect_session(extract_request_facts(headers, "", 0, {}), "s", "header:x-session-id");
+}
+
+TEST(IdentityBody, LeadingByteOrderMarkIsSkippedAsInPython) {
+  // vLLM reads the body with json.loads(bytes), which accepts one UTF-8 BOM first.
+  const std::string bom = "\xEF\xBB\xBF";
+  const std::string body = bom + R"({"model":"m","prompt_cache_key":"k"})";
+  const ExtractResult copied = extract_body(body);
+  EXPECT_EQ(copied.facts.model, "m");
+  expect_session(copied, "k", "body:prompt_cache_key");
+
+  std::string padded = bom + " \n" + R"({"model":"m","prompt_cache_key":"k"})";
+  padded.reserve(padded.size() + simdjson::SIMDJSON_PADDING);
+  const ExtractResult in_place = extract_request_facts({}, padded, padded.capacity(), {});
+  EXPECT_EQ(in_place.facts.model, "m");
+  expect_session(in_place, "k", "body:prompt_cache_key");
+
+  // What Python refuses stays refused: the mark alone, twice, or not first.
+  for (const std::string& bad : {bom, bom + bom + "{}", " " + bom + "{}", bom + "[1]"}) {
+    SCOPED_TRACE(bad);
+    EXPECT_NE(extract_body(bad).error, BodyError::kNone);
+  }
+  EXPECT_EQ(extract_body(bom).error_detail, "no JSON value");
 }
 
 TEST(IdentityBody, InPlaceAndCopiedParsesAgree) {
@@ -467,6 +554,23 @@ TEST(IdentityMalformed, ErrorsAreReportedWithADetail) {
     EXPECT_FALSE(result.error_detail.empty());
     EXPECT_EQ(result.facts.identity.kind, IdentityKind::kAnonymous);
   }
+}
+
+TEST(IdentityMalformed, BytesAfterTheValueAreNamedAsSuch) {
+  for (const char* body :
+       {R"({"model":"a"}x)", R"({"model":"a"}])", R"({"model":"x"} trailing)", R"({"model":"x"}})",
+        R"({"a":1} {})", R"({"m":"}\"]"}x)", R"({"a":[1,{"b":2}]} 0)"}) {
+    SCOPED_TRACE(body);
+    const ExtractResult result = extract_body(body);
+    EXPECT_EQ(result.error, BodyError::kMalformedJson);
+    EXPECT_EQ(result.error_detail, "bytes after the JSON value");
+  }
+  // A value cut short is still called unclosed, brackets inside strings aside.
+  for (const char* body : {R"({"model":"x")", R"({"a":[1,2])", R"({"a":"}")", R"({"a":"\"}")"}) {
+    SCOPED_TRACE(body);
+    EXPECT_EQ(extract_body(body).error_detail, "unclosed object or array");
+  }
+  EXPECT_EQ(extract_body("{\"model\":\"a\"} \r\n\t").error, BodyError::kNone);
 }
 
 TEST(IdentityMalformed, NonObjectTopLevel) {

@@ -271,6 +271,19 @@ TEST(Router, SwitchingAffinityAtRunTimeTakesEffectNextRequest) {
   EXPECT_FALSE(router.view().spill_threshold_auto);
 }
 
+TEST(Router, ReconfigureUndoesRunTimeChanges) {
+  // docs/configuration.md: a reload restores the file's affinity and spill
+  // threshold even where the file did not change them.
+  const config::ModelConfig file = dp_model(2);  // affinity on, spill auto
+  Router router = make_router(file);
+  router.set_affinity(false);
+  router.set_spill_threshold(3);
+  router.reconfigure(file);
+  EXPECT_TRUE(router.affinity());
+  EXPECT_TRUE(router.view().spill_threshold_auto);
+  EXPECT_EQ(router.spill_threshold(), config::kAutoSpillThreshold);
+}
+
 TEST(Router, RetryExcludesTheFailedReplicaWithoutMovingHome) {
   Router router = make_router(dp_model(3));
   auto first = router.route(session("a"), t0);

@@ -2,6 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <boost/unordered/detail/xmx.hpp>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "common/hash.h"
+
 namespace lmwarden::core {
 namespace {
 
@@ -67,6 +74,48 @@ TEST(SessionTable, ReusesSlotsSoMemoryStaysBounded) {
                    t0 + seconds(round * 20));
   EXPECT_EQ(table.size(), 100u);
   EXPECT_EQ(table.live(0) + table.live(1), 100);
+}
+
+TEST(SessionTable, KeysAreSaltedWithTheTablesSeed) {
+  const std::uint64_t key = stable_hash("5506220c-1ac0-498d-ad24-592ac04efcdd");
+  SessionTable a{1, 10, minutes(30), /*seed=*/0x1234};
+  SessionTable same{1, 10, minutes(30), /*seed=*/0x1234};
+  SessionTable other{1, 10, minutes(30), /*seed=*/0x9876};
+  EXPECT_EQ(a.index_hash(key), same.index_hash(key));
+  EXPECT_NE(a.index_hash(key), other.index_hash(key));
+
+  // Without a seed, every table of this process takes the process's one, and
+  // a key is not hashed as itself.
+  SessionTable first{1, 10, minutes(30)};
+  SessionTable second{1, 10, minutes(30)};
+  EXPECT_EQ(process_hash_seed(), process_hash_seed());
+  EXPECT_EQ(first.index_hash(key), second.index_hash(key));
+  EXPECT_NE(first.index_hash(key), key);
+
+  // The salt changes where keys lie, never what the table answers.
+  for (SessionTable* table : {&a, &other, &first}) {
+    table->assign(key, 0, t0);
+    EXPECT_EQ(table->find(key, t0), 0);
+    EXPECT_EQ(table->find(key + 1, t0), std::nullopt);
+  }
+}
+
+TEST(SessionTable, KeysCraftedToCrowdOneGroupSpreadUnderAnotherSeed) {
+  // The attack: keys whose mixed hash (Boost's xmx, applied by the map to the
+  // salted key) shares its top 12 bits, i.e. one probe group of a table of
+  // 4096 groups. Found by search, as a client would search for ids.
+  auto group = [](std::size_t hash) { return boost::unordered::detail::xmx(hash) >> 52; };
+  const SessionTable known{1, 10, minutes(30), /*seed=*/0};
+  std::mt19937_64 rng(7);
+  std::vector<std::uint64_t> crafted;
+  while (crafted.size() < 256) {
+    const std::uint64_t k = rng();
+    if (group(known.index_hash(k)) == 0x5a5) crafted.push_back(k);
+  }
+  const SessionTable salted{1, 10, minutes(30), /*seed=*/0x243f6a8885a308d3};
+  std::set<std::size_t> groups;
+  for (std::uint64_t k : crafted) groups.insert(group(salted.index_hash(k)));
+  EXPECT_GT(groups.size(), 200u);  // 256 keys over 4096 groups: ~248 distinct
 }
 
 }  // namespace
