@@ -496,6 +496,7 @@ ExtractResult extract_request_facts(HeaderList headers, std::string_view body,
   result.facts.model = std::move(scan.model);
   result.facts.stream = scan.stream;
   result.facts.stream_include_usage = scan.stream_include_usage;
+  result.facts.has_stream_options = scan.has_stream_options;
   result.error = scan.error;
   result.error_detail = std::move(scan.error_detail);
   return result;

@@ -70,6 +70,7 @@ struct RequestFacts {
   std::string model;                  // "" when absent or not a string
   bool stream = false;                // `stream` is JSON true
   bool stream_include_usage = false;  // stream_options.include_usage is JSON true
+  bool has_stream_options = false;    // the body has a top-level stream_options key
   Identity identity;
   std::string session_id;  // kSession: the raw id (never logged); "" otherwise
 };

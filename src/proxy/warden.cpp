@@ -121,7 +121,8 @@ Admission admit(const net::Request& request, Dialect dialect, const ModelSet& se
   core::Identity identity = core::resolve_identity(core::HeaderList(headers.data(), headers.size()),
                                                    scan, set.body_fields, model->identity);
   return {.model = model,
-          .facts = {std::move(scan.model), scan.stream, scan.stream_include_usage, std::move(identity)}};
+          .facts = {std::move(scan.model), scan.stream, scan.stream_include_usage,
+                    scan.has_stream_options, std::move(identity)}};
 }
 
 }  // namespace
@@ -413,9 +414,11 @@ net::Awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dialect) {
   // Ask for the usage chunk the client did not, so that every streamed request
   // is measured; the accounting strips it from what this client receives.
   bool injected_usage = false;
-  // (/v1/responses streams report usage on their own and have no stream_options.)
+  // Only into a body without stream_options (a second key would be a
+  // duplicate, and the client's would win in vLLM); /v1/responses streams
+  // report usage on their own and have no stream_options.
   if (model->config.inject_stream_usage && dialect == Dialect::kOpenAi && facts.stream &&
-      !facts.stream_include_usage && path_of(request.target()) != "/v1/responses") {
+      !facts.has_stream_options && path_of(request.target()) != "/v1/responses") {
     if (auto rewritten = telemetry::with_stream_usage(request.body())) {
       request.body().assign(*rewritten);
       injected_usage = true;

@@ -101,6 +101,21 @@ TEST(ProxyTelemetry, InjectedStreamUsageIsMeasuredAndInvisibleToTheClient) {
   EXPECT_EQ(metric(warden.port(), "lmwarden_prompt_tokens_total", {{"source", "cached"}}), 64);
 }
 
+// Usage is asked for only in a body that has no stream_options (a second
+// key would be a duplicate, the client's winning in vLLM), and never in a
+// /v1/responses request (which has none and reports usage on its own).
+TEST(ProxyTelemetry, StreamUsageIsInjectedOnlyWhereTheBodyHasNoStreamOptions) {
+  FakeVllm fake{1};
+  RunningWarden warden{make_config({{fake.port(), 1}}, std::nullopt, "", "    inject_stream_usage: true\n")};
+  const std::string with_options =
+      R"({"model":"m","stream":true,"stream_options":{"continuous_usage_stats":true},"messages":[]})";
+  ASSERT_EQ(http_request(warden.port(), http::verb::post, "/v1/chat/completions", with_options).status, 200u);
+  EXPECT_EQ(fake.seen().back().body, with_options);
+  const std::string responses = R"({"model":"m","stream":true,"input":"hi"})";
+  ASSERT_EQ(http_request(warden.port(), http::verb::post, "/v1/responses", responses).status, 200u);
+  EXPECT_EQ(fake.seen().back().body, responses);
+}
+
 TEST(ProxyTelemetry, MetricsExposeEveryDocumentedName) {
   FakeVllm fake{2};
   RunningWarden warden{make_config({{fake.port(), 2}})};
