@@ -2,6 +2,8 @@
 // signal. SIGINT/SIGTERM stop accepting, let requests in flight finish within
 // the grace period (a second signal ends it at once), then exit 0. SIGHUP
 // reloads the configuration file.
+#include <sys/resource.h>
+
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/signal_set.hpp>
@@ -71,6 +73,26 @@ void reload(proxy::WardenRuntime& runtime, const ServeOptions& opts) {
   spdlog::info("reloaded {}: models {}", opts.config_path, summary);
 }
 
+// Each client connection may hold an upstream connection as well: the soft
+// limit on open files is raised to the hard one, and a limit that
+// limits.max_connections may still outgrow is said at start.
+void fit_descriptor_limit(std::size_t max_connections) {
+  rlimit nofile{};
+  if (::getrlimit(RLIMIT_NOFILE, &nofile) != 0) return;
+  if (nofile.rlim_cur < nofile.rlim_max) {
+    rlimit raised = nofile;
+    raised.rlim_cur = nofile.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) nofile = raised;
+  }
+  const rlim_t needed = 2 * static_cast<rlim_t>(max_connections) + 64;
+  if (nofile.rlim_cur != RLIM_INFINITY && nofile.rlim_cur < needed)
+    spdlog::warn("open-file limit {} is below the {} that limits.max_connections {} may need (a client "
+                 "and an upstream descriptor each); raise it (ulimit -n, systemd LimitNOFILE=) or "
+                 "lower max_connections",
+                 static_cast<unsigned long long>(nofile.rlim_cur), static_cast<unsigned long long>(needed),
+                 max_connections);
+}
+
 int serve(const ServeOptions& opts) {
   auto loaded = load(opts);
   if (!loaded) {
@@ -80,6 +102,7 @@ int serve(const ServeOptions& opts) {
   config::Config cfg = std::move(loaded).value();
   spdlog::set_level(spdlog::level::from_str(opts.log_level));
 
+  fit_descriptor_limit(cfg.limits.max_connections);
   proxy::WardenRuntime runtime{cfg};
   // SIGHUP reloads the configuration file; SIGINT/SIGTERM stop accepting.
   // Handled from before the port opens, so an early signal never kills it.

@@ -138,6 +138,8 @@ struct AcceptedFd {
 // is handed over bare and becomes a socket on the thread that serves it.
 Awaitable<void> HttpServer::accept_loop() {
   Timer backoff{acceptor_->get_executor()};
+  std::size_t refused = 0;  // since the last warning about it
+  std::chrono::steady_clock::time_point refusal_said{};
   boost::system::error_code ec;
   const tcp protocol = acceptor_->local_endpoint(ec).protocol();
   while (acceptor_->is_open()) {
@@ -158,8 +160,19 @@ Awaitable<void> HttpServer::accept_loop() {
         break;
       }
       AcceptedFd accepted{fd};
-      if (connections_.load() >= options_.max_connections)
-        continue;  // refused: closed with `accepted`
+      if (connections_.load() >= options_.max_connections) {
+        // Refused: closed with `accepted`. Said at most every 10 s, with
+        // how many since the last time.
+        ++refused;
+        const auto now = std::chrono::steady_clock::now();
+        if (now - refusal_said >= std::chrono::seconds(10)) {
+          spdlog::warn("{} connection(s) refused: limits.max_connections ({}) reached", refused,
+                       options_.max_connections);
+          refused = 0;
+          refusal_said = now;
+        }
+        continue;
+      }
       connections_.fetch_add(1);
       asio::io_context& ctx = io_.next();
       asio::post(ctx, [this, &ctx, protocol, accepted = std::move(accepted)]() mutable {

@@ -147,6 +147,23 @@ TEST(HostileProcess, AcceptUnderDescriptorExhaustionNeitherCrashesNorSpins) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "exit status " << status;
 }
 
+// An open-file limit that max_connections may outgrow is said at start (the
+// soft limit is first raised to the hard one; here both are 200).
+TEST(HostileProcess, ADescriptorLimitTooLowForMaxConnectionsIsSaidAtStart) {
+  TempDir dir;
+  const std::string config = write_file(dir.file("lmwarden.yaml"),
+                                        "listen: 127.0.0.1:0\nlimits:\n  max_connections: 1000\n"
+                                        "models:\n  - name: m\n    backends:\n      - url: http://127.0.0.1:" +
+                                            std::to_string(closed_port()) + "\n");
+  SimProcess warden{{"serve", "--config", config},
+                    {.output_file = dir.file("warden.log"), .max_open_files = 200}};
+  EXPECT_TRUE(eventually([&] {
+    return warden.output().find("open-file limit 200 is below the 2064 that limits.max_connections 1000") !=
+           std::string::npos;
+  }, 5s)) << warden.output();
+  EXPECT_EQ(ask(warden.port(), get_request("/health")).value_or(HttpResponse{}).status, 200);
+}
+
 TEST(HostileProcess, CredentialsNeverReachTheLogs) {
   FakeVllm backend{2};
   backend.set_engine(0, 0, 0, 0.1, 10, 5);  // healthy to the scraper for the whole test
