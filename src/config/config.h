@@ -91,6 +91,7 @@ struct Timeouts {
   Millis first_byte{600'000};  // prefill queues on a busy box can take minutes
   Millis idle{120'000};        // between two chunks of a streamed reply
   Millis client_read{60'000};  // whole request (headers + body) from the client
+  Millis client_idle{300'000};  // a kept-alive client connection's wait for its next request
   Millis shutdown_grace{30'000};
 };
 

@@ -401,13 +401,15 @@ class Loader {
 
   void read_timeouts(const Entry& section, Timeouts& timeouts) {
     const auto map = read_map(section.value, "timeouts",
-                              {"connect", "first_byte", "idle", "client_read", "shutdown_grace"});
+                              {"connect", "first_byte", "idle", "client_read", "client_idle",
+                               "shutdown_grace"});
     if (!map) return;
     const std::pair<std::string_view, Millis*> positive[] = {
         {"connect", &timeouts.connect},
         {"first_byte", &timeouts.first_byte},
         {"idle", &timeouts.idle},
-        {"client_read", &timeouts.client_read}};
+        {"client_read", &timeouts.client_read},
+        {"client_idle", &timeouts.client_idle}};
     for (const auto& [key, target] : positive)
       if (const Entry* e = map->find(key))
         if (auto v = read_duration(*e, child("timeouts", key), Millis{1}, kMaxTimeout))

@@ -169,6 +169,7 @@ net::ServerOptions make_server_options(const config::Config& config) {
   o.max_body_bytes = config.limits.max_body_bytes;
   o.max_connections = config.limits.max_connections;
   o.read_timeout = config.timeouts.client_read;
+  o.keep_alive_timeout = config.timeouts.client_idle;
   o.server_name = "lmwarden";
   o.error_response = [](std::string_view target, http::status status, std::string_view message) {
     return error_response(dialect_of(target), status, message);
@@ -259,6 +260,7 @@ std::vector<std::string> Warden::reload(config::Config next) {
            next.limits.max_connections != now.limits.max_connections,
        "limits");
   keep(next.timeouts.client_read != now.timeouts.client_read, "timeouts.client_read");
+  keep(next.timeouts.client_idle != now.timeouts.client_idle, "timeouts.client_idle");
   keep(next.scrape_interval != now.scrape_interval || next.unhealthy_after != now.unhealthy_after,
        "scrape settings");
   next.listen_host = now.listen_host;
@@ -266,6 +268,7 @@ std::vector<std::string> Warden::reload(config::Config next) {
   next.threads = now.threads;
   next.limits = now.limits;
   next.timeouts.client_read = now.timeouts.client_read;
+  next.timeouts.client_idle = now.timeouts.client_idle;
   next.scrape_interval = now.scrape_interval;
   next.unhealthy_after = now.unhealthy_after;
 

@@ -19,6 +19,7 @@ namespace {
 
 struct Limits {
   std::string client_read = "500ms";
+  std::string client_idle = "5m";
   int max_connections = 4096;
 };
 
@@ -36,6 +37,7 @@ config::Config hostile_config(std::uint16_t backend_port, const Limits& limits =
       "  first_byte: 10s\n"
       "  idle: 10s\n"
       "  client_read: " + limits.client_read + "\n"
+      "  client_idle: " + limits.client_idle + "\n"
       "models:\n"
       "  - name: m\n"
       "    backends:\n"
@@ -161,6 +163,22 @@ TEST_F(HostileClient, SlowHeadersOnAKeptAliveConnectionAre408Too) {
   ASSERT_TRUE(r) << "no 408; got: " << c.unread().substr(0, 200);
   EXPECT_EQ(r->status, 408);
   EXPECT_LT(std::chrono::steady_clock::now() - started, 3s);
+  expect_still_serving();
+}
+
+// A kept-alive connection waits client_idle for its next request, not
+// client_read: here a wait far longer than client_read is kept, then closed.
+TEST_F(HostileClient, KeptAliveConnectionIsClosedAtClientIdle) {
+  warden_.reset();
+  start({.client_read = "200ms", .client_idle = "1200ms"});
+  RawClient c{port()};
+  ASSERT_TRUE(c.send(chat_request("after-idle")));
+  ASSERT_TRUE(c.read_response(5s));
+  const auto idle_from = std::chrono::steady_clock::now();
+  EXPECT_FALSE(c.wait_closed(600ms)) << "closed at client_read, not client_idle";
+  EXPECT_TRUE(c.wait_closed(5s));
+  EXPECT_GE(std::chrono::steady_clock::now() - idle_from, 1s);
+  EXPECT_TRUE(c.unread().empty()) << c.unread();
   expect_still_serving();
 }
 

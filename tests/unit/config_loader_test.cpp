@@ -59,6 +59,7 @@ TEST(ConfigLoader, MinimalFileTakesEveryDefault) {
   EXPECT_EQ(config.timeouts.first_byte, 10min);
   EXPECT_EQ(config.timeouts.idle, 2min);
   EXPECT_EQ(config.timeouts.client_read, 60s);
+  EXPECT_EQ(config.timeouts.client_idle, 5min);
   EXPECT_EQ(config.timeouts.shutdown_grace, 30s);
   EXPECT_EQ(config.retries, 1);
   EXPECT_EQ(config.admin_token_env, "LMWARDEN_ADMIN_TOKEN");
@@ -96,7 +97,7 @@ TEST(ConfigLoader, FullFileSetsEveryKey) {
 listen: "[::1]:9090"
 threads: 6
 limits: {max_header_bytes: 128KiB, max_body_bytes: 64MiB, max_connections: 100}
-timeouts: {connect: 500ms, first_byte: 15m, idle: 90s, client_read: 1m30s, shutdown_grace: 0s}
+timeouts: {connect: 500ms, first_byte: 15m, idle: 90s, client_read: 1m30s, client_idle: 10m, shutdown_grace: 0s}
 retries: 2
 admin_token: s3cret
 scrape_interval: 250ms
@@ -132,6 +133,7 @@ models:
   EXPECT_EQ(config.timeouts.first_byte, 15min);
   EXPECT_EQ(config.timeouts.idle, 90s);
   EXPECT_EQ(config.timeouts.client_read, 90s);
+  EXPECT_EQ(config.timeouts.client_idle, 10min);
   EXPECT_EQ(config.timeouts.shutdown_grace, 0s);
   EXPECT_EQ(config.retries, 2);
   EXPECT_EQ(config.admin_token, "s3cret");
@@ -380,7 +382,7 @@ TEST(ConfigErrors, DurationsHaveAMaximum) {
       R"(lmwarden.yaml:3: models[0].session_ttl: must be at most 87600h (3650 days), got "2600000h")");
   EXPECT_EQ(error_of("timeouts: {first_byte: 721h}\n" + std::string(kMinimal)),
             R"(lmwarden.yaml:1: timeouts.first_byte: must be at most 720h (30 days), got "721h")");
-  for (const std::string key : {"connect", "idle", "client_read", "shutdown_grace"}) {
+  for (const std::string key : {"connect", "idle", "client_read", "client_idle", "shutdown_grace"}) {
     SCOPED_TRACE(key);
     EXPECT_THAT(error_of("timeouts: {" + key + ": 1000000h}\n" + std::string(kMinimal)),
                 HasSubstr("timeouts." + key + ": must be at most 720h (30 days)"));
