@@ -291,7 +291,7 @@ net::Awaitable<AttemptResult> relay_reply(AttemptContext& ctx, const config::Bac
       if (!ctx.exchange.write_body_now(pieces[next], wec)) wec = co_await ctx.exchange.write_rest();
       if (wec) co_return client_gone(wec);
     }
-    if (!pieces.empty()) relayed.at_event_end = ends_event(pieces, relayed.at_event_end);
+    if (event_stream && !pieces.empty()) relayed.at_event_end = ends_event(pieces, relayed.at_event_end);
     if (rec && rec == net::asio::error::operation_aborted) co_return client_gone();
     if (rec) co_return co_await cut_short(ctx, backend, rec, chunked && event_stream, relayed);
   }
@@ -375,7 +375,7 @@ void write_client_head(std::string& out, const ReplyParser& reply) {
 
 net::Awaitable<AttemptResult> forward_once(AttemptContext& ctx,
                                            const config::BackendConfig& backend, int rank,
-                                           bool may_retry) {
+                                           const RetryElsewhere& retry_elsewhere) {
   using Outcome = AttemptResult::Outcome;
   const net::Request& request = ctx.exchange.request();
 
@@ -460,7 +460,7 @@ net::Awaitable<AttemptResult> forward_once(AttemptContext& ctx,
                                "bad reply from "sv, backend.url);
     }
     const unsigned status = parser.status();
-    if (status >= 500 && may_retry) {
+    if (status >= 500 && retry_elsewhere()) {
       co_return attempt_result(Outcome::kRetryable, http::status::bad_gateway, "status_5xx", {},
                                "upstream "sv, backend.url, " answered "sv, status);
     }

@@ -82,10 +82,20 @@ void write_upstream_head(std::string& out, const net::Request& request,
 // Content-Length dropped (the exchange writes the framing).
 void write_client_head(std::string& out, const ReplyParser& reply);
 
-// Forwards once. `may_retry`: whether a 5xx reply (before anything was relayed)
-// should be reported as retryable rather than relayed.
+// Whether a 5xx reply (before anything was relayed) is to be reported as
+// retryable rather than relayed. Asked only when such a reply comes: the
+// answer may take the model's lock.
+class RetryElsewhere {
+ public:
+  virtual bool operator()() const = 0;
+
+ protected:
+  ~RetryElsewhere() = default;
+};
+
+// Forwards once.
 net::Awaitable<AttemptResult> forward_once(AttemptContext& ctx,
                                            const config::BackendConfig& backend, int rank,
-                                           bool may_retry);
+                                           const RetryElsewhere& retry_elsewhere);
 
 }  // namespace lmwarden::proxy

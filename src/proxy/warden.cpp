@@ -492,6 +492,19 @@ bool other_replica_healthy(ModelState& model, std::span<const int> tried,
   return false;
 }
 
+// A retry's chance, as forward_once asks it: retries left (`allowed`) and a
+// healthy replica elsewhere.
+struct OtherReplica final : RetryElsewhere {
+  OtherReplica(bool allowed, ModelState& model, std::span<const int> tried,
+               const core::RouteDecision& decision)
+      : allowed(allowed), model(model), tried(tried), decision(decision) {}
+  bool operator()() const override { return allowed && other_replica_healthy(model, tried, decision); }
+  bool allowed;
+  ModelState& model;
+  std::span<const int> tried;
+  const core::RouteDecision& decision;
+};
+
 }  // namespace
 
 // Kept small (GCC gives every local of a coroutine, and every temporary of an
@@ -542,9 +555,10 @@ net::Awaitable<void> Warden::run_attempts(Forward& f) {
     // A 5xx is retried only where the retry has another replica to go to: a
     // pinned request has none, and with every other one tried or unhealthy
     // the upstream's own reply (its status and its words) is the answer.
-    const bool may_retry = attempt < config.retries && identity.kind != core::IdentityKind::kPinned &&
-                           other_replica_healthy(f.model, tried, decision);
-    last = co_await forward_once(ctx, backend, decision.rank, may_retry);
+    const OtherReplica retry_elsewhere{
+        attempt < config.retries && identity.kind != core::IdentityKind::kPinned, f.model, tried,
+        decision};
+    last = co_await forward_once(ctx, backend, decision.rank, retry_elsewhere);
     if (f.exchange.client_gone()) last.outcome = Outcome::kClientGone;
     if (!last.error_kind.empty()) f.model.telemetry.replica(decision.replica).count_error(last.error_kind);
     switch (last.outcome) {
