@@ -143,10 +143,11 @@ struct BodyScan {
 // body.size() + padding); otherwise it is copied into a padded buffer.
 //
 // Validation is what a single lazy pass affords: bad UTF-8, unterminated
-// strings, control characters, unbalanced brackets, trailing bytes and any
-// fault in the fields read are reported; an invalid literal deep inside a
-// skipped value (e.g. `[tru]` inside `messages`) is not — the body goes to vLLM
-// as is and vLLM answers its own 400.
+// strings, control characters, brackets left open, trailing bytes and any
+// fault in the fields read are reported; an invalid literal or a mismatched
+// bracket deep inside a skipped value (`[tru]`, or `[1,2}` inside
+// `messages`) is not — the body goes to vLLM as is and vLLM answers its own
+// 400.
 BodyScan scan_body(std::string_view body, std::size_t body_capacity, const BodyFields& fields);
 
 // Applies DESIGN §4 to headers and a finished scan. A body source whose path is
