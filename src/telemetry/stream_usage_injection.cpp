@@ -17,7 +17,12 @@ bool has_content(std::string_view line) noexcept {
 }  // namespace
 
 std::optional<std::string> with_stream_usage(std::string_view body) {
-  const auto open = std::find_if_not(body.begin(), body.end(), is_json_space);
+  // A UTF-8 byte order mark may come first (scan_body skips it, as Python's
+  // json.loads of bytes does); it stays where it is.
+  constexpr std::string_view kByteOrderMark = "\xEF\xBB\xBF";
+  const std::size_t start = body.starts_with(kByteOrderMark) ? kByteOrderMark.size() : 0;
+  const auto open = std::find_if_not(body.begin() + static_cast<std::ptrdiff_t>(start), body.end(),
+                                     is_json_space);
   if (open == body.end() || *open != '{') return std::nullopt;
   const std::size_t after_open = static_cast<std::size_t>(open - body.begin()) + 1;
   const auto next = std::find_if_not(body.begin() + after_open, body.end(), is_json_space);

@@ -30,8 +30,9 @@ inline constexpr std::string_view kIncludeUsageMember =
     R"("stream_options":{"include_usage":true})";
 
 // The request body with kIncludeUsageMember inserted as the first member of the
-// top-level object; nullopt when the body does not start with '{' (after
-// whitespace). Every other byte is kept as sent. Callers inject only into
+// top-level object; nullopt when the body does not start with '{' (after a
+// UTF-8 byte order mark, if any, and whitespace). Every other byte is kept as
+// sent. Callers inject only into
 // streaming requests without stream_options; should one slip through, the
 // client's own stream_options comes later in the object and wins under the
 // last-member-wins reading of vLLM's JSON parser.

@@ -208,6 +208,14 @@ TEST(WithStreamUsage, SplicesAfterTheOpeningBrace) {
   expect_injected(codex_chat_body());
 }
 
+TEST(WithStreamUsage, KeepsALeadingByteOrderMarkInFront) {
+  const auto rewritten = with_stream_usage("\xEF\xBB\xBF{\"model\":\"m\"}");
+  ASSERT_TRUE(rewritten);
+  EXPECT_EQ(*rewritten, "\xEF\xBB\xBF{\"stream_options\":{\"include_usage\":true},\"model\":\"m\"}");
+  EXPECT_FALSE(with_stream_usage("\xEF\xBB\xBF"));
+  EXPECT_FALSE(with_stream_usage("\xEF\xBB\xBF[1]"));
+}
+
 TEST(WithStreamUsage, RejectsNonObjects) {
   EXPECT_FALSE(with_stream_usage(""));
   EXPECT_FALSE(with_stream_usage("   "));
