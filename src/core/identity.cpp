@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "common/hash.h"
+#include "common/json_text.h"
 
 namespace lmwarden::core {
 namespace {
@@ -313,13 +314,13 @@ BodyScan scan_body(std::string_view body, std::size_t body_capacity, const BodyF
   BodyScan out;
   out.values.resize(fields.slot_count());
   if (body.empty()) return out;
-  // A UTF-8 byte order mark before the value: vLLM's server reads the body
-  // with Python's json.loads(bytes), which skips it, so the scan does too.
-  // Only the start moves; the padding after the end stays where it was.
-  constexpr std::string_view kUtf8Bom = "\xEF\xBB\xBF";
-  if (body.starts_with(kUtf8Bom)) {
-    body.remove_prefix(kUtf8Bom.size());
-    body_capacity = body_capacity > kUtf8Bom.size() ? body_capacity - kUtf8Bom.size() : 0;
+  // A UTF-8 byte order mark before the value is skipped, as vLLM's server
+  // skips it (common/json_text.h). Only the start moves; the padding after
+  // the end stays where it was.
+  if (body.starts_with(kUtf8ByteOrderMark)) {
+    body.remove_prefix(kUtf8ByteOrderMark.size());
+    body_capacity =
+        body_capacity > kUtf8ByteOrderMark.size() ? body_capacity - kUtf8ByteOrderMark.size() : 0;
   }
 
   const bool padded = body_capacity >= body.size() + simdjson::SIMDJSON_PADDING;

@@ -562,11 +562,11 @@ Awaitable<void> HttpServer::serve_connection(Socket tcp_socket) {
     }
     deadline.disarm();
 
-    // A HEAD is served as its GET (Exchange::head_only()). Rewritten only
-    // now: the method is stored with the request's other text, which may
-    // move, and `target` above views that text.
+    // A HEAD is served as its GET (Exchange::set_head_only()). Rewritten
+    // only now: the method is stored with the request's other text, which
+    // may move, and `target` above views that text.
     const bool head_only = request.method() == http::verb::head;
-    if (head_only) request.set_method(http::verb::get);  // see Exchange::head_only()
+    if (head_only) request.set_method(http::verb::get);
     Exchange exchange{stream, buffer, request, remote, deadline, client_read};
     if (head_only) exchange.set_head_only();
     {

@@ -161,11 +161,10 @@ class Exchange {
   // Whole response. Sets keep-alive from the request unless already closing.
   Awaitable<beast::error_code> respond(Response response);
 
-  // A HEAD request reaches the handler as the GET it asks about; the
-  // exchange then sends that reply's header (its Content-Length or chunked
-  // framing included) and no body: respond() drops the body, and the body
-  // writes of a stream write nothing.
-  bool head_only() const noexcept { return head_only_; }
+  // A HEAD request reaches the handler as the GET it asks about (the server
+  // rewrites it); the exchange then sends that reply's header (its
+  // Content-Length or chunked framing included) and no body: respond() drops
+  // the body, and the body writes of a stream write nothing.
   void set_head_only() noexcept { head_only_ = true; }
 
   // Streamed response: the header (with Content-Length, or chunked when

@@ -1,5 +1,7 @@
 #include "proxy/metrics_export.h"
 
+#include <atomic>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 
 #include "proxy/warden.h"
@@ -88,20 +90,18 @@ std::string warden_metrics_text(const ModelSet& models) {
     w.sample("lmwarden_prompt_tokens_total", {{"model", m.config.name}, {"replica", replica}, {"source", "computed"}},
              static_cast<double>(computed));
   });
-  family("lmwarden_completion_tokens_total");
-  each_replica([&](const ModelState& m, int i, const ReplicaTelemetry& t) {
-    const auto n = t.completion.load();
-    if (i < 0 && n == 0) return;
-    w.sample("lmwarden_completion_tokens_total", {{"model", m.config.name}, {"replica", replica_label(i)}},
-             static_cast<double>(n));
-  });
-  family("lmwarden_unmeasured_requests_total");
-  each_replica([&](const ModelState& m, int i, const ReplicaTelemetry& t) {
-    const auto n = t.unmeasured_requests.load();
-    if (i < 0 && n == 0) return;
-    w.sample("lmwarden_unmeasured_requests_total", {{"model", m.config.name}, {"replica", replica_label(i)}},
-             static_cast<double>(n));
-  });
+  // A per-replica counter of ReplicaTelemetry.
+  using Counter = const std::atomic<std::uint64_t> ReplicaTelemetry::*;
+  auto replica_counter = [&](std::string_view name, Counter counter) {
+    family(name);
+    each_replica([&](const ModelState& m, int i, const ReplicaTelemetry& t) {
+      const auto n = (t.*counter).load();
+      if (i < 0 && n == 0) return;
+      w.sample(name, {{"model", m.config.name}, {"replica", replica_label(i)}}, static_cast<double>(n));
+    });
+  };
+  replica_counter("lmwarden_completion_tokens_total", &ReplicaTelemetry::completion);
+  replica_counter("lmwarden_unmeasured_requests_total", &ReplicaTelemetry::unmeasured_requests);
   family("lmwarden_time_to_first_byte_seconds");
   for (const auto& [m, v] : snaps) {
     const Label labels[] = {{"model", m->config.name}};

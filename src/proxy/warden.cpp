@@ -476,29 +476,25 @@ void take_out_of_service(ModelState& model, int backend, std::string_view why) {
                  why);
 }
 
-// Whether a healthy replica lies outside those tried and the one (or, when
-// the server's own balancer picks the rank, the server) `decision` chose:
-// somewhere a retry could go.
-bool other_replica_healthy(ModelState& model, std::span<const int> tried,
-                           const core::RouteDecision& decision) {
-  std::lock_guard lock{model.mutex};
-  const core::Router& router = model.router;
-  auto [first, count] = decision.replica >= 0 ? std::pair{decision.replica, 1}
-                                              : router.backend_replicas(decision.backend);
-  for (int i = 0; i < router.replica_count(); ++i) {
-    const bool chosen = i >= first && i < first + count;
-    if (!chosen && router.healthy(i) && std::ranges::find(tried, i) == tried.end()) return true;
-  }
-  return false;
-}
-
-// A retry's chance, as forward_once asks it: retries left (`allowed`) and a
-// healthy replica elsewhere.
+// A retry's chance, as forward_once asks it: retries left (`allowed`), and
+// a healthy replica outside those tried and the one (or, when the server's
+// own balancer picks the rank, the server) `decision` chose.
 struct OtherReplica final : RetryElsewhere {
   OtherReplica(bool allowed, ModelState& model, std::span<const int> tried,
                const core::RouteDecision& decision)
       : allowed(allowed), model(model), tried(tried), decision(decision) {}
-  bool operator()() const override { return allowed && other_replica_healthy(model, tried, decision); }
+  bool operator()() const override {
+    if (!allowed) return false;
+    std::lock_guard lock{model.mutex};
+    const core::Router& router = model.router;
+    auto [first, count] = decision.replica >= 0 ? std::pair{decision.replica, 1}
+                                                : router.backend_replicas(decision.backend);
+    for (int i = 0; i < router.replica_count(); ++i) {
+      const bool chosen = i >= first && i < first + count;
+      if (!chosen && router.healthy(i) && std::ranges::find(tried, i) == tried.end()) return true;
+    }
+    return false;
+  }
   bool allowed;
   ModelState& model;
   std::span<const int> tried;

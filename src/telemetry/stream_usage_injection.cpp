@@ -3,12 +3,10 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/json_text.h"
+
 namespace lmwarden::telemetry {
 namespace {
-
-bool is_json_space(char c) noexcept {
-  return c == ' ' || c == '\t' || c == '\r' || c == '\n';
-}
 
 bool has_content(std::string_view line) noexcept {
   return std::any_of(line.begin(), line.end(), [](char c) { return c != '\r'; });
@@ -19,8 +17,7 @@ bool has_content(std::string_view line) noexcept {
 std::optional<std::string> with_stream_usage(std::string_view body) {
   // A UTF-8 byte order mark may come first (scan_body skips it, as Python's
   // json.loads of bytes does); it stays where it is.
-  constexpr std::string_view kByteOrderMark = "\xEF\xBB\xBF";
-  const std::size_t start = body.starts_with(kByteOrderMark) ? kByteOrderMark.size() : 0;
+  const std::size_t start = body.starts_with(kUtf8ByteOrderMark) ? kUtf8ByteOrderMark.size() : 0;
   const auto open = std::find_if_not(body.begin() + static_cast<std::ptrdiff_t>(start), body.end(),
                                      is_json_space);
   if (open == body.end() || *open != '{') return std::nullopt;

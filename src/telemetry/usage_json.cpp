@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/json_text.h"
+
 namespace lmwarden::telemetry {
 namespace {
 
@@ -101,8 +103,6 @@ void read_usage_object(dom::element value, UsageFields& into) noexcept {
   f.seen = true;
   into.merge(f);
 }
-
-bool is_json_space(char c) noexcept { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 
 // The index of the quote that opens the string whose closing quote is at
 // `close`, or npos. A quote is escaped when an odd run of backslashes
