@@ -18,6 +18,7 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
 #include <boost/intrusive/list.hpp>
+#include <cassert>
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
@@ -317,22 +318,25 @@ Awaitable<beast::error_code> Exchange::write_body(std::string_view bytes) {
   co_return co_await write_rest();
 }
 
-bool Exchange::write_body_now(std::string_view bytes, beast::error_code& ec) {
+bool Exchange::write_body_now(std::span<const std::string_view> pieces, beast::error_code& ec) {
+  assert(pieces.size() <= kMaxBodyPieces);
   ec = {};
-  if (bytes.empty() || head_only_) return true;
+  std::size_t size = 0;
+  for (const std::string_view piece : pieces) size += piece.size();
+  if (size == 0 || head_only_) return true;
   // The size line lives in the exchange, so that the parts stay valid for
   // write_rest().
   std::size_t count = 0;
   if (chunked_) {
-    char* end = std::to_chars(size_line_.data(), size_line_.data() + size_line_.size() - 2,
-                              bytes.size(), 16)
-                    .ptr;
+    char* end =
+        std::to_chars(size_line_.data(), size_line_.data() + size_line_.size() - 2, size, 16).ptr;
     *end++ = '\r';
     *end++ = '\n';
     unsent_[count++] =
         asio::const_buffer(size_line_.data(), static_cast<std::size_t>(end - size_line_.data()));
   }
-  unsent_[count++] = asio::const_buffer(bytes.data(), bytes.size());
+  for (const std::string_view piece : pieces)
+    if (!piece.empty()) unsent_[count++] = asio::const_buffer(piece.data(), piece.size());
   if (chunked_) unsent_[count++] = asio::const_buffer("\r\n", 2);
   return send_parts_now(count, ec);
 }

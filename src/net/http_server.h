@@ -190,7 +190,13 @@ class Exchange {
   // false when the socket took only part: the rest is held here, and
   // co_await write_rest() sends it before anything else is written. `bytes`
   // must stay valid until then.
-  bool write_body_now(std::string_view bytes, beast::error_code& ec);
+  bool write_body_now(std::string_view bytes, beast::error_code& ec) {
+    return write_body_now(std::span<const std::string_view>(&bytes, 1), ec);
+  }
+  // The same for up to kMaxBodyPieces pieces, sent as one piece (one chunk,
+  // one gathered write).
+  static constexpr std::size_t kMaxBodyPieces = 8;
+  bool write_body_now(std::span<const std::string_view> pieces, beast::error_code& ec);
   Awaitable<beast::error_code> write_rest();
   Awaitable<beast::error_code> end_stream();
   // end_stream without a coroutine frame, as write_body_now: true when done
@@ -261,8 +267,9 @@ class Exchange {
   bool send_parts_now(std::size_t count, beast::error_code& ec);
 
   // A body piece (or the last chunk) the socket did not take whole: its
-  // framed parts, how many, and how much of them has gone.
-  std::array<asio::const_buffer, 3> unsent_{};
+  // framed parts (the size line, the pieces, CRLF), how many, and how much of
+  // them has gone.
+  std::array<asio::const_buffer, kMaxBodyPieces + 2> unsent_{};
   std::size_t unsent_count_ = 0;
   std::size_t unsent_sent_ = 0;
   std::array<char, 20> size_line_{};

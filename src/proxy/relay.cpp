@@ -167,9 +167,10 @@ struct Relayed {
 
 // The upstream failed (or went silent) after the reply started: a streamed
 // reply is ended cleanly with an error event in the client's dialect, and the
-// client connection closes after it. An event the upstream left half sent is
-// ended first, so that the error event is an event of its own (the torn one
-// reaches the client as it is: its bytes have gone).
+// client connection closes after it. The observer holds an event's bytes
+// until it is whole, so the client has whole events only; but one too long to
+// hold went out as it came, and if the upstream left it half sent it is ended
+// first, so that the error event is an event of its own.
 net::Awaitable<AttemptResult> cut_short(AttemptContext& ctx, const config::BackendConfig& backend,
                                         net::beast::error_code ec, bool event_stream,
                                         Relayed relayed) {
@@ -284,11 +285,14 @@ net::Awaitable<AttemptResult> relay_reply(AttemptContext& ctx, const config::Bac
       if (auto ec = co_await ctx.exchange.begin_stream(conn.head, length, chunked, first))
         co_return client_gone(ec);
     }
-    // A piece the socket takes at once (the usual case) is written without
-    // a coroutine frame of its own; only a slow client's rest is awaited.
-    for (; next < pieces.size(); ++next) {
+    // The pieces leave in one gathered write (one chunk) where the socket
+    // takes them at once (the usual case), without a coroutine frame of
+    // their own; only a slow client's rest is awaited.
+    while (next < pieces.size()) {
+      const auto some = pieces.subspan(next, std::min(pieces.size() - next, net::Exchange::kMaxBodyPieces));
+      next += some.size();
       net::beast::error_code wec;
-      if (!ctx.exchange.write_body_now(pieces[next], wec)) wec = co_await ctx.exchange.write_rest();
+      if (!ctx.exchange.write_body_now(some, wec)) wec = co_await ctx.exchange.write_rest();
       if (wec) co_return client_gone(wec);
     }
     if (event_stream && !pieces.empty()) relayed.at_event_end = ends_event(pieces, relayed.at_event_end);

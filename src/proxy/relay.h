@@ -4,8 +4,8 @@
 // The client's request is forwarded as its original bytes: only the header is
 // rewritten (hop-by-hop fields dropped, X-data-parallel-rank set or removed,
 // X-Forwarded-For added, Host set). The reply is relayed piece by piece as it
-// arrives (an SSE token reaches the client as soon as vLLM sends it); a tap
-// sees the same bytes on their way through without delaying them.
+// arrives (an SSE token reaches the client as soon as vLLM has sent its whole
+// event); a tap sees the same bytes on their way through.
 #pragma once
 
 #include <chrono>
@@ -21,8 +21,9 @@
 namespace lmwarden::proxy {
 
 // Sees the relayed reply (for usage accounting and time to first byte).
-// It may also hold back or drop bytes (the injected usage chunk): on_body
-// returns the pieces to write to the client, in order.
+// It may also hold back bytes (an event stream's open event, until it is
+// whole) or drop them (the injected usage chunk): on_body returns the pieces
+// to write to the client, in order.
 class RelayObserver {
  public:
   virtual ~RelayObserver() = default;

@@ -10,8 +10,15 @@ void RequestAccounting::on_response_header(unsigned status, std::string_view con
   tap_.emplace(sse ? telemetry::BodyFormat::kEventStream
                    : content_type.starts_with("application/json") ? telemetry::BodyFormat::kJson
                                                                   : telemetry::BodyFormat::kAuto);
-  // Stripping changes the length, so only a chunked stream can have it.
-  if (strip_ && sse && chunked) stripper_.emplace();
+  // Stripping changes the length, so only a chunked stream can have it; and
+  // only a chunked stream is ended with an error event when cut short.
+  if (sse && chunked) {
+    if (strip_) {
+      stripper_.emplace();
+    } else {
+      whole_events_.emplace();
+    }
+  }
 }
 
 std::span<const std::string_view> RequestAccounting::on_body(std::string_view bytes) {
@@ -22,12 +29,14 @@ std::span<const std::string_view> RequestAccounting::on_body(std::string_view by
   }
   if (tap_) tap_->feed(bytes);
   if (stripper_) return stripper_->feed(bytes);
+  if (whole_events_) return whole_events_->feed(bytes);
   single_[0] = bytes;
   return {single_, 1};
 }
 
 std::span<const std::string_view> RequestAccounting::on_end() {
   if (stripper_) return stripper_->finish();
+  if (whole_events_) return whole_events_->finish();
   return {};
 }
 

@@ -1,7 +1,10 @@
 // Per-request accounting on the relayed reply: time to first byte, and the
 // usage the engine reported (read by telemetry::UsageTap from the bytes on
-// their way through). With `inject_stream_usage` the warden asked for a usage
-// chunk the client did not; the stripper removes it from what the client gets.
+// their way through). A chunked event stream reaches the client in whole
+// events (telemetry::WholeEventGate), so that one cut short ends cleanly. With
+// `inject_stream_usage` the warden asked for a usage chunk the client did not;
+// the stripper, which holds events the same way, removes it from what the
+// client gets.
 #pragma once
 
 #include <chrono>
@@ -13,6 +16,7 @@
 #include "proxy/relay.h"
 #include "telemetry/stream_usage_injection.h"
 #include "telemetry/usage_tap.h"
+#include "telemetry/whole_events.h"
 
 namespace lmwarden::proxy {
 
@@ -49,6 +53,7 @@ class RequestAccounting final : public RelayObserver {
   std::optional<telemetry::WallTime> first_byte_;
   std::optional<telemetry::UsageTap> tap_;
   std::optional<telemetry::InjectedUsageStripper> stripper_;
+  std::optional<telemetry::WholeEventGate> whole_events_;  // when there is no stripper
   std::string_view single_[1];
   bool upstream_done_ = false;
   bool booked_ = false;

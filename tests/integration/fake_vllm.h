@@ -148,7 +148,9 @@ class FakeVllm {
     }
     const bool include_usage = s.body.find("\"include_usage\":true") != std::string::npos;
     const std::string first_delay = std::string(req["x-fake-first-event-delay-ms"]);
-    const bool tear = req["x-fake-tear"] == "1";
+    // x-fake-tear: "1" tears a short event, "long" one longer than the
+    // warden holds back (70,000 bytes of its data sent).
+    const std::string_view tear = req["x-fake-tear"];
     net::ResponseHeader header{http::status::ok, 11};
     header.set(http::field::content_type, "text/event-stream");
     if (co_await ex.begin_stream(std::move(header), true)) co_return;
@@ -157,9 +159,11 @@ class FakeVllm {
       t.expires_after(std::chrono::milliseconds(std::stoi(first_delay)));
       co_await t.async_wait(net::kAsTuple);
     }
-    if (tear) {  // one whole event, half of the next, then the connection drops
+    if (!tear.empty()) {  // one whole event, part of the next, then the connection drops
       (void)co_await ex.write_body("data: {\"choices\":[{\"delta\":{\"content\":\"first\"}}]}\n\n");
-      (void)co_await ex.write_body("data: {\"choices\": [{\"del");
+      const std::string torn =
+          tear == "long" ? "data: " + std::string(70'000, 'x') : "data: {\"choices\": [{\"del";
+      (void)co_await ex.write_body(torn);
       ex.close_after();
       co_return;
     }

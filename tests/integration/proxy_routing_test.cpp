@@ -314,24 +314,44 @@ TEST(ProxyRouting, FirstEventOfAStreamWaitsUnderTheFirstByteTimeout) {
   }
 }
 
-// An upstream that drops mid-event: the torn event is ended before the
-// error event, which stays an event of its own that parses.
-TEST(ProxyRouting, ErrorEventAfterATornEventIsAnEventOfItsOwn) {
+// An upstream that drops mid-event: the warden held the open event's bytes,
+// so the client has whole events only, then the error event. With
+// inject_stream_usage the usage stripper holds events the same way.
+TEST(ProxyRouting, AnEventTheUpstreamTearsNeverReachesTheClient) {
+  for (const std::string inject : {"false", "true"}) {
+    FakeVllm fake{1};
+    RunningWarden warden{
+        make_config({{fake.port(), 1}}, std::nullopt, "", "    inject_stream_usage: " + inject + "\n")};
+    for (const auto& [path, dialect_error] :
+         {std::pair{"/v1/chat/completions", "\"error\""}, std::pair{"/v1/messages", "\"type\":\"error\""}}) {
+      SCOPED_TRACE(std::string(path) + " inject_stream_usage: " + inject);
+      auto r = http_request(warden.port(), http::verb::post, path,
+                            R"({"model":"m","stream":true,"max_tokens":8,"messages":[{"role":"user","content":"hi"}]})",
+                            {{"x-fake-tear", "1"}});
+      ASSERT_EQ(r.status, 200u);
+      const auto events = parse_sse(r.body);  // throws on an event without its blank line
+      ASSERT_EQ(events.size(), 2u) << r.body;
+      EXPECT_EQ(events[0].data, R"({"choices":[{"delta":{"content":"first"}}]})");
+      EXPECT_NE(events[1].data.find(dialect_error), std::string::npos) << r.body;
+      EXPECT_NO_THROW((void)json::parse(events[1].data)) << events[1].data;
+    }
+  }
+}
+
+// An event too long to hold went out as it came: when the upstream tears it,
+// it is ended before the error event, which stays an event of its own.
+TEST(ProxyRouting, ErrorEventAfterATornLongEventIsAnEventOfItsOwn) {
   FakeVllm fake{1};
   RunningWarden warden{make_config({{fake.port(), 1}})};
-  for (const auto& [path, dialect_error] :
-       {std::pair{"/v1/chat/completions", "\"error\""}, std::pair{"/v1/messages", "\"type\":\"error\""}}) {
-    SCOPED_TRACE(path);
-    auto r = http_request(warden.port(), http::verb::post, path,
-                          R"({"model":"m","stream":true,"max_tokens":8,"messages":[{"role":"user","content":"hi"}]})",
-                          {{"x-fake-tear", "1"}});
-    ASSERT_EQ(r.status, 200u);
-    const auto events = parse_sse(r.body);  // throws on an event without its blank line
-    ASSERT_EQ(events.size(), 3u) << r.body;
-    EXPECT_EQ(events[1].data, R"({"choices": [{"del)");  // torn: its bytes had gone
-    EXPECT_NE(events[2].data.find(dialect_error), std::string::npos) << r.body;
-    EXPECT_NO_THROW((void)json::parse(events[2].data)) << events[2].data;
-  }
+  auto r = http_request(warden.port(), http::verb::post, "/v1/chat/completions",
+                        R"({"model":"m","stream":true,"max_tokens":8,"messages":[{"role":"user","content":"hi"}]})",
+                        {{"x-fake-tear", "long"}});
+  ASSERT_EQ(r.status, 200u);
+  const auto events = parse_sse(r.body);  // throws on an event without its blank line
+  ASSERT_EQ(events.size(), 3u) << r.body.substr(0, 300);
+  EXPECT_EQ(events[1].data, std::string(70'000, 'x'));  // torn: its bytes had gone
+  EXPECT_NE(events[2].data.find("\"error\""), std::string::npos) << events[2].data;
+  EXPECT_NO_THROW((void)json::parse(events[2].data)) << events[2].data;
 }
 
 // A 5xx is retried only where another replica can take the retry; otherwise
