@@ -66,26 +66,47 @@ template Awaitable<beast::error_code> read_header(Socket&, beast::flat_buffer&,
 template Awaitable<beast::error_code> read_header(Socket&, beast::flat_buffer&,
                                                   http::basic_parser<false>&, ConnectionDeadline&);
 
+namespace {
+
+// A body's storage is sized for its declared length only as its bytes come:
+// at most this much past those that have arrived (and then twice what has),
+// so that connections declaring large bodies they do not send hold little.
+constexpr std::size_t kBodyAheadBytes = std::size_t{1} << 20;
+
+// Moves what the buffer holds of the body (up to the body's storage) into it.
+std::size_t take_into(beast::flat_buffer& buffer, Body& body, std::size_t got) {
+  const std::size_t n = std::min(buffer.size(), body.size() - got);
+  if (n > 0) std::memcpy(body.data() + got, buffer.data().data(), n);
+  buffer.consume(n);
+  return n;
+}
+
+}  // namespace
+
 std::size_t take_buffered_body(beast::flat_buffer& buffer, Body& body, std::size_t length) {
-  body.resize_for_overwrite(length);
-  const std::size_t have = std::min(buffer.size(), length);
-  if (have > 0) std::memcpy(body.data(), buffer.data().data(), have);
-  buffer.consume(have);
-  return have;
+  body.resize_for_overwrite(std::min(length, buffer.size() + kBodyAheadBytes));
+  return take_into(buffer, body, 0);
 }
 
 Awaitable<beast::error_code> read_sized_body(Socket& socket, beast::flat_buffer& buffer, Body& body,
                                              std::size_t got, std::size_t length,
                                              ConnectionDeadline& deadline) {
   while (got < length) {
-    const std::array<asio::mutable_buffer, 2> into{asio::buffer(body.data() + got, length - got),
-                                                   buffer.prepare(kSpillBytes)};
+    if (got == body.size())
+      body.resize_for_overwrite(std::min(length, got + std::max(got, kBodyAheadBytes)));
+    // Bytes a read brought past the body's storage wait in the buffer.
+    if (buffer.size() > 0) {
+      got += take_into(buffer, body, got);
+      continue;
+    }
+    const std::array<asio::mutable_buffer, 2> into{
+        asio::buffer(body.data() + got, body.size() - got), buffer.prepare(kSpillBytes)};
     // What has already arrived (most of a large body, usually) is taken at
     // once; only a read that finds nothing waits.
     beast::error_code rec;
     std::size_t n = read_now(socket, into, rec);
     if (!rec && n == 0) std::tie(rec, n) = co_await read_before_deadline(socket, into, deadline);
-    const std::size_t mine = std::min(n, length - got);
+    const std::size_t mine = std::min(n, body.size() - got);
     got += mine;
     buffer.commit(n - mine);
     if (rec == asio::error::eof) co_return http::error::partial_message;

@@ -36,12 +36,14 @@ Awaitable<beast::error_code> read_header(Socket& socket, beast::flat_buffer& buf
                                          http::basic_parser<isRequest>& parser,
                                          ConnectionDeadline& deadline);
 
-// Sizes `body` for `length` bytes (its Content-Length) and starts it with
-// what the buffer holds; returns how many bytes that was.
+// Starts `body`, of `length` bytes (its Content-Length), with what the buffer
+// holds; returns how many bytes that was. Its storage grows with the bytes
+// that come, not at once to `length`.
 std::size_t take_buffered_body(beast::flat_buffer& buffer, Body& body, std::size_t length);
 
 // Reads the rest of a body that take_buffered_body started with `got` bytes
-// straight into it; bytes past its end stay in the buffer.
+// straight into it; bytes past its end stay in the buffer. Leaves body.size()
+// == `length` when it succeeds.
 Awaitable<beast::error_code> read_sized_body(Socket& socket, beast::flat_buffer& buffer, Body& body,
                                              std::size_t got, std::size_t length,
                                              ConnectionDeadline& deadline);

@@ -164,6 +164,57 @@ TEST(HostileProcess, ADescriptorLimitTooLowForMaxConnectionsIsSaidAtStart) {
   EXPECT_EQ(ask(warden.port(), get_request("/health")).value_or(HttpResponse{}).status, 200);
 }
 
+// The process's virtual memory size (VmSize), in bytes.
+std::size_t virtual_bytes(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.starts_with("VmSize:")) return std::stoull(line.substr(7)) * 1024;
+  return 0;
+}
+
+// A client may declare a body as large as max_body_bytes and send none of
+// it. The warden's storage for a body grows with the bytes that came, so
+// forty such connections hold a few MiB, not forty times 32 MiB of address
+// space (which a host with strict overcommit would refuse).
+TEST(HostileProcess, ADeclaredBodyTakesMemoryOnlyAsItsBytesCome) {
+  FakeVllm backend{1};
+  TempDir dir;
+  const std::string config = write_file(dir.file("lmwarden.yaml"),
+                                        "listen: 127.0.0.1:0\nthreads: 1\ntimeouts:\n  client_read: 30s\n"
+                                        "models:\n  - name: m\n    backends:\n      - url: http://127.0.0.1:" +
+                                            std::to_string(backend.port()) + "\n");
+  SimProcess warden{{"serve", "--config", config}, {.output_file = dir.file("warden.log")}};
+  ASSERT_EQ(ask(warden.port(), get_request("/health")).value_or(HttpResponse{}).status, 200);
+  const std::size_t before = virtual_bytes(warden.pid());
+
+  constexpr int kHogs = 40;
+  std::vector<std::unique_ptr<RawClient>> hogs;
+  for (int i = 0; i < kHogs; ++i) {
+    hogs.push_back(std::make_unique<RawClient>(warden.port()));
+    ASSERT_TRUE(hogs.back()->send(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        "Content-Length: 33554432\r\n\r\n{\"model\":\"m\""));
+  }
+  // Answered after the hogs' headers were read (one thread, in order), then a
+  // pause for good measure.
+  ASSERT_EQ(ask(warden.port(), get_request("/health")).value_or(HttpResponse{}).status, 200);
+  std::this_thread::sleep_for(300ms);
+  const std::size_t grown = virtual_bytes(warden.pid()) - before;
+  EXPECT_LT(grown, std::size_t{400} << 20)
+      << kHogs << " connections that declared 32 MiB bodies grew the warden by " << (grown >> 20) << " MiB";
+
+  // A body past the storage given ahead of its bytes (3 MiB) arrives whole.
+  const std::string body = R"({"model":"m","stream":false,"messages":[{"role":"user","content":")" +
+                           std::string(3u << 20, 'a') + R"("}]})";
+  const auto r = ask(warden.port(), chat_request("large", "", body), 20s);
+  ASSERT_TRUE(r.has_value()) << warden.output().substr(0, 4000);
+  EXPECT_EQ(r->status, 200) << r->body;
+  ASSERT_FALSE(backend.seen().empty());
+  EXPECT_TRUE(backend.seen().back().body == body) << "the 3 MiB body reached the backend changed";
+  hogs.clear();
+  ASSERT_TRUE(warden.running()) << warden.output();
+}
+
 TEST(HostileProcess, CredentialsNeverReachTheLogs) {
   FakeVllm backend{2};
   backend.set_engine(0, 0, 0, 0.1, 10, 5);  // healthy to the scraper for the whole test
