@@ -380,10 +380,13 @@ void Exchange::on_client_gone(std::function<void()> callback) {
   client_read_.on_gone = std::move(callback);
 }
 
-// No watch while one is pending, once the client is gone, or with a
-// pipelined request already buffered.
+// No watch while one is pending, or once the client is gone. A client that
+// pipelined its next request may still leave: the watch reads past what is
+// buffered, each read adding at most kHeaderReadBytes, until the buffer holds
+// that much.
 bool Exchange::client_watch_needed() const noexcept {
-  return !client_read_.state->pending && !client_read_.state->gone && buffer_.size() == 0;
+  return !client_read_.state->pending && !client_read_.state->gone &&
+         buffer_.size() < kHeaderReadBytes;
 }
 
 void Exchange::watch_client() {

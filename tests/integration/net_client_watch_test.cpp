@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
 #include <chrono>
 #include <string>
 
@@ -68,6 +69,17 @@ std::string ask_then_hang_up(std::uint16_t port) {
 TEST(ClientWatch, AHandlerWaitingLongerThanATickLearnsTheClientLeft) {
   WatchingServer server{10 * Exchange::kClientWatchTick};
   EXPECT_EQ(ask_then_hang_up(server.port()), "gone");
+}
+
+// A client that pipelined its next request and then left is noticed too:
+// the watch reads past the request already buffered.
+TEST(ClientWatch, AClientThatPipelinedItsNextRequestIsNoticedLeaving) {
+  WatchingServer server{10 * Exchange::kClientWatchTick};
+  HttpConnection c{server.port()};
+  const std::string request = "POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2\r\n\r\n{}";
+  asio::write(c.socket(), asio::buffer(request + request));  // one write: buffered together
+  c.socket().shutdown(tcp::socket::shutdown_send);
+  EXPECT_EQ(c.read().body, "gone");
 }
 
 TEST(ClientWatch, AHandlerDoneWithinATickStartsNoReadOfTheClient) {
