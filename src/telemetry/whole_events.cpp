@@ -1,6 +1,9 @@
 #include "telemetry/whole_events.h"
 
+#include <string.h>
+
 #include <algorithm>
+#include <cstring>
 
 namespace lmwarden::telemetry {
 namespace {
@@ -19,31 +22,56 @@ std::size_t last_event_end(std::string_view before, std::string_view chunk) noex
     const std::ptrdiff_t j = static_cast<std::ptrdiff_t>(before.size()) + i;
     return j >= 0 ? before[static_cast<std::size_t>(j)] : 'x';
   };
-  for (auto e = static_cast<std::ptrdiff_t>(chunk.size()); e >= 1; --e) {
+  // Whether the line end whose last byte is at e - 1 ends a blank line: it
+  // comes right after another line end. A CR LF pair is one line end: the
+  // blank line then needs a line end before the CR.
+  const auto ends_blank_line = [&at](std::ptrdiff_t e) noexcept {
     const char last = at(e - 1);
-    if (!is_line_end(last)) continue;
     const char prev = at(e - 2);
-    // A line end right after another is a blank line. A CR LF pair is one
-    // line end: the blank line then needs a line end before the CR.
-    if (last == '\n' && prev == '\r') {
-      if (is_line_end(at(e - 3))) return static_cast<std::size_t>(e);
-    } else if (is_line_end(prev)) {
-      return static_cast<std::size_t>(e);
-    }
+    if (last == '\n' && prev == '\r') return is_line_end(at(e - 3));
+    return is_line_end(prev);
+  };
+  const char* const data = chunk.data();
+  std::size_t limit = chunk.size();  // candidates lie before this
+  while (limit > 0) {
+    // The last line-end byte before `limit`: the last LF, or a CR after it
+    // (memrchr rather than a loop over the bytes: a read that ends inside an
+    // event leaves that event's bytes to pass over).
+    const void* lf = ::memrchr(data, '\n', limit);
+    const std::size_t after_lf = lf ? static_cast<std::size_t>(static_cast<const char*>(lf) - data) + 1 : 0;
+    const void* cr = ::memrchr(data + after_lf, '\r', limit - after_lf);
+    const std::size_t end =
+        cr ? static_cast<std::size_t>(static_cast<const char*>(cr) - data) + 1 : after_lf;
+    if (end == 0) break;
+    if (ends_blank_line(static_cast<std::ptrdiff_t>(end))) return end;
+    limit = end - 1;
   }
   return std::string_view::npos;
 }
 
 void WholeEventGate::remember_tail(std::string_view chunk) noexcept {
-  const std::size_t keep = std::min(chunk.size(), sizeof tail_);
-  const std::size_t old = std::min(tail_size_, sizeof tail_ - keep);
-  std::copy(tail_ + tail_size_ - old, tail_ + tail_size_, tail_);
-  std::copy(chunk.end() - static_cast<std::ptrdiff_t>(keep), chunk.end(), tail_ + old);
-  tail_size_ = old + keep;
+  constexpr std::size_t kTail = sizeof tail_;
+  if (chunk.size() >= kTail) {  // the usual case
+    std::memcpy(tail_, chunk.data() + chunk.size() - kTail, kTail);
+    tail_size_ = kTail;
+    return;
+  }
+  const std::size_t old = std::min(tail_size_, kTail - chunk.size());
+  std::memmove(tail_, tail_ + tail_size_ - old, old);
+  std::memcpy(tail_ + old, chunk.data(), chunk.size());
+  tail_size_ = old + chunk.size();
 }
 
 std::span<const std::string_view> WholeEventGate::feed(std::string_view chunk) {
   if (chunk.empty()) return {};
+  // The usual case at an engine's pace: one read, whole events ("\n\n" is a
+  // blank line whatever came before it).
+  if (held_.empty() && chunk.ends_with("\n\n")) {
+    passthrough_ = false;
+    remember_tail(chunk);
+    out_[0] = chunk;
+    return {out_, 1};
+  }
   const std::size_t end = last_event_end({tail_, tail_size_}, chunk);
   remember_tail(chunk);
   std::size_t n = 0;
