@@ -195,7 +195,7 @@ class Exchange {
   }
   // The same for up to kMaxBodyPieces pieces, sent as one piece (one chunk,
   // one gathered write).
-  static constexpr std::size_t kMaxBodyPieces = 8;
+  static constexpr std::size_t kMaxBodyPieces = 4;
   bool write_body_now(std::span<const std::string_view> pieces, beast::error_code& ec);
   Awaitable<beast::error_code> write_rest();
   Awaitable<beast::error_code> end_stream();

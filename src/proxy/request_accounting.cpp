@@ -14,9 +14,9 @@ void RequestAccounting::on_response_header(unsigned status, std::string_view con
   // only a chunked stream is ended with an error event when cut short.
   if (sse && chunked) {
     if (strip_) {
-      stripper_.emplace();
+      events_.emplace<telemetry::InjectedUsageStripper>();
     } else {
-      whole_events_.emplace();
+      events_.emplace<telemetry::WholeEventGate>();
     }
   }
 }
@@ -28,15 +28,15 @@ std::span<const std::string_view> RequestAccounting::on_body(std::string_view by
     model_.time_to_first_byte.observe(ttfb.count());
   }
   if (tap_) tap_->feed(bytes);
-  if (stripper_) return stripper_->feed(bytes);
-  if (whole_events_) return whole_events_->feed(bytes);
+  if (auto* gate = std::get_if<telemetry::WholeEventGate>(&events_)) return gate->feed(bytes);
+  if (auto* stripper = std::get_if<telemetry::InjectedUsageStripper>(&events_)) return stripper->feed(bytes);
   single_[0] = bytes;
   return {single_, 1};
 }
 
 std::span<const std::string_view> RequestAccounting::on_end() {
-  if (stripper_) return stripper_->finish();
-  if (whole_events_) return whole_events_->finish();
+  if (auto* gate = std::get_if<telemetry::WholeEventGate>(&events_)) return gate->finish();
+  if (auto* stripper = std::get_if<telemetry::InjectedUsageStripper>(&events_)) return stripper->finish();
   return {};
 }
 

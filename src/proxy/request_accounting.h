@@ -11,6 +11,7 @@
 #include <functional>
 #include <optional>
 #include <string_view>
+#include <variant>
 
 #include "proxy/model_telemetry.h"
 #include "proxy/relay.h"
@@ -52,8 +53,9 @@ class RequestAccounting final : public RelayObserver {
   std::chrono::steady_clock::time_point sent_{};  // the relay sends before any reply byte comes
   std::optional<telemetry::WallTime> first_byte_;
   std::optional<telemetry::UsageTap> tap_;
-  std::optional<telemetry::InjectedUsageStripper> stripper_;
-  std::optional<telemetry::WholeEventGate> whole_events_;  // when there is no stripper
+  // What holds a chunked event stream's bytes until their event is whole:
+  // the stripper when it has a usage chunk to remove, else the gate.
+  std::variant<std::monostate, telemetry::InjectedUsageStripper, telemetry::WholeEventGate> events_;
   std::string_view single_[1];
   bool upstream_done_ = false;
   bool booked_ = false;
