@@ -7,7 +7,10 @@
 //     root "message" or "response" wrapper;
 //   - the stripper sends the client the same bytes whole or cut, and only ever
 //     removes bytes (its output is a subsequence of the input, in order);
-//   - the request splice adds exactly the member it promises.
+//   - the request splice adds exactly the member it promises;
+//   - the whole-event gate passes the body on byte for byte however it is
+//     cut, and while it holds bytes, what it has passed on ends where an
+//     event does (a blank line, by a plain line splitter's reading).
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -16,6 +19,7 @@
 
 #include "telemetry/stream_usage_injection.h"
 #include "telemetry/usage_tap.h"
+#include "telemetry/whole_events.h"
 
 using namespace lmwarden::telemetry;
 
@@ -68,6 +72,43 @@ bool body_read_agrees(std::string_view body) {
   return fast == full;
 }
 
+// Whether `stream` has a blank line ending at offset `end`: lines split at
+// LF, CR LF or CR, as an SSE client splits them.
+bool blank_line_ends_at(std::string_view stream, std::size_t end) {
+  bool line_empty = true;
+  for (std::size_t i = 0; i < stream.size() && i < end; ++i) {
+    const char c = stream[i];
+    if (c != '\n' && c != '\r') {
+      line_empty = false;
+      continue;
+    }
+    std::size_t line_end = i + 1;
+    if (c == '\r' && line_end < stream.size() && stream[line_end] == '\n') ++line_end;
+    if (line_end == end) return line_empty;
+    line_empty = true;
+    i = line_end - 1;
+  }
+  return false;
+}
+
+// The gate's output for the body cut at cut1 and cut2; aborts when what it
+// has passed on while holding bytes does not end an event.
+std::string gate(std::string_view body, std::size_t cut1, std::size_t cut2) {
+  WholeEventGate g;
+  std::string out;
+  std::string buffer;
+  for (std::string_view piece :
+       {body.substr(0, cut1), body.substr(cut1, cut2 - cut1), body.substr(cut2)}) {
+    buffer.assign(piece);
+    for (std::string_view v : g.feed(buffer)) out.append(v);
+    buffer.assign(buffer.size(), '#');
+    if (!body.starts_with(out)) std::abort();
+    if (g.held_bytes() > 0 && !out.empty() && !blank_line_ends_at(body, out.size())) std::abort();
+  }
+  for (std::string_view v : g.finish()) out.append(v);
+  return out;
+}
+
 bool is_subsequence(std::string_view small, std::string_view big) {
   std::size_t j = 0;
   for (char c : big) {
@@ -91,6 +132,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string whole = strip(body, 0, 0);
   if (whole != strip(body, cut1, cut2)) std::abort();
   if (!is_subsequence(whole, body)) std::abort();
+
+  if (gate(body, 0, 0) != body || gate(body, cut1, cut2) != body) std::abort();
 
   if (const auto spliced = with_stream_usage(body)) {
     if (spliced->size() < body.size() + kIncludeUsageMember.size()) std::abort();
