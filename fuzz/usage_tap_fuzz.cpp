@@ -8,6 +8,7 @@
 //   - the stripper sends the client the same bytes whole or cut, and only ever
 //     removes bytes (its output is a subsequence of the input, in order);
 //   - the request splice adds exactly the member it promises;
+//   - find_usage_key finds the key where std::string_view::find does;
 //   - the whole-event gate passes the body on byte for byte however it is
 //     cut, and while it holds bytes, what it has passed on ends where an
 //     event does (a blank line, by a plain line splitter's reading).
@@ -133,6 +134,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (whole != strip(body, cut1, cut2)) std::abort();
   if (!is_subsequence(whole, body)) std::abort();
 
+  if (find_usage_key(body) != body.find("\"usage\"")) std::abort();
   if (gate(body, 0, 0) != body || gate(body, cut1, cut2) != body) std::abort();
 
   if (const auto spliced = with_stream_usage(body)) {

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "telemetry/usage_json.h"
 #include "telemetry/usage_tap.h"
 #include "telemetry_stream_samples.h"
 
@@ -52,6 +53,39 @@ void expect_split_invariant(std::string_view body, const RequestUsage& expected)
     }
     ASSERT_EQ(tap_pieces(pieces), expected) << "random round " << round;
   }
+}
+
+// The key search against std::string_view::find: the key at every offset of
+// texts up to 70 bytes, and a near miss there; random texts of the key's
+// letters; vLLM-shaped events, each with a 'g' (in "logprobs") where the
+// search stops and compares.
+TEST(FindUsageKey, FindsTheFirstKeyWhereFindDoes) {
+  const std::string key = "\"usage\"";
+  for (std::size_t size = 0; size <= 70; ++size) {
+    for (std::size_t pos = 0; pos + key.size() <= size; ++pos) {
+      std::string text(size, 'x');
+      text.replace(pos, key.size(), key);
+      ASSERT_EQ(find_usage_key(text), pos) << "size " << size;
+      text[pos + 6] = '\'';  // no longer the key
+      ASSERT_EQ(find_usage_key(text), std::string_view::npos) << "size " << size << " pos " << pos;
+    }
+  }
+  std::mt19937 rng(3);
+  const std::string letters = "\"usageug:";
+  for (int round = 0; round < 20000; ++round) {
+    std::string text(rng() % 80, ' ');
+    for (char& c : text) c = letters[rng() % letters.size()];
+    ASSERT_EQ(find_usage_key(text), std::string_view(text).find(key)) << text;
+  }
+  const std::string delta =
+      R"(data: {"id":"chatcmpl-1","object":"chat.completion.chunk","choices":[{"index":0,)"
+      R"("delta":{"content":"tok"},"logprobs":null,"finish_reason":null}]})"
+      "\n\n";
+  std::string stream;
+  for (int i = 0; i < 40; ++i) stream += delta;
+  EXPECT_EQ(find_usage_key(stream), std::string_view::npos);
+  const std::string last = R"(data: {"choices":[],"usage":{"prompt_tokens":3}})";
+  EXPECT_EQ(find_usage_key(stream + last), stream.size() + 20);
 }
 
 TEST(UsageTap, OpenAiStreamWithUsageChunk) {
