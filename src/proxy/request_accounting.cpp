@@ -6,6 +6,10 @@ namespace lmwarden::proxy {
 
 void RequestAccounting::on_response_header(unsigned status, std::string_view content_type, bool chunked) {
   ok_status_ = status >= 200 && status < 300;
+  // Counted before any of the reply reaches the client, so that a client that
+  // has the reply finds it counted (a 5xx retried elsewhere never gets here:
+  // the warden counts it).
+  if (status >= 500) model_.replica(replica_).count_error("status_5xx");
   const bool sse = content_type.starts_with("text/event-stream");
   tap_.emplace(sse ? telemetry::BodyFormat::kEventStream
                    : content_type.starts_with("application/json") ? telemetry::BodyFormat::kJson

@@ -558,9 +558,7 @@ net::Awaitable<void> Warden::run_attempts(Forward& f) {
     if (f.exchange.client_gone()) last.outcome = Outcome::kClientGone;
     if (!last.error_kind.empty()) f.model.telemetry.replica(decision.replica).count_error(last.error_kind);
     switch (last.outcome) {
-      case Outcome::kRelayed:
-        if (last.status >= http::status::internal_server_error)
-          f.model.telemetry.replica(decision.replica).count_error("status_5xx");
+      case Outcome::kRelayed:  // a relayed 5xx was counted by RequestAccounting
         co_return;
       case Outcome::kClientGone:
         co_return;
