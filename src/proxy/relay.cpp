@@ -185,6 +185,7 @@ net::Awaitable<AttemptResult> cut_short(AttemptContext& ctx, const config::Backe
           : attempt_result(Outcome::kCutShort, http::status::gateway_timeout, "first_byte_timeout",
                            {}, "upstream "sv, backend.url,
                            " sent its reply header but no body within the first-byte timeout"sv);
+  if (ctx.observer) ctx.observer->on_cut_short(result.error_kind);
   if (event_stream) {
     if (!relayed.at_event_end) (void)co_await ctx.exchange.write_body("\n\n"sv);
     (void)co_await ctx.exchange.write_body(stream_error_event(ctx.dialect, result.message));

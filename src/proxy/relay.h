@@ -35,6 +35,10 @@ class RelayObserver {
   // bytes go to the client, so whoever sees the end of the reply also sees the
   // request's counts settled.
   virtual void on_upstream_done() {}
+  // The reply was cut short after it started (`kind`: reset, idle_timeout,
+  // first_byte_timeout); called before the client hears of it, so that whoever
+  // has seen the end of the reply finds the failure counted.
+  virtual void on_cut_short(std::string_view /*kind*/) {}
 };
 
 struct AttemptResult {

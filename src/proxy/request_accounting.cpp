@@ -51,6 +51,10 @@ void RequestAccounting::on_upstream_done() {
   book();
 }
 
+void RequestAccounting::on_cut_short(std::string_view kind) {
+  model_.replica(replica_).count_error(std::string(kind));
+}
+
 RequestAccounting::~RequestAccounting() { book(); }
 
 void RequestAccounting::book() {

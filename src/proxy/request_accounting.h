@@ -41,6 +41,8 @@ class RequestAccounting final : public RelayObserver {
   std::span<const std::string_view> on_end() override;
   // Runs `done` and books the usage on the replica (a successful reply only).
   void on_upstream_done() override;
+  // Counts the failure in lmwarden_upstream_errors_total.
+  void on_cut_short(std::string_view kind) override;
 
  private:
   void book();

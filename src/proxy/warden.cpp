@@ -555,10 +555,13 @@ net::Awaitable<void> Warden::run_attempts(Forward& f) {
         attempt < config.retries && identity.kind != core::IdentityKind::kPinned, f.model, tried,
         decision};
     last = co_await forward_once(ctx, backend, decision.rank, retry_elsewhere);
+    // A reply cut short was counted by RequestAccounting, before the client
+    // heard of it; so was a relayed 5xx.
+    if (!last.error_kind.empty() && last.outcome != Outcome::kCutShort)
+      f.model.telemetry.replica(decision.replica).count_error(last.error_kind);
     if (f.exchange.client_gone()) last.outcome = Outcome::kClientGone;
-    if (!last.error_kind.empty()) f.model.telemetry.replica(decision.replica).count_error(last.error_kind);
     switch (last.outcome) {
-      case Outcome::kRelayed:  // a relayed 5xx was counted by RequestAccounting
+      case Outcome::kRelayed:
         co_return;
       case Outcome::kClientGone:
         co_return;
