@@ -26,15 +26,23 @@ using namespace lmwarden::telemetry;
 
 namespace {
 
-RequestUsage tap(std::string_view body, std::size_t cut1, std::size_t cut2) {
-  UsageTap t;
-  std::string buffer;  // reused and scribbled over, as a relay's read buffer
+// Gives `feed` the body in three pieces, cut at cut1 and cut2, each from one
+// buffer that is reused and scribbled over afterwards, as a relay's read
+// buffer is.
+template <class Feed>
+void feed_cut(std::string_view body, std::size_t cut1, std::size_t cut2, Feed feed) {
+  std::string buffer;
   for (std::string_view piece :
        {body.substr(0, cut1), body.substr(cut1, cut2 - cut1), body.substr(cut2)}) {
     buffer.assign(piece);
-    t.feed(buffer);
+    feed(std::string_view(buffer));
     buffer.assign(buffer.size(), '#');
   }
+}
+
+RequestUsage tap(std::string_view body, std::size_t cut1, std::size_t cut2) {
+  UsageTap t;
+  feed_cut(body, cut1, cut2, [&](std::string_view piece) { t.feed(piece); });
   t.finish();
   return t.usage();
 }
@@ -42,13 +50,9 @@ RequestUsage tap(std::string_view body, std::size_t cut1, std::size_t cut2) {
 std::string strip(std::string_view body, std::size_t cut1, std::size_t cut2) {
   InjectedUsageStripper s;
   std::string out;
-  std::string buffer;
-  for (std::string_view piece :
-       {body.substr(0, cut1), body.substr(cut1, cut2 - cut1), body.substr(cut2)}) {
-    buffer.assign(piece);
-    for (std::string_view v : s.feed(buffer)) out.append(v);
-    buffer.assign(buffer.size(), '#');
-  }
+  feed_cut(body, cut1, cut2, [&](std::string_view piece) {
+    for (std::string_view v : s.feed(piece)) out.append(v);
+  });
   for (std::string_view v : s.finish()) out.append(v);
   return out;
 }
@@ -97,15 +101,11 @@ bool blank_line_ends_at(std::string_view stream, std::size_t end) {
 std::string gate(std::string_view body, std::size_t cut1, std::size_t cut2) {
   WholeEventGate g;
   std::string out;
-  std::string buffer;
-  for (std::string_view piece :
-       {body.substr(0, cut1), body.substr(cut1, cut2 - cut1), body.substr(cut2)}) {
-    buffer.assign(piece);
-    for (std::string_view v : g.feed(buffer)) out.append(v);
-    buffer.assign(buffer.size(), '#');
+  feed_cut(body, cut1, cut2, [&](std::string_view piece) {
+    for (std::string_view v : g.feed(piece)) out.append(v);
     if (!body.starts_with(out)) std::abort();
     if (g.held_bytes() > 0 && !out.empty() && !blank_line_ends_at(body, out.size())) std::abort();
-  }
+  });
   for (std::string_view v : g.finish()) out.append(v);
   return out;
 }

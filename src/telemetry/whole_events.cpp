@@ -83,22 +83,14 @@ std::span<const std::string_view> WholeEventGate::feed(std::string_view chunk) {
     } else {
       // Too long to hold: what is held, and the rest of the event as it comes.
       passthrough_ = true;
-      if (!held_.empty()) {
-        emit_.swap(held_);
-        held_.clear();
-        out_[n++] = emit_;
-      }
+      release_held(n);
       out_[n++] = chunk;
     }
     return {out_, n};
   }
   // Everything up to `end` completes events: it goes, after what was held.
   passthrough_ = false;
-  if (!held_.empty()) {
-    emit_.swap(held_);
-    held_.clear();
-    out_[n++] = emit_;
-  }
+  release_held(n);
   out_[n++] = chunk.substr(0, end);
   const std::string_view rest = chunk.substr(end);
   if (rest.size() <= kMaxHeldEventBytes) {
@@ -112,11 +104,18 @@ std::span<const std::string_view> WholeEventGate::feed(std::string_view chunk) {
 
 std::span<const std::string_view> WholeEventGate::finish() {
   passthrough_ = false;
-  if (held_.empty()) return {};
+  std::size_t n = 0;
+  release_held(n);
+  return {out_, n};
+}
+
+void WholeEventGate::release_held(std::size_t& n) noexcept {
+  if (held_.empty()) return;
+  // emit_ keeps the bytes while the caller writes them; held_ takes its
+  // storage for the next open event.
   emit_.swap(held_);
   held_.clear();
-  out_[0] = emit_;
-  return {out_, 1};
+  out_[n++] = emit_;
 }
 
 }  // namespace lmwarden::telemetry

@@ -37,6 +37,8 @@ class WholeEventGate {
 
  private:
   void remember_tail(std::string_view chunk) noexcept;
+  // Puts what is held into the output, at out_[n++], when anything is.
+  void release_held(std::size_t& n) noexcept;
 
   std::string_view out_[3];
   std::string held_;   // the open event's bytes from earlier chunks
