@@ -18,9 +18,11 @@ namespace {
 // and why"). Keep up to 64 MiB free for reuse, and take blocks up to 16 MiB
 // from the heaps rather than from a fresh mapping each (fixing the first
 // threshold stops glibc adapting the second). An operator's own
-// GLIBC_TUNABLES or MALLOC_*_ settings win.
+// GLIBC_TUNABLES or MALLOC_*_ settings win. A build on jemalloc (the default,
+// LMWARDEN_ALLOCATOR) leaves glibc's allocator unused: jemalloc keeps freed
+// pages for reuse on its own (docs/configuration.md).
 void keep_freed_memory_for_reuse() {
-#ifdef __GLIBC__
+#if defined(__GLIBC__) && !defined(LMWARDEN_WITH_JEMALLOC)
   for (const char* name : {"GLIBC_TUNABLES", "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_"})
     if (const char* value = std::getenv(name); value && *value) return;
   mallopt(M_MMAP_THRESHOLD, 16 << 20);

@@ -44,15 +44,18 @@ std::span<const std::string_view> RequestAccounting::on_end() {
   return {};
 }
 
-void RequestAccounting::on_upstream_done() {
+void RequestAccounting::on_upstream_done() { end_reply(); }
+
+void RequestAccounting::on_cut_short(std::string_view kind) {
+  model_.replica(replica_).count_error(std::string(kind));
+  end_reply();
+}
+
+void RequestAccounting::end_reply() {
   if (upstream_done_) return;
   upstream_done_ = true;
   if (done_) done_();
   book();
-}
-
-void RequestAccounting::on_cut_short(std::string_view kind) {
-  model_.replica(replica_).count_error(std::string(kind));
 }
 
 RequestAccounting::~RequestAccounting() { book(); }

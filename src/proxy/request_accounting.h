@@ -28,9 +28,9 @@ class RequestAccounting final : public RelayObserver {
   RequestAccounting(ModelTelemetry& model, bool strip_injected_usage, int replica,
                     std::function<void()> done)
       : model_(model), strip_(strip_injected_usage), replica_(replica), done_(std::move(done)) {}
-  // A reply cut short, or one whose client left, ends without
-  // on_upstream_done: the usage read until then is booked here (an Anthropic
-  // stream's message_start carries its prompt's).
+  // A reply whose client left ends without on_upstream_done or on_cut_short:
+  // the usage read until then is booked here (an Anthropic stream's
+  // message_start carries its prompt's).
   ~RequestAccounting() override;
   RequestAccounting(const RequestAccounting&) = delete;
   RequestAccounting& operator=(const RequestAccounting&) = delete;
@@ -41,10 +41,14 @@ class RequestAccounting final : public RelayObserver {
   std::span<const std::string_view> on_end() override;
   // Runs `done` and books the usage on the replica (a successful reply only).
   void on_upstream_done() override;
-  // Counts the failure in lmwarden_upstream_errors_total.
+  // Counts the failure in lmwarden_upstream_errors_total, then runs `done`
+  // and books the usage read until then, as on_upstream_done does.
   void on_cut_short(std::string_view kind) override;
 
  private:
+  // The reply has ended, well or not, and the client has not yet heard it:
+  // `done`, then the usage (once).
+  void end_reply();
   void book();
 
   ModelTelemetry& model_;

@@ -570,6 +570,7 @@ net::Awaitable<void> Warden::run_attempts(Forward& f) {
         co_return;
       case Outcome::kFailed:
         spdlog::warn("req={} model={} replica={} {}", f.id, f.model.config.name, decision.replica, last.message);
+        in_flight.finish();  // before the client hears, as a relayed reply's is
         co_await respond_error(f.exchange, f.dialect, last.status, last.message);
         co_return;
       case Outcome::kRetryable:
