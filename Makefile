@@ -30,9 +30,14 @@ build-dev: bootstrap
 	@cmake --preset dev >/dev/null
 	@cmake --build --preset dev -j $(JOBS)
 
-# Unit and integration suites under ASan + UBSan, then the fuzz smoke run.
+# Unit and integration suites under ASan + UBSan; the optimised binary as
+# shipped (tests/release: what only its build does, such as its allocator);
+# then the fuzz smoke run.
 test: build-dev
 	@ctest --preset dev -j $(JOBS)
+	@cmake --preset release >/dev/null
+	@cmake --build --preset release -j $(JOBS) --target lmwarden
+	@LMWARDEN_BINARY=build/release/src/lmwarden python3 -m unittest discover -s tests/release -p '*_test.py'
 	@bash scripts/fuzz.sh 10
 
 # The integration suites (every thread of the warden and the simulator at

@@ -8,6 +8,20 @@
 
 #include "app/commands.h"
 
+#ifdef LMWARDEN_WITH_JEMALLOC
+// jemalloc gives freed pages back to the kernel once they have lain unused for
+// its decay time (dirty_decay_ms, 10 s), but only when an allocation outside a
+// thread's cache comes to check: under a load of small requests, or none, the
+// pages of an earlier burst of large bodies stayed resident for good (71 MB
+// after 512 connections of 100 KB requests, unchanged 20 s later). Its own
+// purging thread checks on time, at no cost to requests/s we could measure
+// (docs/performance-history.md, round 23). Read before MALLOC_CONF, which
+// overrides it.
+extern "C" {
+const char* malloc_conf = "background_thread:true";
+}
+#endif
+
 namespace {
 
 // Coding agents send 100 KB bodies and more, allocated and freed per request.

@@ -29,9 +29,22 @@ std::string allocator_name() {
 #ifdef LMWARDEN_WITH_JEMALLOC
   const char* version = nullptr;
   std::size_t length = sizeof(version);
-  if (mallctl("version", &version, &length, nullptr, 0) == 0 && version)
-    return std::string("jemalloc ") + version;
-  return "jemalloc";
+  std::string name = "jemalloc";
+  if (mallctl("version", &version, &length, nullptr, 0) == 0 && version) name += std::string(" ") + version;
+  // How soon memory freed and left unused goes back to the kernel.
+  ssize_t decay_ms = -1;
+  std::size_t decay_length = sizeof(decay_ms);
+  bool purging_thread = false;
+  std::size_t flag_length = sizeof(purging_thread);
+  if (mallctl("arenas.dirty_decay_ms", &decay_ms, &decay_length, nullptr, 0) == 0 &&
+      mallctl("background_thread", &purging_thread, &flag_length, nullptr, 0) == 0) {
+    if (decay_ms < 0)
+      name += ", freed memory kept";
+    else
+      name += ", freed memory returned after " + std::to_string(decay_ms) + " ms unused" +
+              (purging_thread ? "" : " (checked only as the process allocates)");
+  }
+  return name;
 #else
   return "system malloc";
 #endif

@@ -1,0 +1,213 @@
+"""The optimised binary as `make build` and `make demo` ship it (-O2, no
+sanitizer, jemalloc), run as an operator runs it. The other suites test the
+sanitizer build, whose allocator is the sanitizer's; what only the shipped
+build does is tested here. `make test` builds it and runs these.
+
+Run: LMWARDEN_BINARY=build/release/src/lmwarden \\
+     python3 -m unittest discover -s tests/release -p '*_test.py' -v
+
+Everything listens on 127.0.0.1 port 0; every process started is stopped.
+"""
+import http.client
+import http.server
+import json
+import os
+import re
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+
+BINARY = os.environ.get("LMWARDEN_BINARY", "")
+
+REPLY = json.dumps({
+    "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "m",
+    "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
+    "usage": {"prompt_tokens": 100, "completion_tokens": 2, "total_tokens": 102,
+              "prompt_tokens_details": {"cached_tokens": 64}},
+}).encode()
+
+
+class Backend(http.server.ThreadingHTTPServer):
+    """A vLLM stand-in: reads each request's body whole and answers a chat
+    completion with usage; /health and /metrics answer too."""
+    daemon_threads = True
+
+    def __init__(self):
+        super().__init__(("127.0.0.1", 0), BackendHandler)
+        self.thread = threading.Thread(target=self.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def port(self):
+        return self.server_address[1]
+
+    def stop(self):
+        self.shutdown()
+        self.server_close()
+
+
+class BackendHandler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def answer(self, body, content_type="application/json"):
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):
+        self.answer(b"" if self.path == "/health" else b"# no engines\n", "text/plain")
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        self.answer(REPLY)
+
+
+class Warden:
+    """`lmwarden serve` on one model with one backend; its log in a file."""
+
+    def __init__(self, backend_port, env=None):
+        self.dir = tempfile.TemporaryDirectory(prefix="lmwarden-release-")
+        config = os.path.join(self.dir.name, "lmwarden.yaml")
+        with open(config, "w") as f:
+            f.write("listen: 127.0.0.1:0\nthreads: 1\nscrape_interval: 60s\nmodels:\n  - name: m\n"
+                    f"    backends:\n      - url: http://127.0.0.1:{backend_port}\n")
+        self.log_path = os.path.join(self.dir.name, "lmwarden.log")
+        self.log = open(self.log_path, "w")
+        self.process = subprocess.Popen([BINARY, "serve", "--config", config], stdout=self.log,
+                                        stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            found = re.search(r"listening on http://127\.0\.0\.1:(\d+)", self.text())
+            if found:
+                self.port = int(found.group(1))
+                return
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.05)
+        self.stop()
+        raise AssertionError("lmwarden serve did not start:\n" + self.text())
+
+    def text(self):
+        with open(self.log_path) as f:
+            return f.read()
+
+    def rss_bytes(self):
+        with open(f"/proc/{self.process.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        raise AssertionError("no VmRSS")
+
+    def post(self, body):
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        try:
+            connection.request("POST", "/v1/chat/completions", body=body,
+                               headers={"Content-Type": "application/json", "session-id": "s"})
+            reply = connection.getresponse()
+            return reply.status, reply.read()
+        finally:
+            connection.close()
+
+    def get(self, path):
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        try:
+            connection.request("GET", path)
+            reply = connection.getresponse()
+            return reply.status, reply.read().decode()
+        finally:
+            connection.close()
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.log.close()
+        self.dir.cleanup()
+
+
+def chat_body(filler_bytes=0):
+    return json.dumps({"model": "m", "messages": [{"role": "user", "content": "x" * filler_bytes}]}).encode()
+
+
+@unittest.skipUnless(BINARY, "LMWARDEN_BINARY names the binary under test")
+class ReleaseBinary(unittest.TestCase):
+    def setUp(self):
+        self.backend = Backend()
+        self.addCleanup(self.backend.stop)
+
+    def start(self, env=None):
+        warden = Warden(self.backend.port, env)
+        self.addCleanup(warden.stop)
+        return warden
+
+    def test_a_request_goes_through_and_its_usage_is_booked(self):
+        warden = self.start()
+        self.assertIn("memory allocator: jemalloc", warden.text(),
+                      "the shipped build runs on jemalloc (LMWARDEN_ALLOCATOR=auto)")
+        status, body = warden.post(chat_body())
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body, REPLY)
+        status, metrics = warden.get("/metrics")
+        self.assertEqual(status, 200)
+        self.assertRegex(metrics, r'lmwarden_prompt_tokens_total\{[^}]*source="cached"[^}]*\} 64\b')
+        self.assertRegex(metrics, r'lmwarden_prompt_tokens_total\{[^}]*source="computed"[^}]*\} 36\b')
+
+    def test_the_memory_of_a_burst_of_large_bodies_goes_back_once_idle(self):
+        # The decay time shortened so that the test waits seconds, not tens of
+        # them; the thread that purges on time is the binary's own setting.
+        # Without it, nothing allocates once the burst is over, and the pages
+        # stay resident however long the warden idles.
+        warden = self.start({"MALLOC_CONF": "dirty_decay_ms:1000"})
+        self.assertIn("freed memory returned after 1000 ms unused", warden.text())
+        self.assertNotIn("checked only as the process allocates", warden.text())
+        self.assertEqual(warden.post(chat_body())[0], 200)
+        baseline = warden.rss_bytes()
+
+        big = chat_body(1 << 20)
+        failures = []
+
+        def client():
+            for _ in range(3):
+                status, _ = warden.post(big)
+                if status != 200:
+                    failures.append(status)
+
+        clients = [threading.Thread(target=client) for _ in range(48)]
+        for t in clients:
+            t.start()
+        peak = baseline
+        while any(t.is_alive() for t in clients):
+            peak = max(peak, warden.rss_bytes())
+            time.sleep(0.02)
+        for t in clients:
+            t.join()
+        peak = max(peak, warden.rss_bytes())
+        self.assertEqual(failures, [])
+        self.assertGreater(peak - baseline, 24 << 20,
+                           f"the burst should have taken memory: {baseline >> 20} MiB -> {peak >> 20} MiB")
+
+        # Idle from here: no request, no allocation to trigger a purge.
+        settled = baseline + (peak - baseline) // 4
+        deadline = time.monotonic() + 20
+        rss = warden.rss_bytes()
+        while rss > settled and time.monotonic() < deadline:
+            time.sleep(0.25)
+            rss = warden.rss_bytes()
+        self.assertLessEqual(rss, settled,
+                             f"resident {rss >> 20} MiB 20 s after a burst (baseline {baseline >> 20} MiB, "
+                             f"peak {peak >> 20} MiB)")
+
+
+if __name__ == "__main__":
+    unittest.main()
