@@ -21,6 +21,7 @@
 #include "telemetry/stream_usage_injection.h"
 #include "telemetry/usage_tap.h"
 #include "telemetry/whole_events.h"
+#include "sse_reference.h"
 
 using namespace lmwarden::telemetry;
 
@@ -77,25 +78,6 @@ bool body_read_agrees(std::string_view body) {
   return fast == full;
 }
 
-// Whether `stream` has a blank line ending at offset `end`: lines split at
-// LF, CR LF or CR, as an SSE client splits them.
-bool blank_line_ends_at(std::string_view stream, std::size_t end) {
-  bool line_empty = true;
-  for (std::size_t i = 0; i < stream.size() && i < end; ++i) {
-    const char c = stream[i];
-    if (c != '\n' && c != '\r') {
-      line_empty = false;
-      continue;
-    }
-    std::size_t line_end = i + 1;
-    if (c == '\r' && line_end < stream.size() && stream[line_end] == '\n') ++line_end;
-    if (line_end == end) return line_empty;
-    line_empty = true;
-    i = line_end - 1;
-  }
-  return false;
-}
-
 // The gate's output for the body cut at cut1 and cut2; aborts when what it
 // has passed on while holding bytes does not end an event.
 std::string gate(std::string_view body, std::size_t cut1, std::size_t cut2) {
@@ -104,7 +86,9 @@ std::string gate(std::string_view body, std::size_t cut1, std::size_t cut2) {
   feed_cut(body, cut1, cut2, [&](std::string_view piece) {
     for (std::string_view v : g.feed(piece)) out.append(v);
     if (!body.starts_with(out)) std::abort();
-    if (g.held_bytes() > 0 && !out.empty() && !blank_line_ends_at(body, out.size())) std::abort();
+    if (g.held_bytes() > 0 && !out.empty() &&
+        !lmwarden::test_support::sse_event_ends(body).contains(out.size()))
+      std::abort();
   });
   for (std::string_view v : g.finish()) out.append(v);
   return out;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "telemetry/whole_events.h"
+#include "sse_reference.h"
 #include "telemetry_stream_samples.h"
 
 namespace lmwarden::telemetry {
@@ -13,33 +14,14 @@ namespace {
 
 constexpr auto npos = std::string_view::npos;
 
-// The offsets just past each blank line of `stream`, found by splitting it
-// into lines (LF, CR LF or CR ends one) as an SSE client does. A CR at the
-// very end counts as a line end.
-std::set<std::size_t> event_ends(std::string_view stream) {
-  std::set<std::size_t> ends;
-  bool line_empty = true;
-  for (std::size_t i = 0; i < stream.size(); ++i) {
-    const char c = stream[i];
-    if (c != '\n' && c != '\r') {
-      line_empty = false;
-      continue;
-    }
-    std::size_t end = i + 1;
-    if (c == '\r' && end < stream.size() && stream[end] == '\n') ++end;
-    if (line_empty) ends.insert(end);
-    line_empty = true;
-    i = end - 1;
-  }
-  return ends;
-}
+using lmwarden::test_support::sse_event_ends;
 
 // Feeds `pieces` from a reused, scribbled-over buffer (as the relay does) and
 // checks after each call that what went out ends where an event does (or is
 // nothing, or the input so far while an event too long to hold passes).
 // Returns what went out in all.
 std::string relay(std::string_view stream, const std::vector<std::string_view>& pieces) {
-  const std::set<std::size_t> ends = event_ends(stream);
+  const std::set<std::size_t> ends = sse_event_ends(stream);
   WholeEventGate gate;
   std::string out;
   std::string buffer;
