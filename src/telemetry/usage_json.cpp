@@ -281,16 +281,21 @@ std::string_view find_root_usage_object(std::string_view doc) noexcept {
   return {};
 }
 
-bool merge_body_usage(simdjson::padded_string_view doc, UsageFields& into) noexcept {
-  const std::string_view usage = find_root_usage_object({doc.data(), doc.length()});
-  // The object lies inside `doc`, so simdjson's padding lies behind it too.
-  if (!usage.empty() && with_parsed(usage.data(), usage.size(), [&into](dom::element value) {
-        read_usage_object(value, into);
-        return true;
-      })) {
+bool merge_tail_usage(simdjson::padded_string_view tail, UsageFields& into) noexcept {
+  // Walking back from the end, every string is skipped from its closing quote
+  // to its opening one, so the walk never mistakes a string's bytes for
+  // structure; a string cut by the tail's start has no opening quote left and
+  // ends the walk, as the start itself does.
+  const std::string_view usage = find_root_usage_object({tail.data(), tail.length()});
+  // The object lies inside `tail`, so simdjson's padding lies behind it too.
+  return !usage.empty() && with_parsed(usage.data(), usage.size(), [&into](dom::element value) {
+    read_usage_object(value, into);
     return true;
-  }
-  return merge_usage(doc, into);
+  });
+}
+
+bool merge_body_usage(simdjson::padded_string_view doc, UsageFields& into) noexcept {
+  return merge_tail_usage(doc, into) || merge_usage(doc, into);
 }
 
 bool is_usage_only_chunk(simdjson::padded_string_view doc, UsageFields& usage) noexcept {

@@ -46,6 +46,9 @@ class PaddedBuffer {
  public:
   void clear() noexcept { bytes_.clear(); }
   void append(std::string_view s);
+  // Drops all but the last `n` bytes (n <= size()).
+  void keep_last(std::size_t n) { bytes_.erase(0, bytes_.size() - n); }
+  std::size_t capacity() const noexcept { return bytes_.capacity(); }
   std::size_t size() const noexcept { return bytes_.size(); }
   bool empty() const noexcept { return bytes_.empty(); }
   std::string_view view() const noexcept { return bytes_; }
@@ -90,6 +93,11 @@ bool merge_usage(simdjson::padded_string_view doc, UsageFields& into) noexcept;
 // events. Returns false when no usage object was parsed and the body is not a
 // JSON object. Duplicate keys: the last one counts, as in merge_usage().
 bool merge_body_usage(simdjson::padded_string_view doc, UsageFields& into) noexcept;
+
+// The same for the last bytes of a body whose start was not kept: the root's
+// usage object read from the end, as long as it lies within `tail`; no other
+// reading (the rest of the body is gone). Returns whether it was read.
+bool merge_tail_usage(simdjson::padded_string_view tail, UsageFields& into) noexcept;
 
 // The value of the root object's "usage" field when it is an object, as the
 // bytes of `doc` it spans; empty when the root has no such field or `doc`

@@ -48,12 +48,17 @@ void UsageTap::feed(std::string_view chunk) noexcept {
     chunk.remove_prefix(static_cast<std::size_t>(first - chunk.begin()));
   }
   if (format_ == BodyFormat::kJson) {
-    if (document_overflow_) return;
-    if (document_.size() + chunk.size() > kMaxDocumentBytes) {
-      document_overflow_ = true;
+    // Only the end of a long body is kept: at most 2 × kJsonTailBytes, and
+    // when trimmed, at least kJsonTailBytes of it.
+    if (chunk.size() >= kJsonTailBytes) {
       document_.clear();
-      ++oversized_;
+      document_.append(chunk.substr(chunk.size() - kJsonTailBytes));
+      document_cut_ = true;
       return;
+    }
+    if (document_.size() + chunk.size() > 2 * kJsonTailBytes) {
+      document_.keep_last(kJsonTailBytes - chunk.size());
+      document_cut_ = true;
     }
     document_.append(chunk);
     return;
@@ -175,7 +180,11 @@ void UsageTap::inspect(std::string_view data) {
 void UsageTap::finish() noexcept {
   if (finished_) return;
   if (format_ == BodyFormat::kJson) {
-    if (!document_overflow_ && !document_.empty()) merge_body_usage(document_.padded(), fields_);
+    if (!document_cut_) {
+      if (!document_.empty()) merge_body_usage(document_.padded(), fields_);
+    } else if (!merge_tail_usage(document_.padded(), fields_)) {
+      ++oversized_;
+    }
     document_.clear();
   } else if (format_ == BodyFormat::kEventStream) {
     // A stream cut after its last line but before the blank line still said

@@ -23,10 +23,11 @@
 // whose data lies within one chunk is inspected in place, and only events whose
 // data contains the key are parsed (simdjson). A line split across chunks is
 // carried over in a buffer the size of the line. JSON bodies are copied aside
-// (up to kMaxDocumentBytes) and read once at finish(), since the usage object
-// sits near the end of a body whose start may be megabytes earlier: the body is
-// walked back from its end to the root's usage field, and only that object is
-// parsed (merge_body_usage).
+// and read once at finish(), since the usage object sits near the end of a
+// body whose start may be megabytes earlier: the body is walked back from its
+// end to the root's usage field, and only that object is parsed
+// (merge_body_usage). Of a body longer than 2 × kJsonTailBytes only the last
+// kJsonTailBytes or more are kept, and read the same way (merge_tail_usage).
 //
 // Not thread-safe: one tap per request, used by the task relaying it.
 #pragma once
@@ -70,9 +71,15 @@ enum class BodyFormat : std::uint8_t {
   kEventStream,  // Content-Type: text/event-stream
 };
 
-// Largest JSON body or single SSE event that is read; larger ones are passed
-// over (counted by oversized()) so one reply cannot make the tap hold more.
+// Largest single SSE event that is read; larger ones are passed over
+// (counted by oversized()) so one reply cannot make the tap hold more.
 inline constexpr std::size_t kMaxDocumentBytes = 16u << 20;
+// How much of a JSON body's end is sure to be kept: a root usage field that
+// ends further than this from the body's end may go unread (counted by
+// oversized()). vLLM writes usage after the choices, and after it only short
+// fields (prompt_logprobs, when asked for, is the exception). The tap holds
+// at most twice this of a body.
+inline constexpr std::size_t kJsonTailBytes = 512u << 10;
 
 class UsageTap {
  public:
@@ -87,6 +94,8 @@ class UsageTap {
   const UsageFields& fields() const noexcept { return fields_; }
   BodyFormat format() const noexcept { return format_; }
   std::size_t oversized() const noexcept { return oversized_; }
+  // Bytes the tap holds storage for (its copy of a JSON body, or of an event).
+  std::size_t held_capacity() const noexcept { return document_.capacity() + carry_.capacity(); }
 
  private:
   void feed_event_stream(std::string_view chunk);
@@ -99,9 +108,11 @@ class UsageTap {
   std::size_t oversized_ = 0;
   UsageFields fields_;
 
-  // JSON body: the bytes so far. Event stream: the current event's data.
+  // JSON body: the bytes so far, or its last ones (document_cut_). Event
+  // stream: the current event's data.
   PaddedBuffer document_;
-  bool document_overflow_ = false;
+  bool document_overflow_ = false;  // event stream: the event is too long to read
+  bool document_cut_ = false;       // JSON: the body's start is no longer held
   // Event stream: the start of a line whose end has not arrived yet.
   std::string carry_;
   bool carry_overflow_ = false;

@@ -220,6 +220,76 @@ TEST(UsageTap, OversizedEventIsSkippedNotBuffered) {
   EXPECT_EQ(tap.usage().prompt_tokens, 1200u);
 }
 
+// A JSON reply of several MiB (here the answer of a long generation): the tap
+// keeps only the end of it, and reads the usage from there as from the whole.
+// The answer's text is full of what the walk back must not mistake for JSON:
+// escaped quotes and backslashes, brackets, even a usage object in words.
+std::string long_json_reply(std::size_t text_bytes, std::string_view after_usage) {
+  std::string body =
+      R"({"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":")";
+  constexpr std::string_view kText = R"(a \"quote\", a \\ backslash, {braces} [brackets] \"usage\":{\"prompt_tokens\":99} )";
+  while (body.size() < text_bytes) body += kText;
+  body += R"("}}],"usage":{"prompt_tokens":7,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":4}})";
+  body += after_usage;
+  body += "}";
+  return body;
+}
+
+TEST(UsageTap, AJsonReplyLongerThanWhatIsKeptHasItsUsageReadFromItsEnd) {
+  const std::string body = long_json_reply(3u << 20, R"(,"prompt_logprobs":null)");
+  for (std::size_t piece : {std::size_t{16} << 10, std::size_t{7919}, body.size()}) {
+    SCOPED_TRACE(piece);
+    UsageTap tap;
+    std::size_t most_held = 0;
+    for (std::size_t pos = 0; pos < body.size(); pos += piece) {
+      tap.feed(std::string_view(body).substr(pos, piece));
+      most_held = std::max(most_held, tap.held_capacity());
+    }
+    tap.finish();
+    EXPECT_EQ(tap.oversized(), 0u);
+    const RequestUsage u = tap.usage();
+    EXPECT_EQ(u.prompt_tokens, 7u);
+    EXPECT_EQ(u.cached_tokens, 4u);
+    EXPECT_EQ(u.completion_tokens, 3u);
+    // Twice what is kept, and what growing a buffer by doubling adds to it:
+    // not the 3 MiB of the body.
+    EXPECT_LE(most_held, 4 * kJsonTailBytes + 4096) << "held " << most_held << " bytes";
+  }
+}
+
+TEST(UsageTap, AUsageFieldFurtherFromTheEndThanWhatIsKeptGoesUnreadAndIsCounted) {
+  // What follows the usage field is longer than what is kept for sure.
+  const std::string after = R"(,"prompt_logprobs":")" + std::string(2 * kJsonTailBytes, 'x') + "\"";
+  const std::string body = long_json_reply(64u << 10, after);
+  UsageTap tap;
+  for (std::size_t pos = 0; pos < body.size(); pos += 16u << 10)
+    tap.feed(std::string_view(body).substr(pos, 16u << 10));
+  tap.finish();
+  EXPECT_FALSE(tap.usage().cache_measured);
+  EXPECT_EQ(tap.usage().prompt_tokens, 0u);
+  EXPECT_EQ(tap.oversized(), 1u);
+}
+
+TEST(UsageTap, AStringCutByTheStartOfWhatIsKeptEndsTheWalkBack) {
+  // The root's last field is a string longer than what is kept, made of
+  // escaped backslashes and ending with a usage object in words: however the
+  // kept bytes start (inside a pair of backslashes or not), the walk back
+  // must not take the escaped quotes for real ones.
+  std::string body = R"({"choices":[],"note":")";
+  while (body.size() < 3 * kJsonTailBytes) body += R"(\\)";
+  body += R"(\"usage\":{\"prompt_tokens\":99}"})";
+  for (std::size_t shift : {0, 1}) {
+    SCOPED_TRACE(shift);
+    const std::string shifted = body.substr(0, 14) + std::string(shift, ' ') + body.substr(14);
+    UsageTap tap;
+    for (std::size_t pos = 0; pos < shifted.size(); pos += 16u << 10)
+      tap.feed(std::string_view(shifted).substr(pos, 16u << 10));
+    tap.finish();
+    EXPECT_FALSE(tap.usage().cache_measured);
+    EXPECT_EQ(tap.oversized(), 1u);
+  }
+}
+
 // What a plain reading of the stream finds: split into lines at "\n" (a "\r"
 // before it dropped), events ended by blank lines, each event's data lines
 // joined with "\n" and handed to merge_usage, as the SSE format defines it.
