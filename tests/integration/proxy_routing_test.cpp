@@ -333,7 +333,7 @@ TEST(ProxyRouting, AnEventTheUpstreamTearsNeverReachesTheClient) {
       ASSERT_EQ(events.size(), 2u) << r.body;
       EXPECT_EQ(events[0].data, R"({"choices":[{"delta":{"content":"first"}}]})");
       EXPECT_NE(events[1].data.find(dialect_error), std::string::npos) << r.body;
-      EXPECT_NO_THROW((void)json::parse(events[1].data)) << events[1].data;
+      EXPECT_TRUE(json::accept(events[1].data)) << events[1].data;
     }
   }
 }
@@ -351,7 +351,7 @@ TEST(ProxyRouting, ErrorEventAfterATornLongEventIsAnEventOfItsOwn) {
   ASSERT_EQ(events.size(), 3u) << r.body.substr(0, 300);
   EXPECT_EQ(events[1].data, std::string(70'000, 'x'));  // torn: its bytes had gone
   EXPECT_NE(events[2].data.find("\"error\""), std::string::npos) << events[2].data;
-  EXPECT_NO_THROW((void)json::parse(events[2].data)) << events[2].data;
+  EXPECT_TRUE(json::accept(events[2].data)) << events[2].data;
 }
 
 // A 5xx is retried only where another replica can take the retry; otherwise
