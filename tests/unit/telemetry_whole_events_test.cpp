@@ -33,8 +33,9 @@ std::string relay(std::string_view stream, const std::vector<std::string_view>& 
     fed += piece.size();
     EXPECT_EQ(out, stream.substr(0, out.size())) << "after " << fed << " bytes";
     EXPECT_EQ(out.size() + gate.held_bytes(), fed);
-    if (!out.empty() && gate.held_bytes() > 0)
+    if (!out.empty() && gate.held_bytes() > 0) {
       EXPECT_TRUE(ends.contains(out.size())) << "went out up to " << out.size() << " of " << fed;
+    }
   }
   for (std::string_view v : gate.finish()) out.append(v);
   EXPECT_EQ(gate.held_bytes(), 0u);
