@@ -34,18 +34,21 @@ toolchain() {
     libsimdjson-dev libjemalloc-dev libspdlog-dev libfmt-dev libyaml-cpp-dev nlohmann-json3-dev \
     libcli11-dev 2>/dev/null || true
 }
-sources_digest() {
+files_digest() {
   local paths=(src cmake ui/web ui/package-lock.json CMakeLists.txt CMakePresets.json
                scripts/pgo-build.sh bench/CMakeLists.txt bench/proxy/train.sh bench/proxy/common.sh
                bench/proxy/prepare_cases.py bench/proxy/wrk.lua bench/proxy/responder.cpp)
-  {
-    { git ls-files -z -- "${paths[@]}"; git ls-files -z --others --exclude-standard -- "${paths[@]}"; } |
-      sort -z | { xargs -0 sha256sum 2>/dev/null || true; }
-    toolchain
-  } | sha256sum | cut -d' ' -f1
+  { git ls-files -z -- "${paths[@]}"; git ls-files -z --others --exclude-standard -- "${paths[@]}"; } |
+    sort -z | { xargs -0 sha256sum 2>/dev/null || true; } | sha256sum | cut -d' ' -f1
 }
-digest=""
-git rev-parse --is-inside-work-tree >/dev/null 2>&1 && digest="$(sources_digest)"
+sources_digest() {
+  { echo "$1"; toolchain; } | sha256sum | cut -d' ' -f1
+}
+digest="" files=""
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  files="$(files_digest)"
+  digest="$(sources_digest "$files")"
+fi
 if [ "${PGO_RETRAIN:-0}" != 1 ] && [ -n "$digest" ] && [ -x build/pgo/src/lmwarden ] &&
    [ "$(cat "$stamp" 2>/dev/null)" = "$digest" ]; then
   echo "pgo-build: build/pgo/src/lmwarden is current (PGO_RETRAIN=1 to train again)"
@@ -62,6 +65,14 @@ rm -rf "$profile_dir"
 bash bench/proxy/train.sh build/pgo/src/lmwarden build/pgo/bench/bench_responder
 if ! find "$profile_dir" -name '*.gcda' -print -quit | grep -q .; then
   echo "pgo-build: the training wrote no profile under $profile_dir" >&2
+  exit 1
+fi
+
+# The counters fit the sources they were made from: a source edited since
+# step 1 would stop the rebuild on GCC's coverage-mismatch errors, file by file.
+if [ -n "$files" ] && [ "$(files_digest)" != "$files" ]; then
+  echo "pgo-build: sources changed while the profile was being made, so it no longer fits them;" \
+       "run make build-pgo again" >&2
   exit 1
 fi
 
