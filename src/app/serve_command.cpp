@@ -30,7 +30,8 @@ std::string allocator_name() {
   const char* version = nullptr;
   std::size_t length = sizeof(version);
   std::string name = "jemalloc";
-  if (mallctl("version", &version, &length, nullptr, 0) == 0 && version) name += std::string(" ") + version;
+  if (mallctl("version", &version, &length, nullptr, 0) == 0 && version)
+    name += std::string(" ") + version;
   // How soon memory freed and left unused goes back to the kernel.
   ssize_t decay_ms = -1;
   std::size_t decay_length = sizeof(decay_ms);
