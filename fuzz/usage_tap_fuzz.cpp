@@ -81,14 +81,13 @@ bool body_read_agrees(std::string_view body) {
 // The gate's output for the body cut at cut1 and cut2; aborts when what it
 // has passed on while holding bytes does not end an event.
 std::string gate(std::string_view body, std::size_t cut1, std::size_t cut2) {
+  const auto event_ends = lmwarden::test_support::sse_event_ends(body);
   WholeEventGate g;
   std::string out;
   feed_cut(body, cut1, cut2, [&](std::string_view piece) {
     for (std::string_view v : g.feed(piece)) out.append(v);
     if (!body.starts_with(out)) std::abort();
-    if (g.held_bytes() > 0 && !out.empty() &&
-        !lmwarden::test_support::sse_event_ends(body).contains(out.size()))
-      std::abort();
+    if (g.held_bytes() > 0 && !out.empty() && !event_ends.contains(out.size())) std::abort();
   });
   for (std::string_view v : g.finish()) out.append(v);
   return out;
