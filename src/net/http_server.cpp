@@ -27,6 +27,7 @@
 #include <system_error>
 #include <utility>
 
+#include "net/read_available.h"
 #include "net/request_reader.h"
 
 namespace lmwarden::net {
@@ -181,7 +182,8 @@ void start_client_read(ClientRead& read, Socket& socket, beast::flat_buffer& buf
     beast::flat_buffer* buffer;
   };
   read.state->pending = true;
-  socket.async_read_some(buffer.prepare(kHeaderReadBytes), Completion{read.state, read, buffer});
+  async_read_available(socket, buffer.prepare(kHeaderReadBytes),
+                       Completion{read.state, read, buffer});
 }
 
 // Completes when the pending client read has.

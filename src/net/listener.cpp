@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "net/http_server.h"
+#include "net/read_available.h"
 
 namespace lmwarden::net {
 
@@ -186,6 +187,7 @@ Awaitable<void> HttpServer::accept_loop() {
         }
         accepted.release();
         socket.set_option(tcp::no_delay(true), ec);
+        enable_drain_hints(socket);  // reads that wait without a recv first
         // A connection's errors are values; anything thrown under it (an
         // allocation) ends that connection alone, and is logged.
         asio::co_spawn(ctx, serve_connection(std::move(socket)), [](std::exception_ptr failure) {

@@ -9,6 +9,8 @@
 #include <tuple>
 #include <utility>
 
+#include "net/read_available.h"
+
 namespace lmwarden::net {
 namespace {
 
@@ -23,7 +25,7 @@ Awaitable<std::pair<beast::error_code, std::size_t>> read_before_deadline(
     Socket& socket, MutableBuffers into, const ConnectionDeadline& deadline) {
   if (deadline.expired())
     co_return std::pair{beast::error_code{beast::error::timeout}, std::size_t{0}};
-  auto [ec, n] = co_await socket.async_read_some(into, kAsTuple);
+  auto [ec, n] = co_await async_read_available(socket, into, kAsTuple);
   if (ec == asio::error::operation_aborted && deadline.expired()) ec = beast::error::timeout;
   co_return std::pair{ec, n};
 }

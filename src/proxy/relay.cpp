@@ -17,6 +17,7 @@
 #include <string_view>
 
 #include "net/field_lookup.h"
+#include "net/read_available.h"
 #include "net/request_reader.h"
 
 namespace lmwarden::proxy {
@@ -238,7 +239,9 @@ net::Awaitable<AttemptResult> relay_reply(AttemptContext& ctx, const config::Bac
   // is buffered (what a full chunk left over), or else reads the socket once
   // and relays what that brought. The socket is read directly, not with
   // Beast's http::async_read_some, whose composed operation costs more than
-  // the read itself when events arrive back to back.
+  // the read itself when events arrive back to back; and with
+  // async_read_available, so that after a read that emptied the socket the
+  // next one waits for the next event without a recv that finds nothing.
   const std::span<char> chunk{conn.reader->chunk};
   // Each put() decodes all that is buffered, chunk after chunk, until the
   // body buffer is full, rather than one chunk header or one chunk's data
@@ -258,8 +261,8 @@ net::Awaitable<AttemptResult> relay_reply(AttemptContext& ctx, const config::Bac
       ctx.exchange.deadline().arm(upstream,
                                   relayed.body_started ? ctx.timeouts.idle : ctx.timeouts.first_byte,
                                   net::ConnectionDeadline::OnExpiry::kClose);
-      auto [ec, rn] =
-          co_await upstream.async_read_some(conn.buffer.prepare(kReplyReadBytes), net::kAsTuple);
+      auto [ec, rn] = co_await net::async_read_available(
+          upstream, conn.buffer.prepare(kReplyReadBytes), net::kAsTuple);
       ctx.exchange.deadline().disarm();
       conn.buffer.commit(rn);
       // A reply delimited by the close ends here; one with a length or

@@ -7,6 +7,7 @@
 
 #include "common/coarse_clock.h"
 #include "net/http_client.h"
+#include "net/read_available.h"
 
 namespace lmwarden::proxy {
 namespace {
@@ -54,6 +55,7 @@ net::Awaitable<net::beast::error_code> UpstreamPool::connect(
   if (!ec) {
     net::beast::error_code ignored;
     stream->socket().set_option(net::tcp::no_delay(true), ignored);
+    net::enable_drain_hints(stream->socket());  // reads that wait without a recv first
   }
   into = UpstreamConnection{};
   into.stream = std::move(stream);
