@@ -46,6 +46,7 @@
 // socket ends it with operation_aborted, as it does any read.
 #pragma once
 
+#include <array>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/buffer.hpp>
 #include <boost/version.hpp>
