@@ -91,6 +91,9 @@ tcp::endpoint HttpServer::listen(const std::string& host, std::uint16_t port) {
   if (!ec) acceptor_->bind(endpoint, ec);
   if (!ec) acceptor_->listen(asio::socket_base::max_listen_connections, ec);
   if (!ec) acceptor_->non_blocking(true, ec);  // accept_loop() calls accept4 itself
+  // Inherited by every accepted connection: reads that wait without a recv
+  // first (read_available.h). Without it they are Asio's reads.
+  if (!ec) enable_drain_hints(*acceptor_);
   if (ec) throw std::system_error(ec, "cannot listen on " + host + ":" + std::to_string(port));
   start_accepting();
   return acceptor_->local_endpoint();
@@ -187,7 +190,6 @@ Awaitable<void> HttpServer::accept_loop() {
         }
         accepted.release();
         socket.set_option(tcp::no_delay(true), ec);
-        enable_drain_hints(socket);  // reads that wait without a recv first
         // A connection's errors are values; anything thrown under it (an
         // allocation) ends that connection alone, and is logged.
         asio::co_spawn(ctx, serve_connection(std::move(socket)), [](std::exception_ptr failure) {

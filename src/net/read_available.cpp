@@ -19,14 +19,25 @@ std::uint64_t reads_that_found_nothing() noexcept {
   return found_nothing;
 }
 
-bool enable_drain_hints(Socket& socket) noexcept {
+namespace {
+
+bool set_tcp_inq([[maybe_unused]] int fd) noexcept {
 #if LMWARDEN_EDGE_TRACKED_READS
   const int on = 1;
-  return ::setsockopt(socket.native_handle(), IPPROTO_TCP, TCP_INQ, &on, sizeof on) == 0;
+  return ::setsockopt(fd, IPPROTO_TCP, TCP_INQ, &on, sizeof on) == 0;
 #else
-  (void)socket;
   return false;
 #endif
+}
+
+}  // namespace
+
+bool enable_drain_hints(Socket& socket) noexcept {
+  return set_tcp_inq(socket.native_handle());
+}
+
+bool enable_drain_hints(Acceptor& acceptor) noexcept {
+  return set_tcp_inq(acceptor.native_handle());
 }
 
 #if LMWARDEN_EDGE_TRACKED_READS

@@ -78,9 +78,13 @@ inline constexpr bool kEdgeTrackedReads = LMWARDEN_EDGE_TRACKED_READS != 0;
 // Asks the kernel to say, with each read of this TCP socket, how many bytes
 // are still queued (TCP_INQ): what lets async_read_available wait without a
 // recv first. One setsockopt; false if the kernel refused it (the reads then
-// work as async_read_some's). Done by the server on each connection it
-// accepts and by the upstream pool on each connection it opens.
+// work as async_read_some's). The upstream pool does it on each connection
+// it opens; the server does it once, on its listening socket, whose
+// connections inherit it (Linux copies the listener's TCP options into each
+// accepted socket; ReadAvailable.AnAcceptedConnectionInheritsTheHints checks
+// that the kernel running the tests does).
 bool enable_drain_hints(Socket& socket) noexcept;
+bool enable_drain_hints(Acceptor& acceptor) noexcept;
 
 // Reads of async_read_available on this thread whose recv found nothing (and
 // that then waited): what the edge tracking is there to keep near zero.

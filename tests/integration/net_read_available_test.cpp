@@ -9,6 +9,9 @@
 #include "net/read_available.h"
 
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 
 #include <array>
 #include <boost/asio/co_spawn.hpp>
@@ -270,6 +273,22 @@ TEST(ReadAvailable, AReadPendingWhenItsContextGoesIsDestroyedUnrun) {
   }
   EXPECT_FALSE(ran);
   EXPECT_EQ(witness.use_count(), 1) << "the handler was not destroyed with the context";
+}
+
+// The server sets TCP_INQ once, on its listening socket: each connection it
+// accepts must have it too.
+TEST(ReadAvailable, AnAcceptedConnectionInheritsTheHints) {
+  if constexpr (!kEdgeTrackedReads) GTEST_SKIP() << "this build reads with async_read_some";
+  asio::io_context io;
+  Acceptor acceptor{io.get_executor(), tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)};
+  ASSERT_TRUE(enable_drain_hints(acceptor));
+  Socket client{io.get_executor()}, accepted{io.get_executor()};
+  client.connect(acceptor.local_endpoint());
+  acceptor.accept(accepted);
+  int on = 0;
+  socklen_t size = sizeof on;
+  ASSERT_EQ(::getsockopt(accepted.native_handle(), IPPROTO_TCP, TCP_INQ, &on, &size), 0);
+  EXPECT_EQ(on, 1);
 }
 
 // From a coroutine, as the warden reads: co_await with kAsTuple.
