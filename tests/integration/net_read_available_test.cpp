@@ -62,15 +62,20 @@ struct ReadResult {
   std::string bytes;
 };
 
-// One read of up to `room` bytes into a single buffer, run to completion
-// (at most 5 s).
-std::optional<ReadResult> read_once(Connection& c, std::size_t room) {
-  std::optional<ReadResult> result;
+// Starts one read of up to `room` bytes into a single buffer; `result` is
+// set when it completes.
+void start_read(Connection& c, std::size_t room, std::optional<ReadResult>& result) {
   auto into = std::make_shared<std::string>(room, '\0');
   async_read_available(c.near, asio::buffer(*into),
                        [&result, into](boost::system::error_code ec, std::size_t n) {
                          result = ReadResult{ec, into->substr(0, n)};
                        });
+}
+
+// One such read, run to completion (at most 5 s).
+std::optional<ReadResult> read_once(Connection& c, std::size_t room) {
+  std::optional<ReadResult> result;
+  start_read(c, room, result);
   c.io.restart();
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (!result && std::chrono::steady_clock::now() < give_up) c.io.run_one_until(give_up);
@@ -94,10 +99,31 @@ void wait_until_readable(Connection& c, std::size_t bytes) {
   ASSERT_GE(c.near.available(), bytes);
 }
 
+// The far side sends `bytes`, and they are in the near side's receive queue.
+void arrive(Connection& c, std::string_view bytes) {
+  c.send(bytes);
+  wait_until_readable(c, bytes.size());
+}
+
+// Recvs that found nothing over two reads: one of bytes that are there
+// ("first"), then one of bytes that come 20 ms later ("second").
+std::uint64_t empty_recvs_over_a_pause(Connection& c) {
+  arrive(c, "first"sv);
+  const auto before = reads_that_found_nothing();
+  const auto first = read_once(c, 16);
+  c.send_later(milliseconds(20), "second");
+  const auto second = read_once(c, 16);
+  EXPECT_TRUE(first && second);
+  if (first && second) {
+    EXPECT_EQ(first->bytes, "first");
+    EXPECT_EQ(second->bytes, "second");
+  }
+  return reads_that_found_nothing() - before;
+}
+
 TEST(ReadAvailable, ReadsWhatHasArrived) {
   Connection c;
-  c.send("hello"sv);
-  wait_until_readable(c, 5);
+  arrive(c, "hello"sv);
   const auto r = read_once(c, 16);
   ASSERT_TRUE(r);
   EXPECT_FALSE(r->ec) << r->ec.message();
@@ -107,17 +133,7 @@ TEST(ReadAvailable, ReadsWhatHasArrived) {
 TEST(ReadAvailable, AfterAReadThatLeftNothingTheNextReadWaitsWithoutARecvThatFindsNothing) {
   if constexpr (!kEdgeTrackedReads) GTEST_SKIP() << "this build reads with async_read_some";
   Connection c;
-  c.send("first"sv);
-  wait_until_readable(c, 5);
-  const auto before = reads_that_found_nothing();
-  const auto first = read_once(c, 16);
-  c.send_later(milliseconds(20), "second");
-  const auto second = read_once(c, 16);
-  ASSERT_TRUE(first && second);
-  EXPECT_EQ(first->bytes, "first");
-  EXPECT_EQ(second->bytes, "second");
-  EXPECT_EQ(reads_that_found_nothing() - before, 0U)
-      << "the second read tried a recv before waiting";
+  EXPECT_EQ(empty_recvs_over_a_pause(c), 0U) << "the second read tried a recv before waiting";
 }
 
 // Without TCP_INQ nothing says the socket was emptied: the read after a short
@@ -125,15 +141,7 @@ TEST(ReadAvailable, AfterAReadThatLeftNothingTheNextReadWaitsWithoutARecvThatFin
 TEST(ReadAvailable, WithoutDrainHintsTheNextReadTriesARecvFirst) {
   if constexpr (!kEdgeTrackedReads) GTEST_SKIP() << "this build reads with async_read_some";
   Connection c{false};
-  c.send("first"sv);
-  wait_until_readable(c, 5);
-  const auto before = reads_that_found_nothing();
-  const auto first = read_once(c, 16);
-  c.send_later(milliseconds(20), "second");
-  const auto second = read_once(c, 16);
-  ASSERT_TRUE(first && second);
-  EXPECT_EQ(second->bytes, "second");
-  EXPECT_EQ(reads_that_found_nothing() - before, 1U);
+  EXPECT_EQ(empty_recvs_over_a_pause(c), 1U);
 }
 
 // Bytes left by a read whose buffer they did not fit, after epoll's report of
@@ -141,8 +149,7 @@ TEST(ReadAvailable, WithoutDrainHintsTheNextReadTriesARecvFirst) {
 // report will come for them again.
 TEST(ReadAvailable, BytesLeftInTheSocketAreReadWithoutWaitingForAReport) {
   Connection c;
-  c.send("0123456789abcdef"sv);
-  wait_until_readable(c, 16);
+  arrive(c, "0123456789abcdef"sv);
   take_reports(c);
   const auto first = read_once(c, 10);
   const auto second = read_once(c, 10);
@@ -157,11 +164,7 @@ TEST(ReadAvailable, BytesLeftInTheSocketAreReadWithoutWaitingForAReport) {
 TEST(ReadAvailable, AnEndOfStreamThatCameWithTheLastBytesIsSeenAtOnce) {
   Connection c;
   std::optional<ReadResult> last;
-  auto into = std::make_shared<std::string>(16, '\0');
-  async_read_available(c.near, asio::buffer(*into),
-                       [&last, into](boost::system::error_code ec, std::size_t n) {
-                         last = ReadResult{ec, into->substr(0, n)};
-                       });
+  start_read(c, 16, last);
   c.io.poll();  // the read waits
   ASSERT_FALSE(last);
   c.send("last"sv);
@@ -180,11 +183,9 @@ TEST(ReadAvailable, AnEndOfStreamThatCameWithTheLastBytesIsSeenAtOnce) {
 // no wait and no recv that finds nothing.
 TEST(ReadAvailable, BytesReportedWhileNoReadWaitedAreReadAtOnce) {
   Connection c;
-  c.send("first"sv);
-  wait_until_readable(c, 5);
+  arrive(c, "first"sv);
   const auto first = read_once(c, 16);
-  c.send("second"sv);
-  wait_until_readable(c, 6);
+  arrive(c, "second"sv);
   take_reports(c);
   const auto before = reads_that_found_nothing();
   const auto second = read_once(c, 16);
@@ -196,11 +197,9 @@ TEST(ReadAvailable, BytesReportedWhileNoReadWaitedAreReadAtOnce) {
 // The same, with the report not yet taken from epoll when the read starts.
 TEST(ReadAvailable, BytesThatCameBeforeTheReadStartedAreNotMissed) {
   Connection c;
-  c.send("first"sv);
-  wait_until_readable(c, 5);
+  arrive(c, "first"sv);
   const auto first = read_once(c, 16);
-  c.send("second"sv);
-  wait_until_readable(c, 6);
+  arrive(c, "second"sv);
   const auto second = read_once(c, 16);
   ASSERT_TRUE(first && second) << "the read waited for a report that had already come";
   EXPECT_EQ(second->bytes, "second");
@@ -208,8 +207,7 @@ TEST(ReadAvailable, BytesThatCameBeforeTheReadStartedAreNotMissed) {
 
 TEST(ReadAvailable, ReadsIntoSeveralBuffersInOrder) {
   Connection c;
-  c.send("abcdefghij"sv);
-  wait_until_readable(c, 10);
+  arrive(c, "abcdefghij"sv);
   std::array<char, 4> head{};
   std::array<char, 16> tail{};
   const std::array<asio::mutable_buffer, 2> into{asio::buffer(head), asio::buffer(tail)};
