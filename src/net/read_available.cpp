@@ -2,21 +2,29 @@
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 
+#include <boost/intrusive/list.hpp>
 #include <cassert>
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 namespace lmwarden::net {
 namespace {
 
 thread_local std::uint64_t found_nothing = 0;
+thread_local std::uint64_t completed_by_sweep = 0;
 
 }  // namespace
 
 std::uint64_t reads_that_found_nothing() noexcept {
   return found_nothing;
+}
+
+std::uint64_t reads_completed_by_sweep() noexcept {
+  return completed_by_sweep;
 }
 
 namespace {
@@ -78,21 +86,27 @@ Destination destination(std::span<const asio::mutable_buffer> buffers) noexcept 
 // socket again; "not_done" queues the read until that report.
 asio::detail::reactor_op::status ReadOpBase::perform(reactor_op* base) noexcept {
   auto* op = static_cast<ReadOpBase*>(base);
-  if (op->into_.room == 0) return done;  // nothing to read into: at once, as Asio does
+  const status result = op->read();
+  op->ended_ = result != not_done;
+  return result;
+}
+
+asio::detail::reactor_op::status ReadOpBase::read() noexcept {
+  if (into_.room == 0) return done;  // nothing to read into: at once, as Asio does
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
   for (;;) {
     msghdr message{};
-    message.msg_iov = op->into_.pieces.data();
-    message.msg_iovlen = op->into_.count;
+    message.msg_iov = into_.pieces.data();
+    message.msg_iovlen = into_.count;
     message.msg_control = control;
     message.msg_controllen = sizeof control;
-    const ssize_t n = ::recvmsg(op->fd_, &message, 0);
+    const ssize_t n = ::recvmsg(fd_, &message, 0);
     if (n > 0) {
-      op->bytes_transferred_ = static_cast<std::size_t>(n);
+      bytes_transferred_ = static_cast<std::size_t>(n);
       return drained(message) ? done_and_exhausted : done;
     }
     if (n == 0) {
-      op->ec_ = asio::error::eof;
+      ec_ = asio::error::eof;
       return done_and_exhausted;
     }
     if (errno == EINTR) continue;
@@ -100,9 +114,105 @@ asio::detail::reactor_op::status ReadOpBase::perform(reactor_op* base) noexcept 
       ++found_nothing;
       return not_done;
     }
-    op->ec_ = boost::system::error_code(errno, asio::error::get_system_category());
+    ec_ = boost::system::error_code(errno, asio::error::get_system_category());
     return done;
   }
+}
+
+bool ReadOpBase::complete_now(Reactor& reactor) noexcept {
+  assert(queued());
+  if (perform(this) == not_done) return false;
+  swept_ = ec_;
+  ended_by_sweep_ = true;
+  ++completed_by_sweep;
+  // Out of the descriptor's queue, and posted: the completion runs later,
+  // from the scheduler, as a cancelled operation's does; result() gives the
+  // read's own outcome rather than the cancellation.
+  reactor.cancel_ops_by_key(fd_, descriptor_, Reactor::read_op, this);
+  return true;
+}
+
+namespace {
+
+// The reads of one io_context that are queued in its reactor, and the timer
+// that sweeps them, which runs only while there are some.
+class WaitingReads final : public asio::execution_context::service {
+ public:
+  static inline asio::execution_context::id id;
+
+  explicit WaitingReads(asio::io_context& context)
+      : service(context),
+        reactor_(asio::use_service<ReadOpBase::Reactor>(context)),
+        timer_(context) {}
+
+  void add(ReadOpBase& op) {
+    waiting_.push_back(op);
+    if (!ticking_) arm();
+  }
+
+ private:
+  using List = boost::intrusive::list<
+      ReadOpBase,
+      boost::intrusive::member_hook<ReadOpBase, decltype(ReadOpBase::waiting), &ReadOpBase::waiting>,
+      boost::intrusive::constant_time_size<false>>;
+
+  void arm() {
+    ticking_ = true;
+    timer_.expires_after(kSweepPeriod);
+    // The service outlives its timer's handler: the context destroys pending
+    // handlers, uninvoked, before its services.
+    timer_.async_wait([this](const boost::system::error_code& ec) {
+      ticking_ = false;
+      if (ec) return;
+      sweep();
+      if (!waiting_.empty()) arm();  // else idle: the next add() arms again
+    });
+  }
+
+  // One poll() over the sockets of the reads still queued; each whose socket
+  // can be read (bytes, the end of the stream, an error) is completed now.
+  // Reads that have left the queue (done, cancelled, their socket closed)
+  // leave the list when their completion has run and destroyed them.
+  void sweep() noexcept {
+    polled_.clear();
+    reads_.clear();
+    try {
+      for (ReadOpBase& op : waiting_) {
+        if (!op.queued()) continue;
+        polled_.push_back(pollfd{op.fd(), POLLIN, 0});
+        reads_.push_back(&op);
+      }
+    } catch (const std::bad_alloc&) {
+      return;  // the next sweep tries again
+    }
+    if (polled_.empty()) return;
+    int ready = 0;
+    do ready = ::poll(polled_.data(), polled_.size(), 0);
+    while (ready < 0 && errno == EINTR);
+    // Completing a read posts it and runs no handler: the list holds still.
+    for (std::size_t i = 0; ready > 0 && i < polled_.size(); ++i) {
+      if (polled_[i].revents == 0) continue;
+      --ready;
+      reads_[i]->complete_now(reactor_);
+    }
+  }
+
+  void shutdown() override { waiting_.clear(); }
+
+  ReadOpBase::Reactor& reactor_;
+  List waiting_;
+  Timer timer_;
+  std::vector<pollfd> polled_;
+  std::vector<ReadOpBase*> reads_;
+  bool ticking_ = false;
+};
+
+}  // namespace
+
+void wait_in_sweep(asio::io_context& context, ReadOpBase& op,
+                   ReadOpBase::Reactor::per_descriptor_data descriptor) {
+  op.descriptor_ = descriptor;
+  asio::use_service<WaitingReads>(context).add(op);
 }
 
 }  // namespace read_available_detail

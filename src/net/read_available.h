@@ -25,12 +25,16 @@
 // too, but Asio re-arms the descriptor with epoll_ctl for each wait: a system
 // call as well.)
 //
-// One case is seen late: a reset (RST) that arrives together with the
-// peer's last bytes. TCP_INQ does not count it, Asio does not register for
-// EPOLLRDHUP (which would show it), and epoll reports the socket once for
-// both; so the next read waits, for the caller's timeout, where a recv would
-// have failed at once. A reset alone, or after bytes already read, is seen as
-// before. nginx, registered for EPOLLRDHUP, does not have this gap.
+// One case makes no report of its own: a reset (RST) that arrives together
+// with the peer's last bytes. TCP_INQ does not count it, Asio does not
+// register for EPOLLRDHUP (which would show it), and epoll reports the socket
+// once for both; so the read after those bytes would wait for a report that
+// never comes, where a recv would have failed at once. A sweep covers it:
+// once a second (kSweepPeriod), each io_context that has reads waiting asks
+// the kernel, with one poll() over all of their sockets, which of them can be
+// read, and completes those reads with a recv of their own. A reset alone,
+// or after bytes already read, is reported by epoll as before. nginx,
+// registered for EPOLLRDHUP, sees it at once.
 //
 // Without TCP_INQ on the socket (not enabled, another kind of socket, an old
 // kernel), a read never reports the socket drained: it is async_read_some.
@@ -49,7 +53,9 @@
 #include <array>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/buffer.hpp>
+#include <boost/asio/io_context.hpp>
 #include <boost/version.hpp>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -66,6 +72,7 @@
 #include <boost/asio/detail/reactor_op.hpp>
 #include <boost/asio/detail/socket_ops.hpp>
 #include <boost/asio/recycling_allocator.hpp>
+#include <boost/intrusive/list_hook.hpp>
 #include <sys/uio.h>
 #else
 #define LMWARDEN_EDGE_TRACKED_READS 0
@@ -90,6 +97,14 @@ bool enable_drain_hints(Acceptor& acceptor) noexcept;
 // that then waited): what the edge tracking is there to keep near zero.
 std::uint64_t reads_that_found_nothing() noexcept;
 
+// How often an io_context with reads waiting checks their sockets for what
+// epoll will not report (the reset above).
+inline constexpr std::chrono::milliseconds kSweepPeriod{1000};
+
+// Reads of async_read_available on this thread that the sweep completed:
+// zero unless a socket became readable without a report.
+std::uint64_t reads_completed_by_sweep() noexcept;
+
 #if LMWARDEN_EDGE_TRACKED_READS
 namespace read_available_detail {
 
@@ -104,18 +119,56 @@ struct Destination {
 // The part of the operation that does not depend on the handler: the recv,
 // and what the kernel's count of the bytes left tells the reactor.
 class ReadOpBase : public asio::detail::reactor_op {
+ public:
+  using Reactor = asio::detail::reactor;
+
+  // Its place in its io_context's list of waiting reads (WaitingReads).
+  boost::intrusive::list_member_hook<boost::intrusive::link_mode<boost::intrusive::auto_unlink>>
+      waiting;
+
+  // Called right after the reactor took the operation: whether it is queued,
+  // waiting for epoll (rather than done, and posted with its result).
+  bool queued() const noexcept { return !ended_ && !ec_; }
+
+  // Once its socket can be read: the recv, and, when that ends the read, the
+  // operation taken from the reactor's queue and posted with its result.
+  // False when the recv found nothing (the read stays queued). Only for a
+  // queued() operation, on the thread that runs its io_context.
+  bool complete_now(Reactor& reactor) noexcept;
+
+  int fd() const noexcept { return fd_; }
+
  protected:
   ReadOpBase(int fd, const Destination& into, func_type complete)
       : reactor_op(boost::system::error_code{}, &ReadOpBase::perform, complete),
         fd_(fd),
-        into_(into) {}
+        into_(into) {
+    cancellation_key_ = this;  // complete_now() takes exactly this operation from the queue
+  }
+
+  // How the read ended: its error, kept apart from the cancellation that
+  // complete_now() took it from the queue with.
+  boost::system::error_code result() const noexcept { return ended_by_sweep_ ? swept_ : ec_; }
 
  private:
+  friend void wait_in_sweep(asio::io_context&, ReadOpBase&, Reactor::per_descriptor_data);
+
   static status perform(reactor_op* base) noexcept;
+  status read() noexcept;
 
   int fd_;
   Destination into_;
+  Reactor::per_descriptor_data descriptor_{};  // the reactor's state for fd_, while queued
+  bool ended_ = false;  // a recv ended the read (bytes, the end of the stream or an error)
+  bool ended_by_sweep_ = false;
+  boost::system::error_code swept_;
 };
+
+// Puts a queued read in its io_context's list of waiting reads, which the
+// sweep checks every kSweepPeriod while it is not empty. The operation
+// leaves the list when it is destroyed.
+void wait_in_sweep(asio::io_context& context, ReadOpBase& op,
+                   ReadOpBase::Reactor::per_descriptor_data descriptor);
 
 // The operation with its handler. Its memory comes from the thread's
 // recycling cache, as Asio's own operations' does.
@@ -136,7 +189,7 @@ class ReadOp final : public ReadOpBase {
                        const boost::system::error_code& /*unused*/, std::size_t /*unused*/) {
     auto* op = static_cast<ReadOp*>(base);
     Handler handler(std::move(op->handler_));
-    const boost::system::error_code ec = op->ec_;
+    const boost::system::error_code ec = op->result();
     const std::size_t n = op->bytes_transferred_;
     op->~ReadOp();
     Allocator{}.deallocate(op, 1);
@@ -179,6 +232,8 @@ void start(Socket& socket, const Destination& into, Handler&& handler) {
   }
   reactor.start_op(asio::detail::reactor::read_op, impl.socket_, impl.reactor_data_, op, false,
                    true);
+  // A completed operation is posted, not run, so `op` is still there.
+  if (op->queued()) wait_in_sweep(socket.get_executor().context(), *op, impl.reactor_data_);
 }
 
 }  // namespace read_available_detail

@@ -60,10 +60,13 @@ class BadServer {
     kGarbage,      // reads the request, answers bytes that are not HTTP, closes
     kCloseAtOnce,  // accepts and closes without a byte
     kReply,        // reads the request, answers the bytes it was given, closes
+    // Answers the bytes it was given, then, 50 ms later, `last` and at once
+    // a reset (RST): the warden's read is waiting when both arrive.
+    kReplyThenReset,
   };
 
-  explicit BadServer(Behaviour behaviour, std::string reply = {})
-      : behaviour_(behaviour), reply_(std::move(reply)) {
+  explicit BadServer(Behaviour behaviour, std::string reply = {}, std::string last = {})
+      : behaviour_(behaviour), reply_(std::move(reply)), last_(std::move(last)) {
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
@@ -91,7 +94,7 @@ class BadServer {
       const int c = ::accept(fd_, nullptr, nullptr);
       if (c < 0) continue;
       ++accepted_;
-      if (behaviour_ == Behaviour::kGarbage || behaviour_ == Behaviour::kReply) {
+      if (behaviour_ != Behaviour::kCloseAtOnce) {
         char buf[4096];
         pollfd q{c, POLLIN, 0};
         if (::poll(&q, 1, 2000) > 0) (void)::recv(c, buf, sizeof buf, 0);
@@ -99,12 +102,19 @@ class BadServer {
         const std::string_view out = behaviour_ == Behaviour::kGarbage ? kGarbage : reply_;
         (void)::send(c, out.data(), out.size(), MSG_NOSIGNAL);
       }
+      if (behaviour_ == Behaviour::kReplyThenReset) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        const linger abort_on_close{1, 0};
+        ::setsockopt(c, SOL_SOCKET, SO_LINGER, &abort_on_close, sizeof abort_on_close);
+        (void)::send(c, last_.data(), last_.size(), MSG_NOSIGNAL);
+      }
       ::close(c);
     }
   }
 
   Behaviour behaviour_;
   std::string reply_;
+  std::string last_;
   int fd_ = -1;
   std::uint16_t port_ = 0;
   std::thread thread_;
@@ -201,6 +211,34 @@ TEST(FaultBackend, AReplyEndedByTheServersCloseIsRelayedWhole) {
   EXPECT_EQ(r.body, body);
   EXPECT_EQ(card_in_flight(warden), 0);
   EXPECT_EQ(chat(warden.port(), "again").body, body) << "the closed connection is not reused";
+}
+
+// The server's reset comes right behind its last bytes, while the relay's
+// read waits, so that epoll reports both at once: the client still learns
+// of the failure within a second or so, not when the idle timeout (20 s
+// here) runs out.
+TEST(FaultBackend, AResetRightAfterTheLastBytesEndsTheStreamAtOnce) {
+  const std::string event = "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n";
+  const std::string chunk = "2f\r\n" + event + "\r\n";
+  ASSERT_EQ(event.size(), 0x2fU);
+  BadServer server{BadServer::Behaviour::kReplyThenReset,
+                   "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                   "Transfer-Encoding: chunked\r\n\r\n" + chunk,
+                   chunk};
+  RunningWarden warden{fault_config({{server.port(), 1}})};
+  HttpConnection client{warden.port()};
+  const auto start = std::chrono::steady_clock::now();
+  client.send(http::verb::post, "/v1/chat/completions", chat_body(true), {{"session-id", "reset"}});
+  ASSERT_EQ(client.read_header().status, 200u);
+  std::string seen;
+  while (auto piece = client.read_some()) seen += *piece;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  const auto first = seen.find(event);
+  ASSERT_NE(first, std::string::npos) << seen;
+  EXPECT_NE(seen.find(event, first + 1), std::string::npos) << "the last bytes were lost:\n" << seen;
+  EXPECT_NE(seen.find("failed mid-reply"), std::string::npos) << seen;
+  EXPECT_TRUE(eventually([&] { return card_in_flight(warden) == 0; }));
+  EXPECT_TRUE(metrics_count_error(warden, 0, "reset"));
 }
 
 TEST(FaultBackend, AReplyShorterThanItsLengthIsCutShortAndCounted) {

@@ -4,8 +4,11 @@
 // nothing, the next read waits for the socket's next readiness report without
 // a recv that finds nothing; and bytes or an end of stream that are left are
 // read at once, with no report to wait for. The count of recvs that found
-// nothing (reads_that_found_nothing) shows the edge tracking at work; where
-// this build has none (kEdgeTrackedReads false) those tests are skipped.
+// nothing (reads_that_found_nothing) shows the edge tracking at work; the
+// count of reads the sweep completed (reads_completed_by_sweep) shows that
+// those reads did not need the sweep, and that a reset which came with the
+// last bytes (no report of its own) is seen by it. Where this build has no
+// edge tracking (kEdgeTrackedReads false) those tests are skipped.
 #include "net/read_available.h"
 
 #include <gtest/gtest.h>
@@ -72,13 +75,19 @@ void start_read(Connection& c, std::size_t room, std::optional<ReadResult>& resu
                        });
 }
 
+// Runs `c.io` until `result` is set, for at most `limit`.
+void run_until_set(Connection& c, const std::optional<ReadResult>& result,
+                   std::chrono::steady_clock::duration limit) {
+  c.io.restart();
+  const auto give_up = std::chrono::steady_clock::now() + limit;
+  while (!result && std::chrono::steady_clock::now() < give_up) c.io.run_one_until(give_up);
+}
+
 // One such read, run to completion (at most 5 s).
 std::optional<ReadResult> read_once(Connection& c, std::size_t room) {
   std::optional<ReadResult> result;
   start_read(c, room, result);
-  c.io.restart();
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (!result && std::chrono::steady_clock::now() < give_up) c.io.run_one_until(give_up);
+  run_until_set(c, result, std::chrono::seconds(5));
   return result;
 }
 
@@ -151,11 +160,13 @@ TEST(ReadAvailable, BytesLeftInTheSocketAreReadWithoutWaitingForAReport) {
   Connection c;
   arrive(c, "0123456789abcdef"sv);
   take_reports(c);
+  const auto swept = reads_completed_by_sweep();
   const auto first = read_once(c, 10);
   const auto second = read_once(c, 10);
   ASSERT_TRUE(first && second) << "the read waited for a report that had already come";
   EXPECT_EQ(first->bytes, "0123456789");
   EXPECT_EQ(second->bytes, "abcdef");
+  EXPECT_EQ(reads_completed_by_sweep() - swept, 0U) << "the read waited for the sweep";
 }
 
 // The peer's last bytes and its FIN came together, while a read waited: one
@@ -163,6 +174,7 @@ TEST(ReadAvailable, BytesLeftInTheSocketAreReadWithoutWaitingForAReport) {
 // its own, so the next read must see the end of the stream without one.
 TEST(ReadAvailable, AnEndOfStreamThatCameWithTheLastBytesIsSeenAtOnce) {
   Connection c;
+  const auto swept = reads_completed_by_sweep();
   std::optional<ReadResult> last;
   start_read(c, 16, last);
   c.io.poll();  // the read waits
@@ -176,6 +188,49 @@ TEST(ReadAvailable, AnEndOfStreamThatCameWithTheLastBytesIsSeenAtOnce) {
   const auto end = read_once(c, 16);
   ASSERT_TRUE(end) << "the end of the stream went unseen";
   EXPECT_EQ(end->ec, asio::error::eof);
+  EXPECT_EQ(reads_completed_by_sweep() - swept, 0U) << "the end of the stream waited for the sweep";
+}
+
+// The peer's last bytes and its reset (RST) came together, and epoll's one
+// report of both was taken while no read waited. The read of the bytes
+// leaves none, so the next read waits for a report; none comes for the
+// reset. The sweep finds the socket readable and completes that read with
+// the reset.
+TEST(ReadAvailable, AResetThatCameWithTheLastBytesIsSeenByTheSweep) {
+  Connection c;
+  c.far.set_option(asio::socket_base::linger(true, 0));  // close sends RST
+  c.send("last"sv);
+  c.far.close();
+  wait_until_readable(c, 4);
+  take_reports(c);
+  const auto swept = reads_completed_by_sweep();
+  const auto data = read_once(c, 16);
+  ASSERT_TRUE(data);
+  EXPECT_EQ(data->bytes, "last");
+  std::optional<ReadResult> reset;
+  start_read(c, 16, reset);
+  run_until_set(c, reset, 3 * kSweepPeriod);
+  ASSERT_TRUE(reset) << "the reset went unseen";
+  EXPECT_EQ(reset->ec, asio::error::connection_reset) << reset->ec.message();
+  if constexpr (kEdgeTrackedReads) {
+    EXPECT_EQ(reads_completed_by_sweep() - swept, 1U);
+  }
+}
+
+// A read of a quiet socket waits through sweeps, then takes what comes.
+TEST(ReadAvailable, TheSweepLeavesAReadOfAQuietSocketWaiting) {
+  Connection c;
+  const auto swept = reads_completed_by_sweep();
+  std::optional<ReadResult> r;
+  start_read(c, 16, r);
+  run_until_set(c, r, 2 * kSweepPeriod + milliseconds(200));
+  EXPECT_FALSE(r) << "the read ended with nothing to read";
+  c.send("late"sv);
+  run_until_set(c, r, std::chrono::seconds(5));
+  ASSERT_TRUE(r);
+  EXPECT_FALSE(r->ec) << r->ec.message();
+  EXPECT_EQ(r->bytes, "late");
+  EXPECT_EQ(reads_completed_by_sweep() - swept, 0U);
 }
 
 // The socket was emptied, then bytes came and epoll reported them while no
@@ -188,10 +243,12 @@ TEST(ReadAvailable, BytesReportedWhileNoReadWaitedAreReadAtOnce) {
   arrive(c, "second"sv);
   take_reports(c);
   const auto before = reads_that_found_nothing();
+  const auto swept = reads_completed_by_sweep();
   const auto second = read_once(c, 16);
   ASSERT_TRUE(first && second) << "the report was lost: the read waited";
   EXPECT_EQ(second->bytes, "second");
   EXPECT_EQ(reads_that_found_nothing() - before, 0U);
+  EXPECT_EQ(reads_completed_by_sweep() - swept, 0U) << "the report was lost: the read waited";
 }
 
 // The same, with the report not yet taken from epoll when the read starts.
@@ -200,9 +257,11 @@ TEST(ReadAvailable, BytesThatCameBeforeTheReadStartedAreNotMissed) {
   arrive(c, "first"sv);
   const auto first = read_once(c, 16);
   arrive(c, "second"sv);
+  const auto swept = reads_completed_by_sweep();
   const auto second = read_once(c, 16);
   ASSERT_TRUE(first && second) << "the read waited for a report that had already come";
   EXPECT_EQ(second->bytes, "second");
+  EXPECT_EQ(reads_completed_by_sweep() - swept, 0U) << "the read waited for the sweep";
 }
 
 TEST(ReadAvailable, ReadsIntoSeveralBuffersInOrder) {
@@ -292,6 +351,7 @@ TEST(ReadAvailable, AnAcceptedConnectionInheritsTheHints) {
 // From a coroutine, as the warden reads: co_await with kAsTuple.
 TEST(ReadAvailable, AwaitedFromACoroutine) {
   Connection c;
+  const auto swept = reads_completed_by_sweep();
   std::string got;
   boost::system::error_code end;
   asio::co_spawn(
@@ -315,9 +375,14 @@ TEST(ReadAvailable, AwaitedFromACoroutine) {
     c.send("two"sv);
     c.far.shutdown(tcp::socket::shutdown_send);
   });
-  c.io.run_for(std::chrono::seconds(5));
+  // Until the coroutine ends, not until the context runs out of work: the
+  // sweep's timer stays pending for up to kSweepPeriod after the last read.
+  c.io.restart();
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!end && std::chrono::steady_clock::now() < give_up) c.io.run_one_until(give_up);
   EXPECT_EQ(got, "one two");
   EXPECT_EQ(end, asio::error::eof);
+  EXPECT_EQ(reads_completed_by_sweep() - swept, 0U);
 }
 
 }  // namespace
