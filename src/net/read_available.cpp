@@ -9,6 +9,7 @@
 #include <cassert>
 #include <cerrno>
 #include <cstring>
+#include <exception>
 #include <vector>
 
 namespace lmwarden::net {
@@ -157,7 +158,6 @@ class WaitingReads final : public asio::execution_context::service {
       boost::intrusive::constant_time_size<false>>;
 
   void arm() {
-    ticking_ = true;
     timer_.expires_after(kSweepPeriod);
     // The service outlives its timer's handler: the context destroys pending
     // handlers, uninvoked, before its services.
@@ -167,6 +167,7 @@ class WaitingReads final : public asio::execution_context::service {
       sweep();
       if (!waiting_.empty()) arm();  // else idle: the next add() arms again
     });
+    ticking_ = true;  // once the wait is pending (async_wait may throw)
   }
 
   // One poll() over the sockets of the reads still queued; each whose socket
@@ -210,9 +211,15 @@ class WaitingReads final : public asio::execution_context::service {
 }  // namespace
 
 void wait_in_sweep(asio::io_context& context, ReadOpBase& op,
-                   ReadOpBase::Reactor::per_descriptor_data descriptor) {
+                   ReadOpBase::Reactor::per_descriptor_data descriptor) noexcept {
   op.descriptor_ = descriptor;
-  asio::use_service<WaitingReads>(context).add(op);
+  try {
+    asio::use_service<WaitingReads>(context).add(op);
+  } catch (const std::exception&) {
+    // Out of memory for the service or the timer's wait: this read waits
+    // for epoll alone, as it did before there was a sweep.
+    op.waiting.unlink();
+  }
 }
 
 }  // namespace read_available_detail

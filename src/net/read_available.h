@@ -98,7 +98,10 @@ bool enable_drain_hints(Acceptor& acceptor) noexcept;
 std::uint64_t reads_that_found_nothing() noexcept;
 
 // How often an io_context with reads waiting checks their sockets for what
-// epoll will not report (the reset above).
+// epoll will not report (the reset above). The sweep's timer stays pending
+// for up to this long after the last read has ended, so an io_context left
+// to run out of work (rather than stopped, as the warden's are) returns
+// from run() up to that much later.
 inline constexpr std::chrono::milliseconds kSweepPeriod{1000};
 
 // Reads of async_read_available on this thread that the sweep completed:
@@ -151,7 +154,7 @@ class ReadOpBase : public asio::detail::reactor_op {
   boost::system::error_code result() const noexcept { return ended_by_sweep_ ? swept_ : ec_; }
 
  private:
-  friend void wait_in_sweep(asio::io_context&, ReadOpBase&, Reactor::per_descriptor_data);
+  friend void wait_in_sweep(asio::io_context&, ReadOpBase&, Reactor::per_descriptor_data) noexcept;
 
   static status perform(reactor_op* base) noexcept;
   status read() noexcept;
@@ -168,7 +171,7 @@ class ReadOpBase : public asio::detail::reactor_op {
 // sweep checks every kSweepPeriod while it is not empty. The operation
 // leaves the list when it is destroyed.
 void wait_in_sweep(asio::io_context& context, ReadOpBase& op,
-                   ReadOpBase::Reactor::per_descriptor_data descriptor);
+                   ReadOpBase::Reactor::per_descriptor_data descriptor) noexcept;
 
 // The operation with its handler. Its memory comes from the thread's
 // recycling cache, as Asio's own operations' does.
