@@ -123,17 +123,15 @@ asio::detail::reactor_op::status ReadOpBase::read() noexcept {
 bool ReadOpBase::complete_now(Reactor& reactor) noexcept {
   assert(queued());
   if (perform(this) == not_done) return false;
-  swept_ = ec_;
-  ended_by_sweep_ = true;
   ++completed_by_sweep;
   // Out of the descriptor's queue, and posted: the completion runs later,
-  // from the scheduler, as a cancelled operation's does; result() gives the
-  // read's own outcome rather than the cancellation.
+  // from the scheduler (one thread), as a cancelled operation's does. It
+  // reports the recv's own outcome, not the cancellation's.
+  const boost::system::error_code outcome = ec_;
   reactor.cancel_ops_by_key(fd_, descriptor_, Reactor::read_op, this);
+  ec_ = outcome;
   return true;
 }
-
-namespace {
 
 // The reads of one io_context that are queued in its reactor, and the timer
 // that sweeps them, which runs only while there are some.
@@ -145,6 +143,8 @@ class WaitingReads final : public asio::execution_context::service {
       : service(context),
         reactor_(asio::use_service<ReadOpBase::Reactor>(context)),
         timer_(context) {}
+
+  ReadOpBase::Reactor& reactor() noexcept { return reactor_; }
 
   void add(ReadOpBase& op) {
     waiting_.push_back(op);
@@ -208,16 +208,20 @@ class WaitingReads final : public asio::execution_context::service {
   bool ticking_ = false;
 };
 
-}  // namespace
+WaitingReads& waiting_reads(asio::io_context& context) {
+  return asio::use_service<WaitingReads>(context);
+}
 
-void wait_in_sweep(asio::io_context& context, ReadOpBase& op,
-                   ReadOpBase::Reactor::per_descriptor_data descriptor) noexcept {
-  op.descriptor_ = descriptor;
+ReadOpBase::Reactor& reactor_of(WaitingReads& reads) noexcept {
+  return reads.reactor();
+}
+
+void wait_in_sweep(WaitingReads& reads, ReadOpBase& op) noexcept {
   try {
-    asio::use_service<WaitingReads>(context).add(op);
+    reads.add(op);
   } catch (const std::exception&) {
-    // Out of memory for the service or the timer's wait: this read waits
-    // for epoll alone, as it did before there was a sweep.
+    // Out of memory for the timer's wait: this read waits for epoll alone,
+    // as it did before there was a sweep.
     op.waiting.unlink();
   }
 }

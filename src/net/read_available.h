@@ -142,36 +142,36 @@ class ReadOpBase : public asio::detail::reactor_op {
   int fd() const noexcept { return fd_; }
 
  protected:
-  ReadOpBase(int fd, const Destination& into, func_type complete)
+  ReadOpBase(int fd, Reactor::per_descriptor_data descriptor, const Destination& into,
+             func_type complete)
       : reactor_op(boost::system::error_code{}, &ReadOpBase::perform, complete),
         fd_(fd),
+        descriptor_(descriptor),
         into_(into) {
     cancellation_key_ = this;  // complete_now() takes exactly this operation from the queue
   }
 
-  // How the read ended: its error, kept apart from the cancellation that
-  // complete_now() took it from the queue with.
-  boost::system::error_code result() const noexcept { return ended_by_sweep_ ? swept_ : ec_; }
-
  private:
-  friend void wait_in_sweep(asio::io_context&, ReadOpBase&, Reactor::per_descriptor_data) noexcept;
-
   static status perform(reactor_op* base) noexcept;
   status read() noexcept;
 
   int fd_;
+  Reactor::per_descriptor_data descriptor_;  // the reactor's state for fd_
   Destination into_;
-  Reactor::per_descriptor_data descriptor_{};  // the reactor's state for fd_, while queued
   bool ended_ = false;  // a recv ended the read (bytes, the end of the stream or an error)
-  bool ended_by_sweep_ = false;
-  boost::system::error_code swept_;
 };
 
-// Puts a queued read in its io_context's list of waiting reads, which the
-// sweep checks every kSweepPeriod while it is not empty. The operation
-// leaves the list when it is destroyed.
-void wait_in_sweep(asio::io_context& context, ReadOpBase& op,
-                   ReadOpBase::Reactor::per_descriptor_data descriptor) noexcept;
+// The reads of one io_context that wait for epoll, which the sweep checks
+// every kSweepPeriod while there are some (read_available.cpp).
+class WaitingReads;
+
+// The io_context's waiting reads (created with its first read), and through
+// them its reactor: one service lookup per read.
+WaitingReads& waiting_reads(asio::io_context& context);
+ReadOpBase::Reactor& reactor_of(WaitingReads& reads) noexcept;
+
+// Puts a queued read in the list; it leaves the list when it is destroyed.
+void wait_in_sweep(WaitingReads& reads, ReadOpBase& op) noexcept;
 
 // The operation with its handler. Its memory comes from the thread's
 // recycling cache, as Asio's own operations' does.
@@ -180,8 +180,9 @@ class ReadOp final : public ReadOpBase {
  public:
   using Allocator = asio::recycling_allocator<ReadOp>;
 
-  ReadOp(int fd, const Destination& into, Handler&& handler)
-      : ReadOpBase(fd, into, &ReadOp::complete), handler_(std::move(handler)) {}
+  ReadOp(int fd, Reactor::per_descriptor_data descriptor, const Destination& into,
+         Handler&& handler)
+      : ReadOpBase(fd, descriptor, into, &ReadOp::complete), handler_(std::move(handler)) {}
 
  private:
   // Called by the scheduler with `owner` set to run the completion, or
@@ -192,7 +193,7 @@ class ReadOp final : public ReadOpBase {
                        const boost::system::error_code& /*unused*/, std::size_t /*unused*/) {
     auto* op = static_cast<ReadOp*>(base);
     Handler handler(std::move(op->handler_));
-    const boost::system::error_code ec = op->result();
+    const boost::system::error_code ec = op->ec_;
     const std::size_t n = op->bytes_transferred_;
     op->~ReadOp();
     Allocator{}.deallocate(op, 1);
@@ -217,11 +218,12 @@ template <class Handler>
 void start(Socket& socket, const Destination& into, Handler&& handler) {
   using Op = ReadOp<std::decay_t<Handler>>;
   auto& impl = SocketInternals::of(socket);
-  auto& reactor = asio::use_service<asio::detail::reactor>(socket.get_executor().context());
+  WaitingReads& waiting = waiting_reads(socket.get_executor().context());
+  ReadOpBase::Reactor& reactor = reactor_of(waiting);
   typename Op::Allocator allocator;
   Op* op = allocator.allocate(1);
   try {
-    new (op) Op(impl.socket_, into, std::forward<Handler>(handler));
+    new (op) Op(impl.socket_, impl.reactor_data_, into, std::forward<Handler>(handler));
   } catch (...) {
     allocator.deallocate(op, 1);
     throw;
@@ -236,7 +238,7 @@ void start(Socket& socket, const Destination& into, Handler&& handler) {
   reactor.start_op(asio::detail::reactor::read_op, impl.socket_, impl.reactor_data_, op, false,
                    true);
   // A completed operation is posted, not run, so `op` is still there.
-  if (op->queued()) wait_in_sweep(socket.get_executor().context(), *op, impl.reactor_data_);
+  if (op->queued()) wait_in_sweep(waiting, *op);
 }
 
 }  // namespace read_available_detail
