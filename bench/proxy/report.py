@@ -55,8 +55,9 @@ p.add_argument("--wrk-timeout", type=int, default=10,
 p.add_argument("--layout", default="none", help="run.sh's BENCH_LAYOUT, as resolved")
 for who in ("wrk", "responder", "proxy"):
     p.add_argument(f"--cpu-{who}", default="", help=f"the CPU {who} was pinned to; empty: none")
-p.add_argument("--cpu-responder-latency", default="",
-               help="the responder's CPU during the latency runs, where it differs")
+for who in ("wrk", "responder", "proxy"):
+    p.add_argument(f"--cpu-{who}-latency", default="",
+                   help=f"the CPU {who} was pinned to in the latency runs, where it differs")
 p.add_argument("--load-cpus", default="",
                help="comma-separated CPUs that carry only the load side (wrk, the responder)")
 p.add_argument("--nginx-version")
@@ -194,7 +195,9 @@ summary = {"cases": {}, "setup": {
     "pinned": a.layout != "none", "layout": a.layout,
     "cpu": {"wrk": a.cpu_wrk or None, "responder": a.cpu_responder or None,
             "responder_latency_runs": a.cpu_responder_latency or a.cpu_responder or None,
-            "proxy": a.cpu_proxy or None, "load_side": LOAD_CPUS},
+            "proxy": a.cpu_proxy or None,
+            "wrk_latency_runs": a.cpu_wrk_latency or a.cpu_wrk or None,
+            "proxy_latency_runs": a.cpu_proxy_latency or a.cpu_proxy or None, "load_side": LOAD_CPUS},
     "load_generator": "wrk -t1", "wrk_timeout_s": a.wrk_timeout, "proxy_threads": a.threads or 1}}
 for case in CASES:
     c = {}
@@ -293,10 +296,14 @@ with open(a.out, "w") as f:
 def placement_text():
     """Where wrk, the responder and the proxy ran, e.g. "separate (wrk on CPU
     0, responder on CPU 1, proxy on CPU 2)"."""
-    where = [f"{who} on CPU {cpu}" for who, cpu in
-             (("wrk", a.cpu_wrk), ("responder", a.cpu_responder), ("proxy", a.cpu_proxy)) if cpu]
-    if a.cpu_responder_latency and a.cpu_responder_latency != a.cpu_responder:
-        where.append(f"the responder on CPU {a.cpu_responder_latency} for the latency runs")
+    roles = (("wrk", a.cpu_wrk, a.cpu_wrk_latency), ("responder", a.cpu_responder, a.cpu_responder_latency),
+             ("proxy", a.cpu_proxy, a.cpu_proxy_latency))
+    where = [f"{who} on CPU {cpu}" for who, cpu, _ in roles if cpu]
+    moved = [f"{who} on CPU {latency}" for who, cpu, latency in roles if latency and latency != cpu]
+    if moved and where:
+        where.append(f"the {', the '.join(moved)} for the latency runs")
+    elif moved:
+        where = ["nothing pinned in the throughput runs", f"the latency runs: {', '.join(moved)}"]
     return f"{a.layout} ({', '.join(where)})" if where else f"{a.layout} (nothing pinned)"
 
 

@@ -42,11 +42,18 @@
 #                 latency runs (the responder is moved between them), so
 #                 that requests/s is the proxy's and added latency compares
 #                 like with like.
-#   none          nothing pinned; also BENCH_PIN=0, and whenever
-#                 BENCH_PROXY_THREADS is above 1.
-#   auto          (default) separate with 3 CPUs or more, mixed with 2, none
-#                 with 1.
-# BENCH_PROXY_THREADS=N gives both proxies N workers/threads, unpinned.
+#   spread        for proxies of several threads: nothing pinned in the
+#                 throughput runs, so that each proxy spreads its threads
+#                 over the CPUs as it does by default; in the latency runs
+#                 wrk and the responder on CPU 0 and the proxy (every
+#                 thread) on CPU 1, as in mixed's. Needs 2 CPUs.
+#   none          nothing pinned; also BENCH_PIN=0.
+#   auto          (default) with one thread per proxy: separate with 3 CPUs
+#                 or more, mixed with 2, none with 1; with more: spread with
+#                 2 CPUs or more, none with 1.
+# BENCH_PROXY_THREADS=N gives both proxies N workers/threads (nginx
+# worker_processes, lmwarden threads); the layouts that pin a proxy to one
+# CPU in the throughput runs (all but spread and none) are then refused.
 #
 # Talks only to 127.0.0.1, stops by itself, kills what it started on exit.
 # Installs nginx, wrk and python3 from Debian when they are missing.
@@ -98,10 +105,12 @@ allowed_cpus() {
 layout="${BENCH_LAYOUT:-auto}"
 read -r -a allowed <<<"$(allowed_cpus)"
 cpus=${#allowed[@]}
-if [ "${BENCH_PIN:-1}" != 1 ] || [ "$threads" != 1 ]; then
+if [ "${BENCH_PIN:-1}" != 1 ]; then
   layout=none
 elif [ "$layout" = auto ]; then
-  if [ "$cpus" -ge 3 ]; then layout=separate
+  if [ "$threads" != 1 ]; then
+    if [ "$cpus" -ge 2 ]; then layout=spread; else layout=none; fi
+  elif [ "$cpus" -ge 3 ]; then layout=separate
   elif [ "$cpus" = 2 ]; then layout=mixed
   else layout=none
   fi
@@ -113,12 +122,22 @@ case "$layout" in
   separate) cpu_wrk=$first cpu_responder=$second cpu_proxy=$third load_cpus=$first,$second need=3 ;;
   shared-load) cpu_wrk=$first cpu_responder=$first cpu_proxy=$second load_cpus=$first need=2 ;;
   shared-proxy | mixed) cpu_wrk=$first cpu_responder=$second cpu_proxy=$second load_cpus=$first need=2 ;;
+  spread) cpu_wrk='' cpu_responder='' cpu_proxy='' load_cpus='' need=2 ;;
   none) cpu_wrk='' cpu_responder='' cpu_proxy='' load_cpus='' need=1 ;;
-  *) echo "$prog: BENCH_LAYOUT=$layout: use auto, separate, shared-load, shared-proxy, mixed or none" >&2
+  *) echo "$prog: BENCH_LAYOUT=$layout: use auto, separate, shared-load, shared-proxy, mixed, spread or none" >&2
      exit 2 ;;
 esac
-cpu_responder_latency=$cpu_responder  # where the latency runs find it
-[ "$layout" = mixed ] && cpu_responder_latency=$cpu_wrk
+if [ "$threads" != 1 ] && [ "$layout" != spread ] && [ "$layout" != none ]; then
+  echo "$prog: BENCH_LAYOUT=$layout pins each proxy to one CPU; with BENCH_PROXY_THREADS=$threads" \
+    "use spread or none" >&2
+  exit 2
+fi
+# Where the latency runs find each one, where a layout moves it there.
+cpu_wrk_latency=$cpu_wrk cpu_responder_latency=$cpu_responder cpu_proxy_latency=$cpu_proxy
+case "$layout" in
+  mixed) cpu_responder_latency=$cpu_wrk ;;
+  spread) cpu_wrk_latency=$first cpu_responder_latency=$first cpu_proxy_latency=$second ;;
+esac
 if [ "$cpus" -lt "$need" ]; then
   echo "$prog: BENCH_LAYOUT=$layout needs $need CPUs; this process may use $cpus" >&2
   exit 2
@@ -134,6 +153,7 @@ start_work bench-proxy
 
 pinned() { if [ -n "$1" ]; then echo taskset -c "$1"; fi; }
 read -r -a pin_wrk <<<"$(pinned "$cpu_wrk")"
+read -r -a pin_wrk_latency <<<"$(pinned "$cpu_wrk_latency")"
 read -r -a pin_responder <<<"$(pinned "$cpu_responder")"
 read -r -a pin_proxy <<<"$(pinned "$cpu_proxy")"
 
@@ -208,12 +228,13 @@ cpu_busy() {
 # Which CPU each of those triples is, in /proc/stat's order (online CPUs only).
 cpu_ids="$(awk '/^cpu[0-9]/ {print substr($1, 4)}' /proc/stat | paste -sd,)"
 
-run_wrk() {  # target case connections seconds result-file
-  local pu0 ps0 pu1 ps1 ru0 rs0 ru1 rs1 busy_before
+run_wrk() {  # target case connections seconds result-file [latency]
+  local pu0 ps0 pu1 ps1 ru0 rs0 ru1 rs1 busy_before pin=("${pin_wrk[@]}")
+  [ "${6:-}" = latency ] && pin=("${pin_wrk_latency[@]}")
   read -r pu0 ps0 <<<"$(cpu_ticks ${proxy_pids[$1]})"
   read -r ru0 rs0 <<<"$(cpu_ticks "$responder_pid")"
   busy_before="$(cpu_busy)"
-  "${pin_wrk[@]}" wrk -t1 -c"$3" -d"$4s" --timeout "${wrk_timeout}s" -s "$here/wrk.lua" "${url[$1]}" -- \
+  "${pin[@]}" wrk -t1 -c"$3" -d"$4s" --timeout "${wrk_timeout}s" -s "$here/wrk.lua" "${url[$1]}" -- \
     POST "${case_path[$2]}" "$work/$2.headers" "$work/$2.body" >"$work/wrk.out" 2>&1 || true
   # Where the CPU went: the proxy's and the responder's time, and each CPU's
   # busy share (which CPU carries what: the layout above).
@@ -229,16 +250,30 @@ run_wrk() {  # target case connections seconds result-file
   fi
 }
 
+# " and CPU N for latency" where the latency runs move one.
+for_latency() { if [ "$1" != "$2" ]; then echo " and ${2:-any} for latency"; fi; }
 echo "bench-proxy: upstream :$upstream_port, nginx :$nginx_port, lmwarden :$lmwarden_port;" \
-  "CPUs: $layout (wrk ${cpu_wrk:-any}, responder ${cpu_responder:-any}$([ "$layout" = mixed ] &&
-    echo " and ${cpu_responder_latency} for latency"), proxy ${cpu_proxy:-any});" \
+  "CPUs: $layout (wrk ${cpu_wrk:-any}$(for_latency "$cpu_wrk" "$cpu_wrk_latency")," \
+  "responder ${cpu_responder:-any}$(for_latency "$cpu_responder" "$cpu_responder_latency")," \
+  "proxy ${cpu_proxy:-any}$(for_latency "$cpu_proxy" "$cpu_proxy_latency"));" \
   "$rounds round(s) of ${seconds}s (c=$connections; sse256paced c=$paced_connections, a step every" \
   "${step_us} µs) + ${latency_seconds}s (c=1) per case and target"
 mkdir -p "$work/results"
-# Moves the responder (all its threads) to a CPU, when the layout moves it.
-place_responder() {
-  [ "$cpu_responder_latency" = "$cpu_responder" ] && return
-  taskset -apc "$1" "$responder_pid" >/dev/null
+# Moves the responder and the proxies (every thread) to where the layout has
+# them for the throughput runs (throughput) or the latency runs (latency); a
+# process the layout does not pin goes back to every CPU this script may use.
+every_cpu="$(echo "${allowed[@]}" | tr ' ' ,)"
+place() {  # throughput|latency
+  local responder_cpu=$cpu_responder proxy_cpu=$cpu_proxy pid
+  [ "$1" = latency ] && responder_cpu=$cpu_responder_latency proxy_cpu=$cpu_proxy_latency
+  [ "$cpu_responder_latency" != "$cpu_responder" ] &&
+    taskset -apc "${responder_cpu:-$every_cpu}" "$responder_pid" >/dev/null
+  if [ "$cpu_proxy_latency" != "$cpu_proxy" ]; then
+    for pid in ${proxy_pids[nginx]} ${proxy_pids[lmwarden]}; do
+      taskset -apc "${proxy_cpu:-$every_cpu}" "$pid" >/dev/null
+    done
+  fi
+  return 0
 }
 for c in "${cases[@]}"; do  # warm-up: pools filled, pages touched
   for t in "${targets[@]}"; do run_wrk "$t" "$c" 4 1 "$work/warmup.json"; done
@@ -252,14 +287,14 @@ for r in $(seq "$rounds"); do
   # A case's throughput runs go back to back, then its latency runs, so that
   # the two proxies' runs of a figure are seconds apart (the paired ratios).
   for c in "${cases[@]}"; do
-    place_responder "$cpu_responder"
+    place throughput
     for t in "${order[@]}"; do
       run_wrk "$t" "$c" "${case_connections[$c]}" "$seconds" "$work/results/$r.$c.$t.load.json"
       printf '.'
     done
-    place_responder "$cpu_responder_latency"
+    place latency
     for t in "${order[@]}"; do
-      run_wrk "$t" "$c" 1 "$latency_seconds" "$work/results/$r.$c.$t.latency.json"
+      run_wrk "$t" "$c" 1 "$latency_seconds" "$work/results/$r.$c.$t.latency.json" latency
       printf '.'
     done
   done
@@ -272,7 +307,8 @@ python3 "$here/report.py" "$work/results" "$out_dir/proxy.json" \
   --rounds "$rounds" --events "$events" --wrk-timeout "$wrk_timeout" --paced-connections "$paced_connections" \
   --step-us "$step_us" --threads "$threads" --layout "$layout" --cpu-wrk "$cpu_wrk" \
   --cpu-responder "$cpu_responder" --cpu-responder-latency "$cpu_responder_latency" \
-  --cpu-proxy "$cpu_proxy" --load-cpus "$load_cpus" \
+  --cpu-proxy "$cpu_proxy" --cpu-wrk-latency "$cpu_wrk_latency" --cpu-proxy-latency "$cpu_proxy_latency" \
+  --load-cpus "$load_cpus" \
   --nginx-version "$("$nginx_bin" -v 2>&1 | sed 's/.*nginx\///')" \
   --lmwarden-commit "$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)" \
   --lmwarden-build "$lmwarden_build"

@@ -207,6 +207,18 @@ class LayoutAndCpus(unittest.TestCase):
         self.assertIn("mixed (wrk on CPU 0, responder on CPU 1, proxy on CPU 1, "
                       "the responder on CPU 0 for the latency runs)", printed)
 
+    def test_spread_names_where_the_latency_runs_pin_each(self):
+        r = Results(cpu_ids=(0, 1))
+        summary, printed = run_report(r, "--layout", "spread", "--threads", "2", "--cpu-wrk-latency", "0",
+                                      "--cpu-responder-latency", "0", "--cpu-proxy-latency", "1")
+        self.assertIn("proxies on 2 thread(s); CPUs: spread (nothing pinned in the throughput runs, "
+                      "the latency runs: wrk on CPU 0, responder on CPU 0, proxy on CPU 1)", printed)
+        cpu = summary["setup"]["cpu"]
+        self.assertEqual((cpu["wrk"], cpu["proxy"], cpu["wrk_latency_runs"], cpu["proxy_latency_runs"]),
+                         (None, None, "0", "1"))
+        # Nothing pinned in the throughput runs: every CPU's share is shown.
+        self.assertEqual(sorted(summary["cases"]["small"]["nginx"]["cpu_busy_share"]), ["0", "1"])
+
 
 class EdgeCases(unittest.TestCase):
     def test_added_p50_not_judged_when_nginx_added_none(self):

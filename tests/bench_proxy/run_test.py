@@ -37,7 +37,7 @@ class SettingsChecked(unittest.TestCase):
     def test_unknown_layout(self):
         self.assert_refused(run_sh({"BENCH_LAYOUT": "bogus"}),
                             "bench-proxy: BENCH_LAYOUT=bogus: use auto, separate, shared-load, "
-                            "shared-proxy, mixed or none")
+                            "shared-proxy, mixed, spread or none")
 
     def test_numbers(self):
         for knob, value in (("BENCH_SECONDS", "6s"), ("BENCH_ROUNDS", "0"), ("BENCH_CONNECTIONS", "x"),
@@ -46,9 +46,17 @@ class SettingsChecked(unittest.TestCase):
                 self.assert_refused(run_sh({knob: value}),
                                     f"bench-proxy: {knob}={value}: expected a whole number above 0")
 
+    def test_a_layout_that_pins_each_proxy_to_one_cpu_refuses_several_threads(self):
+        for layout in ("separate", "shared-load", "shared-proxy", "mixed"):
+            with self.subTest(layout=layout):
+                self.assert_refused(run_sh({"BENCH_LAYOUT": layout, "BENCH_PROXY_THREADS": "2"}),
+                                    f"bench-proxy: BENCH_LAYOUT={layout} pins each proxy to one CPU; "
+                                    "with BENCH_PROXY_THREADS=2 use spread or none")
+
     def test_layout_needs_more_cpus_than_allowed(self):
         allowed = sorted(os.sched_getaffinity(0))
-        for layout, need in (("separate", 3), ("shared-proxy", 2), ("mixed", 2), ("shared-load", 2)):
+        for layout, need in (("separate", 3), ("shared-proxy", 2), ("mixed", 2), ("shared-load", 2),
+                             ("spread", 2)):
             with self.subTest(layout=layout):
                 # The CPUs given are the last ones allowed, so the message must
                 # count CPUs, not assume they start at 0.
@@ -64,6 +72,15 @@ class ShortRun(unittest.TestCase):
     through both proxies without an error, a report with the targets, and
     nothing left behind."""
 
+    threads = 1
+
+    @classmethod
+    def expected_layout(cls):
+        cpus = len(os.sched_getaffinity(0))
+        if cls.threads > 1:
+            return "spread" if cpus >= 2 else "none"
+        return "separate" if cpus >= 3 else "mixed" if cpus == 2 else "none"
+
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
@@ -71,7 +88,8 @@ class ShortRun(unittest.TestCase):
         cls.out = os.path.join(cls.tmp.name, "out")
         os.mkdir(cls.work_parent)
         cls.done = run_sh({"BENCH_SECONDS": "1", "BENCH_LATENCY_SECONDS": "1", "BENCH_ROUNDS": "1",
-                           "BENCH_STEP_US": "200", "BENCH_OUT": cls.out, "TMPDIR": cls.work_parent},
+                           "BENCH_STEP_US": "200", "BENCH_PROXY_THREADS": str(cls.threads),
+                           "BENCH_OUT": cls.out, "TMPDIR": cls.work_parent},
                           timeout=240)
         cls.summary = None
         if cls.done.returncode == 0:
@@ -107,10 +125,10 @@ class ShortRun(unittest.TestCase):
                            20 * cases["small"]["direct"]["bytes_per_reply"])
 
     def test_layout_as_resolved_for_this_host(self):
-        cpus = len(os.sched_getaffinity(0))
-        expected = "separate" if cpus >= 3 else "mixed" if cpus == 2 else "none"
+        expected = self.expected_layout()
         setup = self.summary["setup"]
         self.assertEqual(setup["layout"], expected)
+        self.assertEqual(setup["proxy_threads"], self.threads)
         self.assertEqual(setup["rounds"], 1)
         self.assertEqual(setup["wrk_timeout_s"], 10)
         self.assertIn(f"CPUs: {expected} (", self.done.stdout)
@@ -133,6 +151,18 @@ class ShortRun(unittest.TestCase):
                 continue
             self.assertNotIn(self.work_parent, cmdline, f"process {pid} still runs: {cmdline}")
         self.assertTrue(re.search(r"saved .*proxy\.json", self.done.stdout))
+
+
+class ShortRunOfTwoThreads(ShortRun):
+    """The same with two nginx workers and two warden threads: on two CPUs or
+    more the spread layout, which moves every process between the throughput
+    and the latency runs."""
+    threads = 2
+
+    def test_each_proxy_serves_on_two_threads(self):
+        self.assertIn("proxies on 2 thread(s)", self.done.stdout)
+        if self.expected_layout() == "spread":
+            self.assertIn("the latency runs: wrk on CPU", self.done.stdout)
 
 
 if __name__ == "__main__":
