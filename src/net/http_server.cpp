@@ -21,6 +21,7 @@
 #include <cassert>
 #include <cerrno>
 #include <charconv>
+#include <cstdint>
 #include <cstdio>
 #include <optional>
 #include <span>
@@ -543,13 +544,14 @@ Awaitable<void> HttpServer::serve_connection(Socket tcp_socket) {
     }
     if (!parser.is_done()) {
       beast::error_code bec;
-      if (const auto length = parser.content_length(); length && !parser.chunked()) {
+      if (const std::uint64_t length = parser.declared_length();
+          length != RequestParser::kNoDeclaredLength) {
         // The parser holds the header only; the body is read past it. One
         // already buffered is taken without a coroutine of its own.
         auto& body = request.body();
-        const std::size_t got = take_buffered_body(buffer, body, *length);
-        if (got < *length)
-          bec = co_await read_sized_body(stream.socket(), buffer, body, got, *length, deadline);
+        const std::size_t got = take_buffered_body(buffer, body, length);
+        if (got < length)
+          bec = co_await read_sized_body(stream.socket(), buffer, body, got, length, deadline);
       } else {
         bec = co_await read_parsed_body(stream.socket(), buffer, parser,
                                         options_.max_header_bytes + kHeaderReadBytes, deadline);

@@ -2,13 +2,13 @@
 // field; rank pinning; the internal balancer; /metrics; disconnects; the real
 // client captures. One simulator process (2 ranks, time-scaled) serves the
 // suite; each test uses its own prompt text so caches do not interfere.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <thread>
 
 #include "sim_test_client.h"
@@ -391,15 +391,16 @@ TEST_F(SimServerTest, MetricsTextHasVllmFamiliesAndLabels) {
         "vllm:cache_config_info gauge"}) {
     EXPECT_NE(text.find("# TYPE " + std::string(family) + "\n"), std::string::npos) << family;
   }
-  const std::regex sample(
-      R"(^[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-z_]+="[^"]*",?)*\})? -?[0-9.e+inf]+$)");
+  // POSIX extended syntax (gtest's regex on Linux), matched whole.
+  const auto sample =
+      ::testing::MatchesRegex(R"([a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-z_]+="[^"]*",?)*\})? -?[0-9.e+inf]+)");
   std::size_t pos = 0;
   while (pos < text.size()) {
     const std::size_t nl = text.find('\n', pos);
     const std::string line = text.substr(pos, nl - pos);
     pos = nl + 1;
     if (line.empty() || line[0] == '#') continue;
-    EXPECT_TRUE(std::regex_match(line, sample)) << line;
+    EXPECT_THAT(line, sample);
   }
 }
 

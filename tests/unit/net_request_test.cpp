@@ -149,6 +149,26 @@ TEST(Request, AChunkedBodyIsDecodedIntoTheBody) {
   EXPECT_EQ(request.body().view(), "{\"a\":1}\n");
 }
 
+// What the server reads past the parser: the length a head declared,
+// known as soon as the head is parsed (the body not yet given to the parser).
+TEST(RequestParser, TellsTheDeclaredLengthOnceTheHeadIsParsed) {
+  const auto declared = [](std::string_view head) {
+    Request request;
+    RequestParser parser{request};
+    beast::error_code ec;
+    parser.put(asio::buffer(head.data(), head.size()), ec);
+    EXPECT_FALSE(ec) << head;
+    EXPECT_TRUE(parser.is_header_done()) << head;
+    return parser.declared_length();
+  };
+  EXPECT_EQ(declared("POST / HTTP/1.1\r\nContent-Length: 102400\r\n\r\n"), 102400u);
+  EXPECT_EQ(declared("POST / HTTP/1.1\r\nContent-Length: 7, 7\r\n\r\n"), 7u);
+  EXPECT_EQ(declared("POST / HTTP/1.1\r\nContent-Length: 0\r\n\r\n"), 0u);
+  EXPECT_EQ(declared("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"),
+            RequestParser::kNoDeclaredLength);
+  EXPECT_EQ(declared("GET / HTTP/1.1\r\nHost: a\r\n\r\n"), RequestParser::kNoDeclaredLength);
+}
+
 TEST(Request, AnUnknownMethodKeepsItsSpelling) {
   Request request;
   ASSERT_FALSE(parse_into(request, "BREW /pot HTTP/1.1\r\n\r\n"));
