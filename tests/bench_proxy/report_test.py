@@ -106,6 +106,9 @@ class BestOfAndRatios(unittest.TestCase):
         # small's latency: direct 100, nginx adds 50 and lmwarden 55 at best.
         r.set_latency("small", "lmwarden", 1, p50=160)
         r.set_latency("small", "lmwarden", 2, p50=155)
+        # Paired within each round: 60 over 50, then (direct at 110 in the
+        # second round) 45 over 40.
+        r.set_latency("small", "direct", 2, p50=110)
         # claude100k: lmwarden adds 61 against nginx's 50, over 1.2x.
         r.set_latency("claude100k", "lmwarden", 1, p50=161)
         r.set_latency("claude100k", "lmwarden", 2, p50=161)
@@ -127,6 +130,10 @@ class BestOfAndRatios(unittest.TestCase):
         paired = self.summary["cases"]["small"]["ratio_per_round"]["requests_per_s"]
         self.assertEqual(paired, [1.1, 0.96])
         self.assertEqual(target(self.summary, "small", "requests/s")["paired_median"], 1.03)
+        self.assertEqual(self.summary["cases"]["small"]["ratio_per_round"]["added_p50"], [1.2, 1.12])
+        self.assertEqual(target(self.summary, "small", "added p50")["paired_median"], 1.16)
+        self.assertRegex(self.printed, r"\n\| small \| 1\.03 \(1\.1, 0\.96\) \|.* \| 1\.16 \(1\.2, 1\.12\) \|\n")
+        self.assertIn("| small | added p50 | 1.1 | yes | 1.16 |", self.printed)
 
     def test_added_latency_over_direct(self):
         small = self.summary["cases"]["small"]
