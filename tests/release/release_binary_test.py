@@ -13,6 +13,8 @@ import http.server
 import json
 import os
 import re
+import resource
+import socket
 import subprocess
 import tempfile
 import threading
@@ -70,18 +72,23 @@ class BackendHandler(http.server.BaseHTTPRequestHandler):
 
 
 class Warden:
-    """`lmwarden serve` on one model with one backend; its log in a file."""
+    """`lmwarden serve` on one model with one backend; its log in a file.
+    `settings` are more top-level lines of its configuration; `max_open_files`
+    its open-file limit (soft and hard), when given."""
 
-    def __init__(self, backend_port, env=None):
+    def __init__(self, backend_port, env=None, settings="", max_open_files=64):
         self.dir = tempfile.TemporaryDirectory(prefix="lmwarden-release-")
         config = os.path.join(self.dir.name, "lmwarden.yaml")
         with open(config, "w") as f:
-            f.write("listen: 127.0.0.1:0\nthreads: 1\nscrape_interval: 60s\nmodels:\n  - name: m\n"
+            f.write(f"listen: 127.0.0.1:0\nthreads: 1\nscrape_interval: 60s\n{settings}models:\n  - name: m\n"
                     f"    backends:\n      - url: http://127.0.0.1:{backend_port}\n")
         self.log_path = os.path.join(self.dir.name, "lmwarden.log")
         self.log = open(self.log_path, "w")
+        limit = (lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (max_open_files, max_open_files))
+                 if max_open_files else None)
         self.process = subprocess.Popen([BINARY, "serve", "--config", config], stdout=self.log,
-                                        stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
+                                        stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
+                                        preexec_fn=limit)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             found = re.search(r"listening on http://127\.0\.0\.1:(\d+)", self.text())
@@ -97,6 +104,11 @@ class Warden:
     def text(self):
         with open(self.log_path) as f:
             return f.read()
+
+    def cpu_seconds(self):
+        with open(f"/proc/{self.process.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
     def rss_bytes(self):
         with open(f"/proc/{self.process.pid}/status") as f:
@@ -146,10 +158,50 @@ class ReleaseBinary(unittest.TestCase):
         self.backend = Backend()
         self.addCleanup(self.backend.stop)
 
-    def start(self, env=None):
-        warden = Warden(self.backend.port, env)
+    def start(self, env=None, **options):
+        warden = Warden(self.backend.port, env, **options)
         self.addCleanup(warden.stop)
         return warden
+
+    def test_out_of_descriptors_it_backs_off_then_serves_again(self):
+        # The sanitizer build cannot run this under ASan + UBSan (UBSan's own
+        # probe needs a descriptor), so the shipped build is where it runs in
+        # `make test`.
+        warden = self.start(settings="timeouts:\n  client_read: 30s\n", max_open_files=64)
+        self.assertEqual(warden.get("/health")[0], 200)
+        # Far more connections than it has descriptors: the first are accepted
+        # and held (nothing is sent; the read timeout is long), the rest wait
+        # in the listening socket's backlog.
+        hogs = [socket.create_connection(("127.0.0.1", warden.port), timeout=5) for _ in range(256)]
+        try:
+            deadline = time.monotonic() + 10
+            while "accept failed" not in warden.text() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            self.assertIn("accept failed", warden.text(), "the warden never ran out of descriptors")
+            # Out of descriptors, it backs off rather than retrying accept in a
+            # tight loop.
+            before = warden.cpu_seconds()
+            time.sleep(2)
+            used = warden.cpu_seconds() - before
+            self.assertLess(used, 0.5, f"{used:.2f} s of CPU in 2 s while out of descriptors")
+            self.assertIsNone(warden.process.poll(), warden.text())
+        finally:
+            for hog in hogs:
+                hog.close()
+        # Once they are gone it answers again, a forwarded request included.
+        deadline = time.monotonic() + 15
+        answered = None
+        while time.monotonic() < deadline:
+            try:
+                answered = warden.post(chat_body())
+                if answered[0] == 200:
+                    break
+            except OSError as e:
+                answered = e
+            time.sleep(0.2)
+        self.assertEqual(answered, (200, REPLY), warden.text()[-4000:])
+        warden.process.terminate()
+        self.assertEqual(warden.process.wait(timeout=10), 0, warden.text()[-4000:])
 
     def test_a_request_goes_through_and_its_usage_is_booked(self):
         warden = self.start()
