@@ -76,7 +76,7 @@ class Warden:
     `settings` are more top-level lines of its configuration; `max_open_files`
     its open-file limit (soft and hard), when given."""
 
-    def __init__(self, backend_port, env=None, settings="", max_open_files=64):
+    def __init__(self, backend_port, env=None, settings="", max_open_files=None):
         self.dir = tempfile.TemporaryDirectory(prefix="lmwarden-release-")
         config = os.path.join(self.dir.name, "lmwarden.yaml")
         with open(config, "w") as f:
@@ -84,8 +84,9 @@ class Warden:
                     f"    backends:\n      - url: http://127.0.0.1:{backend_port}\n")
         self.log_path = os.path.join(self.dir.name, "lmwarden.log")
         self.log = open(self.log_path, "w")
-        limit = (lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (max_open_files, max_open_files))
-                 if max_open_files else None)
+        def limit():
+            if max_open_files is not None:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (max_open_files, max_open_files))
         self.process = subprocess.Popen([BINARY, "serve", "--config", config], stdout=self.log,
                                         stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
                                         preexec_fn=limit)
