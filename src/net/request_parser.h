@@ -28,9 +28,17 @@ class RequestParser final : public http::basic_parser<true> {
   // Once the head is parsed: the body length its Content-Length declared,
   // or kNoDeclaredLength (a chunked body, or none). Beast's content_length()
   // returns a boost::optional whose `none` GCC 12 takes for uninitialized
-  // wherever the call is inlined (a false warning, silenced at the one call
-  // in on_header_impl).
-  std::uint64_t declared_length() const noexcept { return declared_length_; }
+  // wherever the call is inlined (a false warning, silenced here).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+  std::uint64_t declared_length() const noexcept {
+    return content_length().value_or(kNoDeclaredLength);
+  }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
  private:
   using string_view = beast::string_view;
@@ -46,16 +54,7 @@ class RequestParser final : public http::basic_parser<true> {
                      beast::error_code&) override {
     request_.insert(name, view(name_string), view(value));
   }
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // Beast's `return boost::none`, above
-#endif
-  void on_header_impl(beast::error_code&) override {
-    declared_length_ = content_length().value_or(kNoDeclaredLength);
-  }
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+  void on_header_impl(beast::error_code&) override {}
   void on_body_init_impl(const boost::optional<std::uint64_t>&, beast::error_code&) override {}
   std::size_t on_body_impl(string_view body, beast::error_code&) override {
     request_.body().append(view(body));
@@ -69,7 +68,6 @@ class RequestParser final : public http::basic_parser<true> {
   void on_finish_impl(beast::error_code&) override {}
 
   Request& request_;
-  std::uint64_t declared_length_ = kNoDeclaredLength;
 };
 
 }  // namespace lmwarden::net
