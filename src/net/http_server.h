@@ -281,6 +281,10 @@ class Exchange {
 
 using Handler = std::function<Awaitable<void>(Exchange&)>;
 
+// Whether the I/O threads share the process's descriptor table (as threads
+// do) or each has one of its own (IoThreads, below).
+enum class DescriptorTables { kShared, kPerThread };
+
 // A pool of single-threaded io_contexts, one thread each.
 //
 // Each context is made without locking in its reactor's per-socket state
@@ -291,26 +295,98 @@ using Handler = std::function<Awaitable<void>(Exchange&)>;
 // from another thread races with that thread's event loop). Work may still be
 // posted to a context from any thread: the acceptor hands each connection
 // over as a bare descriptor.
+//
+// With DescriptorTables::kPerThread each thread, as it starts, takes a copy of
+// the process's descriptor table for itself (unshare(CLONE_FILES)). Linux
+// takes a reference on the file for every system call on a descriptor of a
+// table that several threads share, and skips it where the table has one
+// user: about 3 % of a small proxied request's CPU on this project's test VM
+// (docs/performance.md, round 27). A file stays open for as long as any
+// table holds it, so each thread closes at once the copies it has no use
+// for: all but the standard three, the reactors' epoll, eventfd and timerfd
+// descriptors, the channels below and, on the first thread, what
+// keep_for_first_thread() named. What that asks of the code that runs on
+// the threads, beyond the contract above:
+//  - a descriptor opened on one thread means nothing on another: a
+//    connection goes to another thread through send_descriptor();
+//  - what a thread opened is closed on it: the hooks given to on_stop() run
+//    on each thread once stop() has ended its loop, and the context's
+//    unfinished handlers (coroutines holding sockets) are destroyed there;
+//  - a descriptor opened before start() that the first thread is to use (a
+//    listening socket) is given to keep_for_first_thread(); the starting
+//    thread's copy is closed once the threads have theirs;
+//  - the threads block asynchronous signals, so that a signal handler runs
+//    on a thread of the process's own table (Asio's signal pipe is there).
+// Where the table cannot be copied or listed (a seccomp filter that forbids
+// unshare, no /proc) the threads share it, as with kShared, and the log says
+// so (info).
 class IoThreads {
  public:
-  explicit IoThreads(int threads);
+  explicit IoThreads(int threads, DescriptorTables tables = DescriptorTables::kShared);
   ~IoThreads();
   IoThreads(const IoThreads&) = delete;
   IoThreads& operator=(const IoThreads&) = delete;
 
-  asio::io_context& next() noexcept;  // round robin
+  std::size_t next_index() noexcept;  // round robin
+  asio::io_context& next() noexcept { return at(next_index()); }
   asio::io_context& at(std::size_t i) noexcept { return *contexts_[i]; }
   std::size_t size() const noexcept { return contexts_.size(); }
   void start();
   void stop();
   void join();
 
+  // Before start(): run on each thread, with its context, after stop().
+  void on_stop(std::function<void(asio::io_context&)> hook);
+  // Before start(): a descriptor of this (the starting) thread's table that
+  // after start() stays in the first thread's table alone.
+  void keep_for_first_thread(int fd);
+  // After start(): whether thread i has a descriptor table of its own.
+  bool own_table(std::size_t i) const noexcept { return own_table_[i] != 0; }
+  // From the first thread, after start(): sends its descriptor fd to thread
+  // i, where channel(i) receives it (receive_descriptor). True when it is on
+  // its way; the caller then closes its own. False when thread i shares the
+  // first thread's table (the number is good there as it is) or the
+  // channel is full.
+  bool send_descriptor(std::size_t i, int fd) noexcept;
+  // Thread i's end of its channel (-1 where it has none), in its own table.
+  int channel(std::size_t i) const noexcept { return channels_[i].receive; }
+  // After start(): whether a descriptor number of the first thread's table
+  // means the same on thread i.
+  bool shares_first_table(std::size_t i) const noexcept {
+    return i == 0 || (!own_table(0) && !own_table(i));
+  }
+
  private:
-  std::vector<std::unique_ptr<asio::io_context>> contexts_;
+  // An io_context whose unfinished handlers can be destroyed before the
+  // context is (Asio's execution_context::shutdown, which the destructor
+  // calls), on the thread that ran it.
+  struct Context : asio::io_context {
+    using asio::io_context::io_context;
+    using asio::execution_context::shutdown;
+  };
+  struct Channel {
+    int send = -1;
+    int receive = -1;
+  };
+  void prepare_thread(std::size_t i);
+  void run_thread(std::size_t i);
+
+  DescriptorTables tables_;
+  std::vector<std::unique_ptr<Context>> contexts_;
   std::vector<std::unique_ptr<asio::executor_work_guard<asio::io_context::executor_type>>> guards_;
   std::vector<std::thread> threads_;
+  std::vector<std::function<void(asio::io_context&)>> on_stop_;
+  std::vector<int> first_thread_only_;
+  std::vector<Channel> channels_;
+  std::unique_ptr<char[]> own_table_;
+  bool started_ = false;
   std::atomic<std::size_t> cursor_{0};
 };
+
+// Takes one descriptor sent by IoThreads::send_descriptor from the channel
+// `channel` (non-blocking). The descriptor, or -1 with errno set (EAGAIN when
+// none waits; EMFILE when one came but this table had no room for it).
+int receive_descriptor(int channel) noexcept;
 
 class HttpServer {
  public:
@@ -324,19 +400,26 @@ class HttpServer {
 
   // Stops accepting new connections; connections in progress run on.
   void stop_accepting();
-  // Destroys the listening socket at once; only with the I/O threads stopped.
+  // Destroys the listening socket at once; only with the I/O threads stopped
+  // (with tables of their own, the first thread closed it as it stopped).
   void close_acceptor() noexcept { acceptor_.reset(); }
   std::size_t open_connections() const noexcept { return connections_.load(); }
 
  private:
   void start_accepting();
   Awaitable<void> accept_loop();
+  // Serves the accepted descriptor fd (of this thread's table) on ctx, this
+  // thread's context; closes it if it cannot.
+  void serve_accepted(asio::io_context& ctx, int fd);
+  // On thread i: serves the connections the first thread sends it.
+  Awaitable<void> receive_connections(std::size_t i);
   Awaitable<void> serve_connection(Socket socket);
 
   IoThreads& io_;
   ServerOptions options_;
   Handler handler_;
   std::unique_ptr<Acceptor> acceptor_;
+  tcp protocol_ = tcp::v4();  // the listening socket's
   std::atomic<std::size_t> connections_{0};
 };
 

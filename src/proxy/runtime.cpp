@@ -5,7 +5,7 @@
 namespace lmwarden::proxy {
 
 WardenRuntime::WardenRuntime(config::Config config)
-    : io_(std::make_unique<net::IoThreads>(config.threads)),
+    : io_(std::make_unique<net::IoThreads>(config.threads, net::DescriptorTables::kPerThread)),
       control_(std::make_unique<net::IoThreads>(1)) {
   warden_ = std::make_unique<Warden>(std::move(config), *io_);
   server_ = std::make_unique<net::HttpServer>(

@@ -139,6 +139,8 @@ class UpstreamPool {
   void release(UpstreamConnection& connection);
 
   std::size_t idle_count() const noexcept;
+  // Closes every idle connection (on this pool's thread).
+  void close_idle() noexcept { idle_.clear(); }
 
   // Whether replies on this thread are looked for as soon as the relay's
   // turn comes back (see ReplyLook).

@@ -237,6 +237,8 @@ Warden::Warden(config::Config config, net::IoThreads& io)
       started_(std::chrono::system_clock::now()) {
   for (std::size_t i = 0; i < io.size(); ++i)
     pools_[&io.at(i)] = std::make_unique<UpstreamPool>(io.at(i));
+  // Each thread closes its own idle connections as it stops (IoThreads).
+  io.on_stop([this](net::asio::io_context& ctx) { pools_.at(&ctx)->close_idle(); });
 }
 
 net::ServerOptions Warden::server_options() const { return server_options_; }

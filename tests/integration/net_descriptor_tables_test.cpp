@@ -1,0 +1,198 @@
+// I/O threads with a descriptor table each (DescriptorTables::kPerThread),
+// over real sockets on 127.0.0.1: connections reach every thread, their
+// descriptors stay out of the process's own table, the listening socket
+// stops accepting when told to, and stopping closes each thread's
+// descriptors on that thread, never a number of the process's table.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <boost/asio/read.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/write.hpp>
+#include <chrono>
+#include <filesystem>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "http_test_client.h"
+#include "net/http_server.h"
+
+namespace lmwarden::net {
+namespace {
+
+using testing::HttpConnection;
+
+std::size_t entries(const std::filesystem::path& dir) {
+  std::size_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir)) ++n;
+  return n;
+}
+
+// Descriptors in the table of the process (its first thread, this test's).
+std::size_t process_descriptors() { return entries("/proc/self/fd"); }
+
+bool is_open(int fd) { return ::fcntl(fd, F_GETFD) != -1; }
+
+// Answers with the id of the thread that served the request.
+Awaitable<void> answer_thread(Exchange& ex) {
+  Response res{http::status::ok, 11};
+  res.body() = std::to_string(::syscall(SYS_gettid));
+  res.prepare_payload();
+  co_await ex.respond(std::move(res));
+}
+
+// Never answers: the connection's coroutine is still waiting when the
+// threads stop.
+Awaitable<void> wait_forever(Exchange& ex) {
+  Timer timer{ex.stream().get_executor()};
+  timer.expires_after(std::chrono::hours(1));
+  co_await timer.async_wait(kAsTuple);
+}
+
+struct Server {
+  explicit Server(Handler handler, int threads = 2)
+      : io(threads, DescriptorTables::kPerThread), http(io, ServerOptions{}, std::move(handler)) {
+    port = http.listen("127.0.0.1", 0).port();
+    io.start();
+  }
+  ~Server() { stop(); }
+  void stop() {
+    io.stop();
+    io.join();
+  }
+  bool tables_of_their_own() const {
+    for (std::size_t i = 0; i < io.size(); ++i)
+      if (!io.own_table(i)) return false;
+    return true;
+  }
+  IoThreads io;
+  HttpServer http;
+  std::uint16_t port = 0;
+};
+
+// One request on a keep-alive connection: the body of the reply.
+std::string get(tcp::socket& socket, beast::flat_buffer& buffer) {
+  http::request<http::empty_body> req{http::verb::get, "/", 11};
+  req.set(http::field::host, "127.0.0.1");
+  http::write(socket, req);
+  http::response<http::string_body> res;
+  http::read(socket, buffer, res);
+  EXPECT_EQ(res.result_int(), 200);
+  return res.body();
+}
+
+TEST(DescriptorTables, ConnectionsReachEveryThreadAndStayOutOfTheProcessTable) {
+  Server server{answer_thread};
+  if (!server.tables_of_their_own()) GTEST_SKIP() << "unshare(CLONE_FILES) is not permitted here";
+  // The clients share one context, whose reactor opens its descriptors with
+  // the first socket: before counting.
+  asio::io_context client_io;
+  tcp::socket(client_io).open(tcp::v4());
+  const std::size_t before = process_descriptors();
+  struct Client {
+    explicit Client(asio::io_context& io) : socket(io) {}
+    tcp::socket socket;
+    beast::flat_buffer buffer;
+  };
+  std::vector<std::unique_ptr<Client>> clients;
+  std::set<std::string> threads;
+  for (int i = 0; i < 8; ++i) {
+    clients.push_back(std::make_unique<Client>(client_io));
+    clients.back()->socket.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), server.port));
+    threads.insert(get(clients.back()->socket, clients.back()->buffer));
+  }
+  // Round robin over two threads, the second's connections sent to it over
+  // its channel.
+  EXPECT_EQ(threads.size(), 2u);
+  // The process's table gained the clients' ends alone (shared, it would
+  // also hold the server's eight).
+  EXPECT_EQ(process_descriptors(), before + clients.size());
+  // Each connection is served again, on the thread that served it first.
+  for (auto& c : clients) EXPECT_TRUE(threads.count(get(c->socket, c->buffer)) == 1);
+}
+
+// Connects to port on 127.0.0.1 until refused, for up to 5 s: the error.
+boost::system::error_code connect_until_refused(std::uint16_t port) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  boost::system::error_code ec;
+  while (std::chrono::steady_clock::now() < deadline) {
+    asio::io_context io;
+    tcp::socket s{io};
+    s.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port), ec);
+    if (ec) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return ec;
+}
+
+TEST(DescriptorTables, StopAcceptingRefusesNewConnections) {
+  Server server{answer_thread};
+  if (!server.tables_of_their_own()) GTEST_SKIP() << "unshare(CLONE_FILES) is not permitted here";
+  {
+    HttpConnection before{server.port};
+    before.send(http::verb::get, "/", "");
+    EXPECT_EQ(before.read().status, 200);
+  }
+  server.http.stop_accepting();
+  // Refused once the first thread has closed its listening socket: no other
+  // table holds a copy that would go on accepting.
+  EXPECT_EQ(connect_until_refused(server.port), asio::error::connection_refused);
+}
+
+TEST(DescriptorTables, ASocketOpenedElsewhereClosesWhenItsOwnerClosesIt) {
+  // Another part of the process listens before the threads copy the table
+  // (in the warden: the scraper's connections; in a test: a fake backend).
+  asio::io_context other;
+  tcp::acceptor elsewhere{other, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)};
+  const std::uint16_t port = elsewhere.local_endpoint().port();
+  Server server{answer_thread};
+  if (!server.tables_of_their_own()) GTEST_SKIP() << "unshare(CLONE_FILES) is not permitted here";
+  elsewhere.close();
+  // A copy left in a thread's table would keep the port listening.
+  EXPECT_EQ(connect_until_refused(port), asio::error::connection_refused);
+}
+
+TEST(DescriptorTables, StoppingClosesEachThreadsDescriptorsOnThatThread) {
+  auto server = std::make_unique<Server>(wait_forever);
+  if (!server->tables_of_their_own()) GTEST_SKIP() << "unshare(CLONE_FILES) is not permitted here";
+  // Opened after the threads copied the table, these numbers are free in
+  // theirs too: the server's ends of the connections take the same ones.
+  std::vector<std::unique_ptr<HttpConnection>> clients;
+  for (int i = 0; i < 6; ++i) {
+    clients.push_back(std::make_unique<HttpConnection>(server->port, std::chrono::seconds(5)));
+    clients.back()->send(http::verb::get, "/", "");
+  }
+  int pipe_ends[2];
+  ASSERT_EQ(::pipe2(pipe_ends, O_CLOEXEC), 0);
+  // Every request is waiting in its coroutine (the stop below destroys them).
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const std::size_t before = process_descriptors();
+  server->stop();
+  server.reset();
+
+  // Had a thread's descriptors been closed by number in the process's table,
+  // the clients' sockets and the pipe, which share those numbers, would be
+  // gone.
+  for (auto& c : clients) EXPECT_TRUE(is_open(c->socket().native_handle()));
+  EXPECT_TRUE(is_open(pipe_ends[0]));
+  EXPECT_TRUE(is_open(pipe_ends[1]));
+  // The server's ends were closed: each client reads the end of its stream.
+  for (auto& c : clients) {
+    char byte;
+    boost::system::error_code ec;
+    asio::read(c->socket(), asio::buffer(&byte, 1), ec);
+    EXPECT_EQ(ec, asio::error::eof);
+  }
+  // The process's table lost what the server had put there (its reactors'
+  // descriptors and the channels) and nothing else.
+  EXPECT_LT(process_descriptors(), before);
+  ::close(pipe_ends[0]);
+  ::close(pipe_ends[1]);
+}
+
+}  // namespace
+}  // namespace lmwarden::net
