@@ -136,6 +136,15 @@ namespace {
 
 constexpr const char* kOwnTable = "/proc/thread-self/fd";
 
+// ThreadSanitizer keeps one record per descriptor number for the whole
+// process, so the same number in two tables reads to it as a race on one
+// descriptor: its builds keep the shared table.
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kTablesTracedAsOne = true;
+#else
+constexpr bool kTablesTracedAsOne = false;
+#endif
+
 // Closes the copies in this thread's new table that it has no use for: every
 // descriptor but the standard three, `keep`, and the epoll, eventfd and
 // timerfd descriptors of Asio's reactors (any context may post to any other,
@@ -176,16 +185,18 @@ void IoThreads::prepare_thread(std::size_t i) {
     ::sigdelset(&asynchronous, fault);
   ::pthread_sigmask(SIG_BLOCK, &asynchronous, nullptr);
   // Without a listing of the new table its copies could not be closed.
-  const char* refused = nullptr;
-  if (::access(kOwnTable, R_OK) != 0)
-    refused = kOwnTable;
+  std::string refused;
+  if (kTablesTracedAsOne)
+    refused = "a ThreadSanitizer build, which tracks descriptors by number across threads";
+  else if (::access(kOwnTable, R_OK) != 0)
+    refused = std::string(kOwnTable) + ": " + std::system_category().message(errno);
   else if (::unshare(CLONE_FILES) != 0)
-    refused = "unshare";
-  if (refused != nullptr) {
+    refused = "unshare: " + std::system_category().message(errno);
+  if (!refused.empty()) {
     if (i == 0)
-      spdlog::info("the I/O threads share the process's descriptor table ({}: {}); each system "
-                   "call on a socket then costs a little more",
-                   refused, std::system_category().message(errno));
+      spdlog::info("the I/O threads share the process's descriptor table ({}); each system call "
+                   "on a socket then costs a little more",
+                   refused);
     return;
   }
   std::vector<int> keep;
