@@ -103,13 +103,15 @@ std::size_t IoThreads::next_index() noexcept {
 }
 
 void IoThreads::on_stop(std::function<void(asio::io_context&)> hook) {
-  if (started_ && tables_ == DescriptorTables::kPerThread) throw std::logic_error("IoThreads::on_stop after start");
+  if (started_ && tables_ == DescriptorTables::kPerThread)
+    throw std::logic_error("IoThreads::on_stop after start: the threads would not run it");
   on_stop_.push_back(std::move(hook));
 }
 
 void IoThreads::keep_for_first_thread(int fd) {
   if (started_ && tables_ == DescriptorTables::kPerThread)
-    throw std::logic_error("IoThreads::keep_for_first_thread after start: the threads never saw it");
+    throw std::logic_error(
+        "IoThreads::keep_for_first_thread after start: the threads never saw it");
   first_thread_only_.push_back(fd);
 }
 

@@ -53,6 +53,8 @@ Awaitable<void> wait_forever(Exchange& ex) {
   co_await timer.async_wait(kAsTuple);
 }
 
+constexpr const char* kShared = "the I/O threads share the descriptor table here (see the log)";
+
 struct Server {
   explicit Server(Handler handler, int threads = 2)
       : io(threads, DescriptorTables::kPerThread), http(io, ServerOptions{}, std::move(handler)) {
@@ -87,7 +89,7 @@ std::string get(tcp::socket& socket, beast::flat_buffer& buffer) {
 
 TEST(DescriptorTables, ConnectionsReachEveryThreadAndStayOutOfTheProcessTable) {
   Server server{answer_thread};
-  if (!server.tables_of_their_own()) GTEST_SKIP() << "the I/O threads share the descriptor table here (the log says why)";
+  if (!server.tables_of_their_own()) GTEST_SKIP() << kShared;
   // The clients share one context, whose reactor opens its descriptors with
   // the first socket: before counting.
   asio::io_context client_io;
@@ -131,7 +133,7 @@ boost::system::error_code connect_until_refused(std::uint16_t port) {
 
 TEST(DescriptorTables, StopAcceptingRefusesNewConnections) {
   Server server{answer_thread};
-  if (!server.tables_of_their_own()) GTEST_SKIP() << "the I/O threads share the descriptor table here (the log says why)";
+  if (!server.tables_of_their_own()) GTEST_SKIP() << kShared;
   {
     HttpConnection before{server.port};
     before.send(http::verb::get, "/", "");
@@ -150,7 +152,7 @@ TEST(DescriptorTables, ASocketOpenedElsewhereClosesWhenItsOwnerClosesIt) {
   tcp::acceptor elsewhere{other, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)};
   const std::uint16_t port = elsewhere.local_endpoint().port();
   Server server{answer_thread};
-  if (!server.tables_of_their_own()) GTEST_SKIP() << "the I/O threads share the descriptor table here (the log says why)";
+  if (!server.tables_of_their_own()) GTEST_SKIP() << kShared;
   elsewhere.close();
   // A copy left in a thread's table would keep the port listening.
   EXPECT_EQ(connect_until_refused(port), asio::error::connection_refused);
@@ -158,7 +160,7 @@ TEST(DescriptorTables, ASocketOpenedElsewhereClosesWhenItsOwnerClosesIt) {
 
 TEST(DescriptorTables, StoppingClosesEachThreadsDescriptorsOnThatThread) {
   auto server = std::make_unique<Server>(wait_forever);
-  if (!server->tables_of_their_own()) GTEST_SKIP() << "the I/O threads share the descriptor table here (the log says why)";
+  if (!server->tables_of_their_own()) GTEST_SKIP() << kShared;
   // Opened after the threads copied the table, these numbers are free in
   // theirs too: the server's ends of the connections take the same ones.
   std::vector<std::unique_ptr<HttpConnection>> clients;
