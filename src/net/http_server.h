@@ -300,8 +300,8 @@ enum class DescriptorTables { kShared, kPerThread };
 // the process's descriptor table for itself (unshare(CLONE_FILES)). Linux
 // takes a reference on the file for every system call on a descriptor of a
 // table that several threads share, and skips it where the table has one
-// user: about 3 % of a small proxied request's CPU on this project's test VM
-// (docs/performance.md, round 27). A file stays open for as long as any
+// user: about 2.5 % of the warden's CPU under small requests, by a profile
+// on this project's test VM (docs/performance-history.md, round 27). A file stays open for as long as any
 // table holds it, so each thread closes at once the copies it has no use
 // for: all but the standard three, the reactors' epoll, eventfd and timerfd
 // descriptors, the channels below and, on the first thread, what
@@ -328,7 +328,6 @@ class IoThreads {
   IoThreads& operator=(const IoThreads&) = delete;
 
   std::size_t next_index() noexcept;  // round robin
-  asio::io_context& next() noexcept { return at(next_index()); }
   asio::io_context& at(std::size_t i) noexcept { return *contexts_[i]; }
   std::size_t size() const noexcept { return contexts_.size(); }
   void start();
