@@ -5,6 +5,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
+#include <tuple>
 
 namespace lmwarden::net {
 
@@ -28,38 +29,54 @@ Awaitable<beast::error_code> connect_to(Stream& stream, const std::string& host,
   co_return co_await connect_any(stream, endpoints);
 }
 
-Awaitable<GetResult> http_get(std::string host, std::uint16_t port, std::string target,
-                              std::chrono::milliseconds timeout, std::size_t body_limit) {
-  auto executor = co_await asio::this_coro::executor;
-  Stream stream{executor};
-  GetResult result;
-  stream.expires_after(timeout);
+HttpGetter::HttpGetter(Executor executor, std::string host, std::uint16_t port)
+    : executor_(std::move(executor)), host_(std::move(host)), port_(port) {
+  const bool v6 = host_.find(':') != std::string::npos;
+  host_field_ = (v6 ? "[" + host_ + "]" : host_) + ":" + std::to_string(port_);
+}
 
-  if (const auto ec = co_await connect_to(stream, host, port)) {
-    result.error = ec;
-    co_return result;
-  }
+Awaitable<GetResult> HttpGetter::get(std::string_view target, std::chrono::milliseconds timeout,
+                                     std::size_t body_limit) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
   http::request<http::empty_body> request{http::verb::get, target, 11};
-  request.set(http::field::host, host + ":" + std::to_string(port));
+  request.set(http::field::host, host_field_);
   request.set(http::field::user_agent, "lmwarden");
-  request.keep_alive(false);
-  auto [wec, wn] = co_await http::async_write(stream, request, kAsTuple);
-  if (wec) {
-    result.error = wec;
+  GetResult result;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const bool reused = stream_.has_value();
+    if (!reused) {
+      stream_.emplace(executor_);
+      buffer_.clear();
+      ++opened_;
+    }
+    stream_->expires_at(deadline);
+    if (!reused) {
+      if (const auto ec = co_await connect_to(*stream_, host_, port_)) {
+        stream_.reset();
+        result.error = ec;
+        co_return result;
+      }
+    }
+    http::response_parser<http::string_body> parser;
+    parser.body_limit(body_limit);
+    auto [ec, written] = co_await http::async_write(*stream_, request, kAsTuple);
+    if (!ec) std::tie(ec, std::ignore) = co_await http::async_read(*stream_, buffer_, parser, kAsTuple);
+    if (ec) {
+      stream_.reset();
+      // Nothing of a reply came on a kept connection that the server closed
+      // while it was idle: no word about the server yet, so once more, fresh.
+      const bool closed = ec == asio::error::eof || ec == http::error::end_of_stream ||
+                          ec == asio::error::connection_reset || ec == asio::error::broken_pipe;
+      if (reused && closed && !parser.got_some()) continue;
+      result.error = ec;
+      co_return result;
+    }
+    result.status = parser.get().result_int();
+    result.body = std::move(parser.get().body());
+    // Bytes past the reply would be read as the next one's start.
+    if (!parser.keep_alive() || buffer_.size() > 0) stream_.reset();
     co_return result;
   }
-  beast::flat_buffer buffer;
-  http::response_parser<http::string_body> parser;
-  parser.body_limit(body_limit);
-  auto [rec, rn] = co_await http::async_read(stream, buffer, parser, kAsTuple);
-  if (rec) {
-    result.error = rec;
-    co_return result;
-  }
-  result.status = parser.get().result_int();
-  result.body = std::move(parser.get().body());
-  beast::error_code ignored;
-  stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
   co_return result;
 }
 

@@ -1,9 +1,17 @@
-// A one-shot HTTP/1.1 GET for the control plane (scrapes, health probes):
-// a fresh connection, one request, the whole reply, all under one deadline.
-// Not for the data plane, which keeps pooled connections (proxy/upstream_pool).
+// HTTP/1.1 GETs to one server for the control plane (health probes,
+// scrapes), over one connection kept alive from call to call: a server polled
+// twice a second costs no connection per poll. Each call has one deadline,
+// connect included; a connection that fails or times out, or whose reply
+// asks to close, is closed, and the next call opens a fresh one. A kept
+// connection the server closed while idle (its keep-alive timeout, a
+// restart) fails before any reply byte: the call then tries once more on a
+// fresh connection, within the same deadline. Not for the data plane, which
+// keeps pooled connections (proxy/upstream_pool). One call at a time.
 #pragma once
 
 #include <chrono>
+#include <cstdint>
+#include <optional>
 #include <string>
 
 #include "net/http_server.h"
@@ -16,9 +24,25 @@ struct GetResult {
   std::string body;
 };
 
-Awaitable<GetResult> http_get(std::string host, std::uint16_t port, std::string target,
-                              std::chrono::milliseconds timeout,
-                              std::size_t body_limit = 32 * 1024 * 1024);
+class HttpGetter {
+ public:
+  HttpGetter(Executor executor, std::string host, std::uint16_t port);
+
+  Awaitable<GetResult> get(std::string_view target, std::chrono::milliseconds timeout,
+                           std::size_t body_limit = 32 * 1024 * 1024);
+
+  // Connections this getter has opened (attempted) so far.
+  std::uint64_t connections_opened() const noexcept { return opened_; }
+
+ private:
+  Executor executor_;
+  std::string host_;
+  std::uint16_t port_;
+  std::string host_field_;  // "host:port"
+  std::optional<Stream> stream_;  // the kept connection, when there is one
+  beast::flat_buffer buffer_;
+  std::uint64_t opened_ = 0;
+};
 
 // Connects `stream` to host:port under the stream's deadline: a literal
 // address directly, a name through the resolver, to the first of its

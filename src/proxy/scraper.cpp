@@ -40,14 +40,18 @@ net::Awaitable<void> Scraper::watch(std::shared_ptr<ModelState> model_ptr, int b
   // A probe may take as long as a round, but never so little that a loaded
   // server is declared dead for answering in 600 ms.
   const auto timeout = std::max(interval_, std::chrono::milliseconds(2000));
-  net::Timer timer{co_await net::asio::this_coro::executor};
+  const auto executor = co_await net::asio::this_coro::executor;
+  net::Timer timer{executor};
+  net::HttpGetter server{executor, backend.host, backend.port};
+  const std::string health_target = backend.base_path + "/health";
+  const std::string metrics_target = backend.base_path + "/metrics";
   // A reload hands a server over with the health it had.
   int failures = was_healthy ? 0 : unhealthy_after_;
 
   while (warden_.models()->generation == generation) {
     const auto round_start = std::chrono::steady_clock::now();
-    const auto health = co_await net::http_get(backend.host, backend.port, backend.base_path + "/health", timeout);
-    const auto metrics = co_await net::http_get(backend.host, backend.port, backend.base_path + "/metrics", timeout);
+    const auto health = co_await server.get(health_target, timeout);
+    const auto metrics = co_await server.get(metrics_target, timeout);
 
     if (warden_.models()->generation != generation) co_return;  // a reload took over
 

@@ -9,7 +9,8 @@
 // cannot connect to it (warden.cpp). One good round brings it back, whoever
 // took it out. Each change is logged once. Every probe has its own timeout
 // and runs on the scraper's own thread, so a hanging /metrics delays nothing
-// but its own server's next round.
+// but its own server's next round. A server's probes share one connection,
+// kept open from round to round (net::HttpGetter).
 //
 // After a configuration reload, `start` is called again: loops of the retired
 // configuration end at their next round, and the new configuration's begin

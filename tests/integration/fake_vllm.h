@@ -68,6 +68,11 @@ class FakeVllm {
   void hang_metrics(bool hang) { hang_metrics_ = hang; }
   void garbage_metrics(bool garbage) { garbage_metrics_ = garbage; }
   int metrics_hanging() const { return metrics_hanging_.load(); }
+  // The client port of each /health and /metrics request: one per connection.
+  std::vector<std::uint16_t> probe_ports() {
+    std::lock_guard lock{mutex_};
+    return probe_ports_;
+  }
   void set_engine(int rank, int running, int waiting, double kv, double queries, double hits) {
     std::lock_guard lock{mutex_};
     engine_[rank] = {running, waiting, kv, queries, hits};
@@ -78,6 +83,10 @@ class FakeVllm {
     namespace http = net::http;
     using namespace net::asio::experimental::awaitable_operators;
     auto& req = ex.request();
+    if (req.target() == "/health" || req.target() == "/metrics") {
+      std::lock_guard lock{mutex_};
+      probe_ports_.push_back(ex.remote().port());
+    }
     if (req.target() == "/health") {
       net::Response res{healthy_ ? http::status::ok : http::status::service_unavailable, 11};
       co_await ex.respond(std::move(res));
@@ -237,6 +246,7 @@ class FakeVllm {
   std::mutex mutex_;
   std::map<int, int> held_;
   std::vector<Seen> seen_;
+  std::vector<std::uint16_t> probe_ports_;
 };
 
 }  // namespace lmwarden::testing

@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "fake_vllm.h"
 #include "running_warden.h"
@@ -164,6 +165,19 @@ TEST(ProxyTelemetry, ScraperFillsTheCardFromEngineMetrics) {
   EXPECT_DOUBLE_EQ(card["replicas"][1]["kv_used"].get<double>(), 0.5);
   EXPECT_NEAR(card["replicas"][0]["prefix_hit_rate"].get<double>(), 0.8, 1e-9);
   EXPECT_EQ(metric(warden.port(), "lmwarden_replica_running", {{"replica", "0"}}), 3);
+}
+
+// Two probes a round (/health, /metrics) over one kept connection, however
+// many rounds: the server sees one client port.
+TEST(ProxyTelemetry, ScraperKeepsOneConnectionToEachServer) {
+  FakeVllm a{1}, b{1};
+  RunningWarden warden{make_config({{a.port(), 1}, {b.port(), 1}}, std::nullopt, "scrape_interval: 100ms\n"), true};
+  ASSERT_TRUE(eventually([&] { return a.probe_ports().size() >= 10 && b.probe_ports().size() >= 10; }));
+  for (FakeVllm* server : {&a, &b}) {
+    const auto ports = server->probe_ports();
+    EXPECT_EQ(std::set<std::uint16_t>(ports.begin(), ports.end()).size(), 1U)
+        << ports.size() << " probes";
+  }
 }
 
 TEST(ProxyTelemetry, UnhealthyServerLosesItsConversationsAndComesBack) {
