@@ -1,18 +1,24 @@
 // I/O threads with a descriptor table each (DescriptorTables::kPerThread),
 // over real sockets on 127.0.0.1: connections reach every thread, their
 // descriptors stay out of the process's own table, the listening socket
-// stops accepting when told to, and stopping closes each thread's
-// descriptors on that thread, never a number of the process's table.
+// stops accepting when told to, stopping closes each thread's descriptors on
+// that thread, never a number of the process's table, and a name lookup adds
+// no user to a thread's table.
 #include <fcntl.h>
+#include <linux/kcmp.h>
 #include <gtest/gtest.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
 #include <chrono>
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -194,6 +200,53 @@ TEST(DescriptorTables, StoppingClosesEachThreadsDescriptorsOnThatThread) {
   EXPECT_LT(process_descriptors(), before);
   ::close(pipe_ends[0]);
   ::close(pipe_ends[1]);
+}
+
+// Whether threads a and b of this process use one descriptor table (kcmp);
+// nothing where the kernel does not say.
+std::optional<bool> same_table(pid_t a, pid_t b) {
+  const long r = ::syscall(SYS_kcmp, a, b, KCMP_FILES, 0, 0);
+  if (r < 0) return std::nullopt;
+  return r == 0;
+}
+
+// A name looked up on an I/O thread (a backend named by hostname) is looked up
+// on Asio's resolver thread, which must not be a second user of the I/O
+// thread's table: the kernel's every lookup of a descriptor in a table with
+// two users takes the slower path.
+TEST(DescriptorTables, ANameLookupLeavesEachThreadTheOnlyUserOfItsTable) {
+  Server server{answer_thread};
+  if (!server.tables_of_their_own()) GTEST_SKIP() << kShared;
+  std::atomic<std::size_t> looked_up{0};
+  for (std::size_t i = 0; i < server.io.size(); ++i)
+    asio::co_spawn(
+        server.io.at(i),
+        [&]() -> Awaitable<void> {
+          Resolver resolver{co_await asio::this_coro::executor};
+          auto [ec, found] = co_await resolver.async_resolve("localhost", "80", kAsTuple);
+          EXPECT_FALSE(ec) << ec.message();
+          ++looked_up;
+        },
+        asio::detached);
+  ASSERT_TRUE(testing::eventually([&] { return looked_up == server.io.size(); }));
+  // The I/O threads: those whose table is not the process's.
+  const pid_t self = ::getpid();
+  std::vector<pid_t> threads, io_threads;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
+    const pid_t tid = std::stoi(e.path().filename().string());
+    const auto same = same_table(self, tid);
+    if (!same) GTEST_SKIP() << "kcmp cannot compare descriptor tables here";
+    threads.push_back(tid);
+    if (!*same) io_threads.push_back(tid);
+  }
+  EXPECT_EQ(io_threads.size(), server.io.size());
+  for (const pid_t io_thread : io_threads) {
+    for (const pid_t other : threads) {
+      if (other == io_thread) continue;
+      EXPECT_FALSE(same_table(io_thread, other).value_or(true))
+          << "thread " << other << " shares I/O thread " << io_thread << "'s table";
+    }
+  }
 }
 
 }  // namespace
