@@ -13,6 +13,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <system_error>
 #include <thread>
 
 #include "net/http_server.h"
@@ -27,9 +28,9 @@ using std::chrono::milliseconds;
 // It records the client port of every request: one port, one connection.
 class Server {
  public:
-  explicit Server(ServerOptions options = {})
+  explicit Server(ServerOptions options = {}, const std::string& host = "127.0.0.1")
       : server_(io_, std::move(options), [this](Exchange& ex) { return handle(ex); }) {
-    port_ = server_.listen("127.0.0.1", 0).port();
+    port_ = server_.listen(host, 0).port();
     io_.start();
   }
   ~Server() {
@@ -41,12 +42,17 @@ class Server {
     std::lock_guard lock{mutex_};
     return ports_;
   }
+  std::string last_host() {
+    std::lock_guard lock{mutex_};
+    return host_;
+  }
 
  private:
   Awaitable<void> handle(Exchange& ex) {
     {
       std::lock_guard lock{mutex_};
       ports_.insert(ex.remote().port());
+      host_ = std::string(ex.request()[http::field::host]);
     }
     if (ex.request().target() == "/hang") {
       co_await ex.client_closed();
@@ -63,13 +69,15 @@ class Server {
   std::uint16_t port_ = 0;
   std::mutex mutex_;
   std::multiset<std::uint16_t> ports_;
+  std::string host_;
 };
 
 // A getter on a context of its own, each get() run to its end (5 s at most).
 struct Client {
   asio::io_context io;
   HttpGetter getter;
-  explicit Client(std::uint16_t port) : getter(io.get_executor(), "127.0.0.1", port) {}
+  explicit Client(std::uint16_t port, std::string host = "127.0.0.1")
+      : getter(io.get_executor(), std::move(host), port) {}
   GetResult get(std::string target, milliseconds timeout = milliseconds(2000)) {
     std::optional<GetResult> result;
     asio::co_spawn(
@@ -138,6 +146,26 @@ TEST(HttpGetter, ATimedOutCallLeavesTheNextAFreshConnection) {
   EXPECT_EQ(hung.status, 0U);
   expect_ok(client.get("/ok"));
   EXPECT_EQ(client.connections_opened(), 2U);
+}
+
+TEST(HttpGetter, TheHostFieldNamesTheServer) {
+  Server server;
+  Client client{server.port()};
+  expect_ok(client.get("/ok"));
+  EXPECT_EQ(server.last_host(), "127.0.0.1:" + std::to_string(server.port()));
+}
+
+// An IPv6 literal is bracketed in the Host field (RFC 9110 §7.2).
+TEST(HttpGetter, AnIpv6HostIsBracketedInTheHostField) {
+  std::optional<Server> server;
+  try {
+    server.emplace(ServerOptions{}, "::1");
+  } catch (const std::system_error& e) {
+    GTEST_SKIP() << "no IPv6 loopback here: " << e.what();
+  }
+  Client client{server->port(), "::1"};
+  expect_ok(client.get("/ok"));
+  EXPECT_EQ(server->last_host(), "[::1]:" + std::to_string(server->port()));
 }
 
 // Nothing listens: the error is the connect's, and each call tries afresh.
