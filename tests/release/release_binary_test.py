@@ -76,12 +76,13 @@ class Warden:
     `settings` are more top-level lines of its configuration; `max_open_files`
     its open-file limit (soft and hard), when given."""
 
-    def __init__(self, backend_port, env=None, settings="", max_open_files=None):
+    def __init__(self, backend_port, env=None, settings="", max_open_files=None, threads=1,
+                 backend_host="127.0.0.1"):
         self.dir = tempfile.TemporaryDirectory(prefix="lmwarden-release-")
         config = os.path.join(self.dir.name, "lmwarden.yaml")
         with open(config, "w") as f:
-            f.write(f"listen: 127.0.0.1:0\nthreads: 1\nscrape_interval: 60s\n{settings}models:\n  - name: m\n"
-                    f"    backends:\n      - url: http://127.0.0.1:{backend_port}\n")
+            f.write(f"listen: 127.0.0.1:0\nthreads: {threads}\nscrape_interval: 60s\n{settings}models:\n"
+                    f"  - name: m\n    backends:\n      - url: http://{backend_host}:{backend_port}\n")
         self.log_path = os.path.join(self.dir.name, "lmwarden.log")
         self.log = open(self.log_path, "w")
         def limit():
@@ -149,6 +150,18 @@ class Warden:
         self.dir.cleanup()
 
 
+KCMP_FILES = 2
+
+
+def same_table(a, b):
+    """Whether threads a and b share one descriptor table (kcmp); None where
+    the kernel will not say."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    result = libc.syscall(312, a, b, KCMP_FILES, 0, 0)  # SYS_kcmp on x86-64
+    return None if result < 0 else result == 0
+
+
 def chat_body(filler_bytes=0):
     return json.dumps({"model": "m", "messages": [{"role": "user", "content": "x" * filler_bytes}]}).encode()
 
@@ -203,6 +216,30 @@ class ReleaseBinary(unittest.TestCase):
         self.assertEqual(answered, (200, REPLY), warden.text()[-4000:])
         warden.process.terminate()
         self.assertEqual(warden.process.wait(timeout=10), 0, warden.text()[-4000:])
+
+    def test_a_backend_named_by_hostname_leaves_each_io_thread_the_only_user_of_its_table(self):
+        # A name is looked up on Asio's lookup thread, which the first lookup
+        # starts; the I/O threads start theirs before they take a table of
+        # their own, so that it does not become a second user of it.
+        if os.uname().machine != "x86_64":
+            self.skipTest("the kcmp system call number used here is x86-64's")
+        warden = self.start(threads=2, backend_host="localhost")
+        if "share the process's descriptor table" in warden.text():
+            self.skipTest("the I/O threads share the table here: " + warden.text())
+        for _ in range(4):  # both threads get a request (round robin)
+            self.assertEqual(warden.post(chat_body())[0], 200, warden.text())
+        pid = warden.process.pid
+        tasks = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+        shared_with_main = {t: same_table(pid, t) for t in tasks}
+        if None in shared_with_main.values():
+            self.skipTest("kcmp cannot compare descriptor tables here")
+        io_threads = [t for t, same in shared_with_main.items() if not same]
+        self.assertEqual(len(io_threads), 2, f"threads with a table of their own: {io_threads}")
+        for io_thread in io_threads:
+            for other in tasks:
+                if other != io_thread:
+                    self.assertFalse(same_table(io_thread, other),
+                                     f"thread {other} shares I/O thread {io_thread}'s table")
 
     def test_a_request_goes_through_and_its_usage_is_booked(self):
         warden = self.start()
