@@ -21,6 +21,13 @@ work for them) says how much the proxy in front made the load side spend:
 the same figure behind both proxies means requests/s could not tell them
 apart.
 
+The .cpu record also counts the context switches of the proxy's threads and
+of the responder's over the run (since round 28): per request, in the run
+the requests/s figure comes from. A proxy that sleeps in epoll_wait and is
+woken counts one; where the responder shares the proxy's CPU, the send that
+wakes the proxy usually switches the responder out, so the two counts move
+together and say how often the proxy made the shared CPU change hands.
+
 sse256paced is sse256 at an engine's pace (one event per decode step): its
 requests/s and events/s are set by the pace, so its figure is the proxy's CPU
 time per event, printed for both SSE cases.
@@ -111,6 +118,15 @@ def cpu_us_per_request(r, who):
     if not c or not r["requests"] or who + "_ticks" not in c:
         return None
     return c[who + "_ticks"] / c["ticks_per_s"] * 1e6 / r["requests"]
+
+
+def switches_per_request(r, who):
+    """Context switches per request of the proxy's or the responder's
+    threads over a run; None where the record has none (before round 28)."""
+    c = r.get("cpu")
+    if not c or not r["requests"] or who + "_switches" not in c:
+        return None
+    return round(c[who + "_switches"] / r["requests"], 1)
 
 
 def cpu_ids(c):
@@ -235,6 +251,10 @@ for case in CASES:
             if target != "direct" else None,
             "responder_cpu_us_per_request": lowest(cpu_us_per_request(r, "responder") for r in load),
             "load_cpu_us_per_request": lowest(load_cpu_us_per_request(r) for r in load),
+            # In the run the requests/s figure comes from.
+            "proxy_switches_per_request": switches_per_request(best, "proxy")
+            if target != "direct" else None,
+            "responder_switches_per_request": switches_per_request(best, "responder"),
             "cpu_busy_share": cpu_shares(best, 0),
             "cpu_steal_share": cpu_shares(best, 2),
         }
@@ -368,6 +388,17 @@ for case in CASES:
           f"| {r['proxy_user_cpu_per_request'] or ''} | {r['load_cpu_per_request'] or ''} |")
 print(f"\n{PACED}: requests/s and events/s are set by the pace; compare the proxies' CPU per "
       "request (or per event).")
+print("\nContext switches per request, every thread, in each target's best throughput run (a "
+      "proxy that sleeps in epoll_wait and is woken counts one; where the responder shares the "
+      "proxy's CPU, the send that wakes the proxy usually switches the responder out):\n")
+print("| case | nginx | lmwarden | responder, direct | responder behind nginx "
+      "| responder behind lmwarden |")
+print("|---|---:|---:|---:|---:|---:|")
+for case in CASES:
+    t = summary["cases"][case]
+    print(f"| {case} | {cell(t['nginx']['proxy_switches_per_request'])} "
+          f"| {cell(t['lmwarden']['proxy_switches_per_request'])} "
+          + " ".join(f"| {cell(t[x]['responder_switches_per_request'])}" for x in TARGETS) + " |")
 print("\nPaired by round (lmwarden/nginx within each round, the two runs seconds apart; "
       "median, then each round):\n")
 print("| case | requests/s | proxy CPU per request | proxy user CPU per request | added p50 |")

@@ -218,6 +218,15 @@ cpu_ticks() {
   done
   echo "$user $system"
 }
+# Context switches (voluntary and not, every thread) of the given processes:
+# a thread that sleeps in epoll_wait and is woken again counts one. A thread
+# that ends between the listing and the read is left out.
+switches() {
+  local pid files=()
+  for pid in "$@"; do files+=(/proc/"$pid"/task/*/status); done
+  { [ ${#files[@]} -gt 0 ] && cat "${files[@]}" 2>/dev/null || true; } |
+    awk '/ctxt_switches/ {s += $2} END {print s + 0}'
+}
 # Ticks of each CPU from /proc/stat, "busy idle steal" per CPU: busy is
 # user, nice, system, irq and softirq time; steal, the time a VM's host ran
 # something else while this CPU had work, is kept apart, so that a host that
@@ -229,10 +238,12 @@ cpu_busy() {
 cpu_ids="$(awk '/^cpu[0-9]/ {print substr($1, 4)}' /proc/stat | paste -sd,)"
 
 run_wrk() {  # target case connections seconds result-file [latency]
-  local pu0 ps0 pu1 ps1 ru0 rs0 ru1 rs1 busy_before pin=("${pin_wrk[@]}")
+  local pu0 ps0 pu1 ps1 ru0 rs0 ru1 rs1 px0 px1 rx0 rx1 busy_before pin=("${pin_wrk[@]}")
   [ "${6:-}" = latency ] && pin=("${pin_wrk_latency[@]}")
   read -r pu0 ps0 <<<"$(cpu_ticks ${proxy_pids[$1]})"
   read -r ru0 rs0 <<<"$(cpu_ticks "$responder_pid")"
+  px0="$(switches ${proxy_pids[$1]})"
+  rx0="$(switches "$responder_pid")"
   busy_before="$(cpu_busy)"
   "${pin[@]}" wrk -t1 -c"$3" -d"$4s" --timeout "${wrk_timeout}s" -s "$here/wrk.lua" "${url[$1]}" -- \
     POST "${case_path[$2]}" "$work/$2.headers" "$work/$2.body" >"$work/wrk.out" 2>&1 || true
@@ -240,8 +251,11 @@ run_wrk() {  # target case connections seconds result-file [latency]
   # busy share (which CPU carries what: the layout above).
   read -r pu1 ps1 <<<"$(cpu_ticks ${proxy_pids[$1]})"
   read -r ru1 rs1 <<<"$(cpu_ticks "$responder_pid")"
-  printf '{"ticks_per_s": %s, "proxy_ticks": %s, "proxy_user_ticks": %s, "responder_ticks": %s, "cpu_ids": [%s], "cpu_before": [%s], "cpu_after": [%s]}\n' \
-    "$(getconf CLK_TCK)" "$((pu1 + ps1 - pu0 - ps0))" "$((pu1 - pu0))" "$((ru1 + rs1 - ru0 - rs0))" "$cpu_ids" \
+  px1="$(switches ${proxy_pids[$1]})"
+  rx1="$(switches "$responder_pid")"
+  printf '{"ticks_per_s": %s, "proxy_ticks": %s, "proxy_user_ticks": %s, "responder_ticks": %s, "proxy_switches": %s, "responder_switches": %s, "cpu_ids": [%s], "cpu_before": [%s], "cpu_after": [%s]}\n' \
+    "$(getconf CLK_TCK)" "$((pu1 + ps1 - pu0 - ps0))" "$((pu1 - pu0))" "$((ru1 + rs1 - ru0 - rs0))" \
+    "$((px1 - px0))" "$((rx1 - rx0))" "$cpu_ids" \
     "$(echo $busy_before | tr ' ' ',')" "$(cpu_busy | xargs | tr ' ' ',')" >"$5.cpu"
   if ! grep '^JSON ' "$work/wrk.out" | cut -c6- >"$5" || [ ! -s "$5" ]; then
     echo "bench-proxy: wrk failed for $1 $2:" >&2

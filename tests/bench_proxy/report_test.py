@@ -24,13 +24,20 @@ def wrk_record(requests, p50=100, p99=300, errors=None):
             "errors": kinds, "latency_us": {"p50": p50, "p99": p99}}
 
 
-def cpu_record(proxy_ticks, user_ticks, responder_ticks, shares, cpu_ids):
+def cpu_record(proxy_ticks, user_ticks, responder_ticks, shares, cpu_ids, proxy_switches=None,
+               responder_switches=None):
     """run.sh's .cpu record at 100 ticks/s over one second; `shares` gives
-    each CPU's (busy, idle, steal) ticks, in `cpu_ids`' order."""
+    each CPU's (busy, idle, steal) ticks, in `cpu_ids`' order. The switch
+    counts are left out when None, as records before round 28 have them."""
     after = [t for triple in shares for t in triple]
-    return {"ticks_per_s": 100, "proxy_ticks": proxy_ticks, "proxy_user_ticks": user_ticks,
-            "responder_ticks": responder_ticks, "cpu_ids": cpu_ids,
-            "cpu_before": [0] * len(after), "cpu_after": after}
+    record = {"ticks_per_s": 100, "proxy_ticks": proxy_ticks, "proxy_user_ticks": user_ticks,
+              "responder_ticks": responder_ticks, "cpu_ids": cpu_ids,
+              "cpu_before": [0] * len(after), "cpu_after": after}
+    if proxy_switches is not None:
+        record["proxy_switches"] = proxy_switches
+    if responder_switches is not None:
+        record["responder_switches"] = responder_switches
+    return record
 
 
 class Results:
@@ -257,6 +264,37 @@ class EdgeCases(unittest.TestCase):
         self.assertIsNone(small["ratio_lmwarden_over_nginx"]["proxy_cpu_per_request"])
         self.assertEqual(small["ratio_per_round"]["proxy_cpu_per_request"], [])
         self.assertIn("\n6 of 6 met.\n", printed)
+
+
+class ContextSwitches(unittest.TestCase):
+    def test_per_request_from_the_best_throughput_run(self):
+        r = Results(rounds=2)
+        # nginx's best sse256 round is the second (1,100 replies), lmwarden's
+        # the first (1,050): their switches are the ones reported.
+        r.set_load("sse256", "nginx", 2, requests=1100)
+        r.set_load("sse256", "lmwarden", 1, requests=1050)
+        r.set_cpu("sse256", "nginx", 1, proxy_switches=99_000, responder_switches=99_000)
+        r.set_cpu("sse256", "nginx", 2, proxy_switches=27_500, responder_switches=29_700)
+        r.set_cpu("sse256", "lmwarden", 1, proxy_switches=31_500, responder_switches=33_600)
+        r.set_cpu("sse256", "lmwarden", 2, proxy_switches=1_000, responder_switches=1_000)
+        r.set_cpu("sse256", "direct", 1, responder_switches=2_000)
+        summary, printed = run_report(r)
+        sse = summary["cases"]["sse256"]
+        self.assertEqual(sse["nginx"]["proxy_switches_per_request"], 25.0)
+        self.assertEqual(sse["nginx"]["responder_switches_per_request"], 27.0)
+        self.assertEqual(sse["lmwarden"]["proxy_switches_per_request"], 30.0)
+        self.assertEqual(sse["lmwarden"]["responder_switches_per_request"], 32.0)
+        self.assertIsNone(sse["direct"]["proxy_switches_per_request"])
+        self.assertEqual(sse["direct"]["responder_switches_per_request"], 2.0)
+        self.assertIn("Context switches per request", printed)
+        self.assertIn("\n| sse256 | 25.0 | 30.0 | 2.0 | 27.0 | 32.0 |\n", printed)
+
+    def test_records_without_switches_leave_the_cells_blank(self):
+        summary, printed = run_report(Results())
+        small = summary["cases"]["small"]
+        self.assertIsNone(small["lmwarden"]["proxy_switches_per_request"])
+        self.assertIsNone(small["nginx"]["responder_switches_per_request"])
+        self.assertIn("\n| small |  |  |  |  |  |\n", printed)
 
 
 if __name__ == "__main__":

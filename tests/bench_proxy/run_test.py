@@ -112,6 +112,17 @@ class ShortRun(unittest.TestCase):
                     self.assertEqual(t["errors"], 0, t["error_kinds"])
                     self.assertGreater(t["latency_us_p50"], 0)
 
+    def test_context_switches_counted(self):
+        # Every streamed reply makes each proxy wait for the responder's
+        # events at least once, and the responder for the next request.
+        sse = self.summary["cases"]["sse256"]
+        for proxy in ("nginx", "lmwarden"):
+            self.assertGreater(sse[proxy]["proxy_switches_per_request"], 0)
+        for target in ("direct", "nginx", "lmwarden"):
+            self.assertGreater(sse[target]["responder_switches_per_request"], 0)
+        self.assertIsNone(sse["direct"]["proxy_switches_per_request"])
+        self.assertIn("Context switches per request", self.done.stdout)
+
     def test_replies_are_the_cases(self):
         cases = self.summary["cases"]
         # Through either proxy the client gets the responder's reply.
