@@ -3,6 +3,9 @@
 
 Per case and target, the best of the rounds: the highest requests/s of the
 throughput runs, the lowest p50 and p99 of the latency runs (1 connection).
+A latency run comes in one-second slices, the targets' taken in turn
+(run.sh; since round 29): its percentiles are the medians of its slices'.
+Results of one piece (NAME.latency.json, before) are read as they are.
 Added latency = proxy's latency - direct latency. Ratios are lmwarden/nginx:
 above 1 is better for requests/s and events/s, below 1 is better for latency
 and CPU.
@@ -87,15 +90,60 @@ FULL_LABEL = (f"CPU {LOAD_CPUS[0]}" if len(LOAD_CPUS) == 1 else
 SSE_CASES = ("sse256", "sse256paced")
 PACED = "sse256paced"
 TARGETS = ["direct", "nginx", "lmwarden"]
+
+
+def merged_slices(slices):
+    """One latency run from its one-second slices (run.sh takes the targets'
+    slices in turn): each percentile the median of the slices', the counts
+    summed. A run of one slice is itself."""
+    if len(slices) == 1:
+        return {**slices[0], "slices_p50": [slices[0]["latency_us"]["p50"]]}
+    requests = sum(s["requests"] for s in slices)
+    percentiles = {}
+    for q in slices[0]["latency_us"]:
+        values = [s["latency_us"].get(q) for s in slices]
+        if None in values:
+            continue
+        if q == "max":
+            percentiles[q] = max(values)
+        elif q == "mean":
+            percentiles[q] = round(sum(v * s["requests"] for v, s in zip(values, slices)) /
+                                   max(requests, 1), 1)
+        else:  # p50, p90, p99
+            percentiles[q] = round(median_of(values))
+    errors = {}
+    for s in slices:
+        for kind, n in s["errors"].items():
+            errors[kind] = errors.get(kind, 0) + n
+    return {"requests": requests, "duration_us": sum(s["duration_us"] for s in slices),
+            "bytes": sum(s["bytes"] for s in slices), "errors": errors, "latency_us": percentiles,
+            "slices_p50": [s["latency_us"]["p50"] for s in slices]}
+
+
+def median_of(values):
+    """The median, unrounded (of an even count, the lower middle one's and
+    the upper's mean)."""
+    v = sorted(values)
+    mid = len(v) // 2
+    return v[mid] if len(v) % 2 else (v[mid - 1] + v[mid]) / 2
+
+
 by_round = {}  # (case, target, mode) -> {round: run}
+slices = {}  # (case, target, round) -> {slice: latency run}
 for path in sorted(glob.glob(os.path.join(a.results, "*.json"))):
     r, case, target, mode, _ = os.path.basename(path).split(".")
     with open(path) as f:
         run = json.load(f)
+    if mode.startswith("latency-"):  # a slice of a latency run
+        slices.setdefault((case, target, int(r)), {})[int(mode.split("-")[1])] = run
+        continue
     if os.path.exists(path + ".cpu"):
         with open(path + ".cpu") as f:
             run["cpu"] = json.load(f)
     by_round.setdefault((case, target, mode), {})[int(r)] = run
+for (case, target, r), runs in slices.items():
+    by_round.setdefault((case, target, "latency"), {})[r] = merged_slices(
+        [runs[k] for k in sorted(runs)])
 
 
 def error_kinds(rs):
@@ -243,6 +291,9 @@ for case in CASES:
             "latency_us_loaded": best["latency_us"],
             "latency_us_p50": min(r["latency_us"]["p50"] for r in lat),
             "latency_us_p99": min(r["latency_us"]["p99"] for r in lat),
+            # Each round's slices' p50s, in the order they ran (run.sh).
+            "latency_slices_us_p50": [run["slices_p50"] for _, run in sorted(
+                by_round[(case, target, "latency")].items()) if "slices_p50" in run] or None,
             "errors": sum(kinds.values()),
             "error_kinds": kinds,
             "proxy_cpu_us_per_request": lowest(cpu_us_per_request(r, "proxy") for r in load)
@@ -354,7 +405,8 @@ def cell(value):
 
 print(f"\nrequests/s: wrk -t1 -c{a.connections} (sse256paced: -c{a.paced_connections}, "
       f"an event every {a.step_us} µs per stream), best of {a.rounds} × {a.seconds}s; "
-      f"latency: 1 connection, best of {a.rounds} × {a.latency_seconds}s; "
+      f"latency: 1 connection, best of {a.rounds} × {a.latency_seconds}s"
+      f"{' (the median of 1s slices, the targets taken in turn)' if slices else ''}; "
       f"proxies on {a.threads or 1} thread(s); CPUs: {placement}; "
       f"lmwarden {a.lmwarden_commit} ({a.lmwarden_build})\n")
 print("| case | target | requests/s | p50 µs | p99 µs | added p50 µs | added p99 µs | SSE events/s "

@@ -21,6 +21,13 @@
 # latency added by the proxy is not hidden by queueing). Rounds are
 # interleaved and the best of BENCH_ROUNDS is kept per figure, which rejects
 # interference from other work on the machine without favouring any target.
+# A latency run is BENCH_LATENCY_SECONDS slices of one second, the three
+# targets' slices taken in turn (direct, nginx, lmwarden, direct, ...): the
+# latency of a streamed reply at one connection can settle for seconds at a
+# time at either of two levels (for sse256, about 700 µs apart), behind either
+# proxy alike (docs/performance-history.md, round 29), and
+# alternating slices shares those stretches between the targets. The report
+# takes the median of each target's slices.
 # Each throughput run also records the proxy's and the responder's CPU time
 # and each CPU's busy and steal shares, for the report's CPU-per-request
 # figures. Rounds alternate whether nginx or lmwarden goes first.
@@ -271,7 +278,7 @@ echo "bench-proxy: upstream :$upstream_port, nginx :$nginx_port, lmwarden :$lmwa
   "responder ${cpu_responder:-any}$(for_latency "$cpu_responder" "$cpu_responder_latency")," \
   "proxy ${cpu_proxy:-any}$(for_latency "$cpu_proxy" "$cpu_proxy_latency"));" \
   "$rounds round(s) of ${seconds}s (c=$connections; sse256paced c=$paced_connections, a step every" \
-  "${step_us} µs) + ${latency_seconds}s (c=1) per case and target"
+  "${step_us} µs) + ${latency_seconds}s (c=1, in 1s slices taken in turn) per case and target"
 mkdir -p "$work/results"
 # Moves the responder and the proxies (every thread) to where the layout has
 # them for the throughput runs (throughput) or the latency runs (latency); a
@@ -307,10 +314,12 @@ for r in $(seq "$rounds"); do
       printf '.'
     done
     place latency
-    for t in "${order[@]}"; do
-      run_wrk "$t" "$c" 1 "$latency_seconds" "$work/results/$r.$c.$t.latency.json" latency
-      printf '.'
+    for slice in $(seq "$latency_seconds"); do
+      for t in "${order[@]}"; do
+        run_wrk "$t" "$c" 1 1 "$work/results/$r.$c.$t.latency-$slice.json" latency
+      done
     done
+    printf '...'
   done
 done
 echo

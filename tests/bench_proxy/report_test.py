@@ -46,13 +46,18 @@ class Results:
 
     def __init__(self, rounds=1, cpu_ids=(0, 1), shares=((50, 50, 0), (90, 10, 0)), with_cpu=True):
         self.rounds, self.cpu_ids, self.shares, self.with_cpu = rounds, list(cpu_ids), shares, with_cpu
-        self.load, self.latency, self.cpu = {}, {}, {}
+        self.load, self.latency, self.cpu, self.slices = {}, {}, {}, {}
 
     def set_load(self, case, target, round_, **kw):
         self.load[(case, target, round_)] = kw
 
     def set_latency(self, case, target, round_, **kw):
         self.latency[(case, target, round_)] = kw
+
+    def set_slices(self, case, target, round_, records):
+        """The latency run as one-second slices (run.sh since round 29), one
+        wrk_record keyword set each, in order."""
+        self.slices[(case, target, round_)] = records
 
     def set_cpu(self, case, target, round_, **kw):
         self.cpu[(case, target, round_)] = kw
@@ -68,8 +73,13 @@ class Results:
                     proxy_p50 = 100 if target == "direct" else 150
                     latency = {"requests": 50, "p50": proxy_p50, "p99": proxy_p50 * 3,
                                **self.latency.get((case, target, r), {})}
-                    with open(stem + ".latency.json", "w") as f:
-                        json.dump(wrk_record(**latency), f)
+                    if (case, target, r) in self.slices:
+                        for k, kw in enumerate(self.slices[(case, target, r)], start=1):
+                            with open(f"{stem}.latency-{k}.json", "w") as f:
+                                json.dump(wrk_record(**{"requests": 50, **kw}), f)
+                    else:
+                        with open(stem + ".latency.json", "w") as f:
+                            json.dump(wrk_record(**latency), f)
                     if self.with_cpu:
                         cpu = {"proxy_ticks": 0 if target == "direct" else 50, "user_ticks": 20,
                                "responder_ticks": 40, "shares": self.shares, "cpu_ids": self.cpu_ids,
@@ -264,6 +274,52 @@ class EdgeCases(unittest.TestCase):
         self.assertIsNone(small["ratio_lmwarden_over_nginx"]["proxy_cpu_per_request"])
         self.assertEqual(small["ratio_per_round"]["proxy_cpu_per_request"], [])
         self.assertIn("\n6 of 6 met.\n", printed)
+
+
+class LatencySlices(unittest.TestCase):
+    """A latency run in one-second slices, the targets' taken in turn: each
+    percentile is the median of the slices'."""
+
+    def setUp(self):
+        r = Results(rounds=2)
+        for t in TARGETS:
+            r.set_slices("sse256", t, 1, [{"p50": 1000, "p99": 1100}] * 4)
+        # Round 1: nginx's slices at two levels, 1,300 and 2,000 µs: median
+        # 1,650, added 650; lmwarden's at 1,280 and 1,990: median 1,635.
+        r.set_slices("sse256", "nginx", 1, [{"p50": p, "p99": p + 100} for p in (1300, 2000, 2100, 1300)])
+        r.set_slices("sse256", "lmwarden", 1,
+                     [{"p50": 1280, "p99": 1400, "errors": {"read": 1}}, {"p50": 1990, "p99": 2100},
+                      {"p50": 1990, "p99": 2100, "requests": 20}, {"p50": 1280, "p99": 1400}])
+        # Round 2, three slices each (an odd count): the middle one.
+        for t, p50s in (("direct", (1000, 1200, 900)), ("nginx", (2500, 1900, 1800)),
+                        ("lmwarden", (1850, 2600, 1700))):
+            r.set_slices("sse256", t, 2, [{"p50": p, "p99": p + 500} for p in p50s])
+        self.summary, self.printed = run_report(r)
+        self.sse = self.summary["cases"]["sse256"]
+
+    def test_each_percentile_is_the_median_of_the_slices(self):
+        self.assertEqual(self.sse["nginx"]["latency_us_p50"], 1650)
+        self.assertEqual(self.sse["lmwarden"]["latency_us_p50"], 1635)
+        self.assertEqual(self.sse["lmwarden"]["latency_us_p99"], 1750)
+        self.assertEqual(self.sse["nginx"]["added_us_p50"], 650)
+        self.assertEqual(self.sse["lmwarden"]["added_us_p50"], 635)
+        self.assertEqual(self.sse["ratio_lmwarden_over_nginx"]["added_p50"], 0.98)
+
+    def test_rounds_paired_on_their_medians(self):
+        # Round 2: direct 1,000, nginx 1,900 (added 900), lmwarden 1,850 (850).
+        self.assertEqual(self.sse["ratio_per_round"]["added_p50"], [0.98, 0.94])
+        self.assertEqual(self.sse["nginx"]["latency_slices_us_p50"],
+                         [[1300, 2000, 2100, 1300], [2500, 1900, 1800]])
+
+    def test_counts_are_the_slices_sums(self):
+        self.assertEqual(self.sse["lmwarden"]["errors"], 1)
+        self.assertEqual(self.sse["lmwarden"]["error_kinds"], {"read": 1})
+
+    def test_the_header_says_how_latency_was_taken(self):
+        self.assertIn("best of 2 × 1s (the median of 1s slices, the targets taken in turn)", self.printed)
+        _, printed = run_report(Results())
+        self.assertNotIn("slices", printed)
+        self.assertIsNone(run_report(Results())[0]["cases"]["small"]["nginx"]["latency_slices_us_p50"])
 
 
 class ContextSwitches(unittest.TestCase):

@@ -87,7 +87,7 @@ class ShortRun(unittest.TestCase):
         cls.work_parent = os.path.join(cls.tmp.name, "work")
         cls.out = os.path.join(cls.tmp.name, "out")
         os.mkdir(cls.work_parent)
-        cls.done = run_sh({"BENCH_SECONDS": "1", "BENCH_LATENCY_SECONDS": "1", "BENCH_ROUNDS": "1",
+        cls.done = run_sh({"BENCH_SECONDS": "1", "BENCH_LATENCY_SECONDS": "2", "BENCH_ROUNDS": "1",
                            "BENCH_STEP_US": "200", "BENCH_PROXY_THREADS": str(cls.threads),
                            "BENCH_OUT": cls.out, "TMPDIR": cls.work_parent},
                           timeout=240)
@@ -111,6 +111,18 @@ class ShortRun(unittest.TestCase):
                     self.assertGreater(t["requests_per_s"], 0)
                     self.assertEqual(t["errors"], 0, t["error_kinds"])
                     self.assertGreater(t["latency_us_p50"], 0)
+
+    def test_latency_in_slices_taken_in_turn(self):
+        # BENCH_LATENCY_SECONDS=2: two one-second slices per target, each
+        # with replies of its own.
+        for case in CASES:
+            for target in ("direct", "nginx", "lmwarden"):
+                with self.subTest(case=case, target=target):
+                    (slices,) = self.summary["cases"][case][target]["latency_slices_us_p50"]
+                    self.assertEqual(len(slices), 2)
+                    self.assertTrue(all(p50 > 0 for p50 in slices), slices)
+        self.assertIn("(the median of 1s slices, the targets taken in turn)", self.done.stdout)
+        self.assertIn("+ 2s (c=1, in 1s slices taken in turn) per case and target", self.done.stdout)
 
     def test_context_switches_counted(self):
         # Every streamed reply makes each proxy wait for the responder's
