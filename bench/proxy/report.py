@@ -4,8 +4,10 @@
 Per case and target, the best of the rounds: the highest requests/s of the
 throughput runs, the lowest p50 and p99 of the latency runs (1 connection).
 A latency run comes in one-second slices, the targets' taken in turn
-(run.sh; since round 29): its percentiles are the medians of its slices'.
-Results of one piece (NAME.latency.json, before) are read as they are.
+(run.sh; since round 29): its percentiles are the lowest of its slices',
+as the rounds' best is kept, and the paired added p50 of a round is the
+median of its slices' paired one by one. Results of one piece
+(NAME.latency.json, before) are read as they are.
 Added latency = proxy's latency - direct latency. Ratios are lmwarden/nginx:
 above 1 is better for requests/s and events/s, below 1 is better for latency
 and CPU.
@@ -94,8 +96,10 @@ TARGETS = ["direct", "nginx", "lmwarden"]
 
 def merged_slices(slices):
     """One latency run from its one-second slices (run.sh takes the targets'
-    slices in turn): each percentile the median of the slices', the counts
-    summed. A run of one slice is itself."""
+    slices in turn): each percentile the lowest of the slices' (the best
+    slice, as the best round is kept: a slice in a slow stretch of the host
+    is interference), the counts summed, and the slices' p50s in order for
+    the pairing. A run of one slice is itself."""
     if len(slices) == 1:
         return {**slices[0], "slices_p50": [slices[0]["latency_us"]["p50"]]}
     requests = sum(s["requests"] for s in slices)
@@ -110,7 +114,7 @@ def merged_slices(slices):
             percentiles[q] = round(sum(v * s["requests"] for v, s in zip(values, slices)) /
                                    max(requests, 1), 1)
         else:  # p50, p90, p99
-            percentiles[q] = round(median_of(values))
+            percentiles[q] = min(values)
     errors = {}
     for s in slices:
         for kind, n in s["errors"].items():
@@ -118,14 +122,6 @@ def merged_slices(slices):
     return {"requests": requests, "duration_us": sum(s["duration_us"] for s in slices),
             "bytes": sum(s["bytes"] for s in slices), "errors": errors, "latency_us": percentiles,
             "slices_p50": [s["latency_us"]["p50"] for s in slices]}
-
-
-def median_of(values):
-    """The median, unrounded (of an even count, the lower middle one's and
-    the upper's mean)."""
-    v = sorted(values)
-    mid = len(v) // 2
-    return v[mid] if len(v) % 2 else (v[mid - 1] + v[mid]) / 2
 
 
 by_round = {}  # (case, target, mode) -> {round: run}
@@ -236,14 +232,20 @@ def paired(case, value):
 
 def paired_added_p50(case):
     """lmwarden's added p50 over nginx's within each round, each over that
-    round's direct p50; rounds where nginx added nothing are left out."""
+    round's direct p50; rounds where nginx added nothing are left out. A
+    round in slices pairs them one by one (direct's, nginx's and lmwarden's
+    k-th slices ran in turn, seconds apart) and gives their median."""
     d, n, w = (by_round[(case, t, "latency")] for t in TARGETS)
     out = []
     for r in sorted(set(d) & set(n) & set(w)):
-        direct = d[r]["latency_us"]["p50"]
-        nginx_added = n[r]["latency_us"]["p50"] - direct
-        if nginx_added > 0:
-            out.append(round((w[r]["latency_us"]["p50"] - direct) / nginx_added, 2))
+        runs = (d[r], n[r], w[r])
+        if all("slices_p50" in run for run in runs) and len({len(run["slices_p50"]) for run in runs}) == 1:
+            triples = zip(*(run["slices_p50"] for run in runs))
+        else:
+            triples = [tuple(run["latency_us"]["p50"] for run in runs)]
+        ratios = [(lm - direct) / (ng - direct) for direct, ng, lm in triples if ng - direct > 0]
+        if ratios:
+            out.append(median(ratios))
     return out
 
 
@@ -406,7 +408,7 @@ def cell(value):
 print(f"\nrequests/s: wrk -t1 -c{a.connections} (sse256paced: -c{a.paced_connections}, "
       f"an event every {a.step_us} µs per stream), best of {a.rounds} × {a.seconds}s; "
       f"latency: 1 connection, best of {a.rounds} × {a.latency_seconds}s"
-      f"{' (the median of 1s slices, the targets taken in turn)' if slices else ''}; "
+      f"{' (the best of 1s slices, the targets taken in turn)' if slices else ''}; "
       f"proxies on {a.threads or 1} thread(s); CPUs: {placement}; "
       f"lmwarden {a.lmwarden_commit} ({a.lmwarden_build})\n")
 print("| case | target | requests/s | p50 µs | p99 µs | added p50 µs | added p99 µs | SSE events/s "

@@ -121,7 +121,7 @@ class ShortRun(unittest.TestCase):
                     (slices,) = self.summary["cases"][case][target]["latency_slices_us_p50"]
                     self.assertEqual(len(slices), 2)
                     self.assertTrue(all(p50 > 0 for p50 in slices), slices)
-        self.assertIn("(the median of 1s slices, the targets taken in turn)", self.done.stdout)
+        self.assertIn("(the best of 1s slices, the targets taken in turn)", self.done.stdout)
         self.assertIn("+ 2s (c=1, in 1s slices taken in turn) per case and target", self.done.stdout)
 
     def test_context_switches_counted(self):
