@@ -27,7 +27,8 @@
 # time at either of two levels (for sse256, about 700 µs apart), behind either
 # proxy alike (docs/performance-history.md, round 29), and
 # alternating slices shares those stretches between the targets. The report
-# keeps each target's best slice, and pairs the targets' slices one by one.
+# keeps each target's best slice, pairs the targets' slices one by one, and
+# judges the added p50 on the median of those pairs.
 # Each throughput run also records the proxy's and the responder's CPU time
 # and each CPU's busy and steal shares, for the report's CPU-per-request
 # figures. Rounds alternate whether nginx or lmwarden goes first.
