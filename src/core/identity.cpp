@@ -109,6 +109,133 @@ bool has_bytes_after_value(std::string_view json) noexcept {
   return false;
 }
 
+// Hex digit value, -1 for anything else.
+int hex_value(char c) noexcept {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// The code unit of the four hex digits `digits` starts with, -1 when it does
+// not start with four.
+long hex4(std::string_view digits) noexcept {
+  if (digits.size() < 4) return -1;
+  long unit = 0;
+  for (int i = 0; i < 4; ++i) {
+    const int digit = hex_value(digits[static_cast<std::size_t>(i)]);
+    if (digit < 0) return -1;
+    unit = unit * 16 + digit;
+  }
+  return unit;
+}
+
+void append_utf8(std::string& out, std::uint32_t code) {
+  if (code < 0x80) {
+    out.push_back(static_cast<char>(code));
+  } else if (code < 0x800) {
+    out.push_back(static_cast<char>(0xC0 | (code >> 6)));
+    out.push_back(static_cast<char>(0x80 | (code & 0x3F)));
+  } else if (code < 0x10000) {
+    out.push_back(static_cast<char>(0xE0 | (code >> 12)));
+    out.push_back(static_cast<char>(0x80 | ((code >> 6) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | (code & 0x3F)));
+  } else {
+    out.push_back(static_cast<char>(0xF0 | (code >> 18)));
+    out.push_back(static_cast<char>(0x80 | ((code >> 12) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | ((code >> 6) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | (code & 0x3F)));
+  }
+}
+
+// A JSON string's text between its quotes, escapes as they are (simdjson's
+// first pass has found where it ends and checked its UTF-8 and that it has no
+// raw control character), read as Python's json reads it: escapes decoded,
+// and a surrogate escape without its partner (`\ud800`) kept, in the WTF-8
+// form Python gives that code unit with "surrogatepass", where simdjson 3.0
+// refuses the whole body. vLLM accepts such a string, so the warden must not
+// turn the request away for it. `lone` says whether there was one. Without a
+// backslash the text is a view of `content`; otherwise it is decoded into
+// `scratch`. STRING_ERROR for an unknown escape or bad hex digits, as
+// simdjson reports them.
+error_code read_json_string(std::string_view content, std::string& scratch, std::string_view& text,
+                            bool& lone) {
+  lone = false;
+  std::size_t at = content.find('\\');
+  if (at == std::string_view::npos) {
+    text = content;
+    return simdjson::SUCCESS;
+  }
+  scratch.clear();
+  std::size_t from = 0;
+  while (at != std::string_view::npos) {
+    scratch.append(content.substr(from, at - from));
+    if (at + 1 >= content.size()) return simdjson::STRING_ERROR;
+    const char escape = content[at + 1];
+    from = at + 2;
+    switch (escape) {
+      case '"':
+      case '\\':
+      case '/':
+        scratch.push_back(escape);
+        break;
+      case 'b':
+        scratch.push_back('\b');
+        break;
+      case 'f':
+        scratch.push_back('\f');
+        break;
+      case 'n':
+        scratch.push_back('\n');
+        break;
+      case 'r':
+        scratch.push_back('\r');
+        break;
+      case 't':
+        scratch.push_back('\t');
+        break;
+      case 'u': {
+        const long unit = hex4(content.substr(from));
+        if (unit < 0) return simdjson::STRING_ERROR;
+        from += 4;
+        auto code = static_cast<std::uint32_t>(unit);
+        if (code >= 0xD800 && code <= 0xDBFF && content.substr(from, 2) == "\\u") {
+          const long low = hex4(content.substr(from + 2));
+          if (low >= 0xDC00 && low <= 0xDFFF) {
+            code = 0x10000 + ((code - 0xD800) << 10) + (static_cast<std::uint32_t>(low) - 0xDC00);
+            from += 6;
+          }
+        }
+        if (code >= 0xD800 && code <= 0xDFFF) lone = true;
+        append_utf8(scratch, code);
+        break;
+      }
+      default:
+        return simdjson::STRING_ERROR;
+    }
+    at = content.find('\\', from);
+  }
+  scratch.append(content.substr(from));
+  text = scratch;
+  return simdjson::SUCCESS;
+}
+
+// The text between the quotes of a string token as raw_json_token() gives it
+// (the token may run on over whitespace after its closing quote).
+std::string_view between_quotes(std::string_view token) noexcept {
+  const std::size_t close = token.rfind('"');
+  if (close == 0 || close == std::string_view::npos) return {};
+  return token.substr(1, close - 1);
+}
+
+// A key's text between its quotes, from just after its opening quote (where
+// raw_json_string points): up to the first quote that no backslash escapes.
+std::string_view key_text(const char* start) noexcept {
+  const char* p = start;
+  while (*p != '"') p += *p == '\\' ? 2 : 1;
+  return {start, static_cast<std::size_t>(p - start)};
+}
+
 void fail(BodyScan& out, BodyError kind, std::string_view detail) {
   out.error = kind;
   out.error_detail.assign(detail);
@@ -123,8 +250,11 @@ class Walker {
     for (auto field_result : object) {
       od::field field;
       if (auto error = std::move(field_result).get(field)) return error;
+      // A key with a lone surrogate names none of ours (all ASCII): skipped.
       std::string_view key;
-      if (auto error = field.unescaped_key().get(key)) return error;
+      bool lone = false;
+      if (auto error = read_json_string(key_text(field.key().raw()), key_scratch_, key, lone))
+        return error;
       const std::uint32_t child = find_child(node_index, key);
       if (child == kNoChild) continue;  // the iterator skips the value
       if (auto error = read(field.value(), child)) return error;
@@ -173,8 +303,16 @@ class Walker {
     switch (type) {
       case od::json_type::string: {
         if (node.slot < 0 && node.builtin != BodyFields::Builtin::kModel) return simdjson::SUCCESS;
+        // The token's text first (not consumed), then the value consumed.
+        const std::string_view content = between_quotes(value.raw_json_token());
+        od::raw_json_string raw;
+        if (auto error = value.get_raw_json_string().get(raw)) return error;
         std::string_view text;
-        if (auto error = value.get_string().get(text)) return error;
+        bool lone = false;
+        if (auto error = read_json_string(content, value_scratch_, text, lone)) return error;
+        // A model name goes into replies and logs, which carry UTF-8 only;
+        // no model served here has a lone surrogate in its name.
+        if (node.builtin == BodyFields::Builtin::kModel && lone) return simdjson::STRING_ERROR;
         if (node.builtin == BodyFields::Builtin::kModel) out_.model.assign(text);
         if (node.slot >= 0) out_.values[static_cast<std::size_t>(node.slot)].assign(text);
         return simdjson::SUCCESS;
@@ -203,6 +341,8 @@ class Walker {
 
   const std::vector<BodyFields::Node>& nodes_;
   BodyScan& out_;
+  std::string key_scratch_;    // a key with escapes, decoded
+  std::string value_scratch_;  // a string value with escapes, decoded
 };
 
 // Parsers keep buffers sized to the largest document they have seen (about

@@ -258,6 +258,19 @@ TEST(ProxyRouting, ErrorsComeInTheClientsDialect) {
   EXPECT_TRUE(fake.seen().empty()) << "no bad request should reach the upstream";
 }
 
+// vLLM (Python's json) accepts a surrogate escape without its partner; so
+// does the warden, which forwards the body untouched (the unit tests check
+// the session it reads from it).
+TEST(ProxyRouting, ALoneSurrogateInASessionFieldIsForwarded) {
+  FakeVllm fake{1};
+  RunningWarden warden{make_config({{fake.port(), 1}})};
+  const std::string body = R"({"model":"m","prompt_cache_key":"k\ud800","messages":[]})";
+  const auto reply = http_request(warden.port(), http::verb::post, "/v1/chat/completions", body);
+  EXPECT_EQ(reply.status, 200u) << reply.body;
+  ASSERT_EQ(fake.seen().size(), 1u);
+  EXPECT_EQ(fake.seen()[0].body, body);
+}
+
 TEST(ProxyRouting, AliasRoutesToTheModelAndLocalRoutesAnswer) {
   FakeVllm fake{1};
   RunningWarden warden{make_config({{fake.port(), 1}})};

@@ -364,6 +364,45 @@ TEST(IdentityBody, EscapedKeysAndValuesAreDecoded) {
   EXPECT_EQ(extract_body(R"({"mod\u0065l":"a\/b"})").facts.model, "a/b");
 }
 
+// Python's json keeps a surrogate escape that has no partner as that code
+// unit, and vLLM accepts the request; the warden reads it as WTF-8 (what
+// Python's "surrogatepass" encoding gives) rather than refusing the body.
+TEST(IdentityBody, ALoneSurrogateEscapeIsKeptAsPythonKeepsIt) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"(a\ud800b)", "a\xed\xa0\x80" "b"},        // a lone high surrogate
+      {R"(\udc00)", "\xed\xb0\x80"},               // a lone low one
+      {R"(\ud800\u0041)", "\xed\xa0\x80" "A"},     // high, then no low
+      {R"(\ud83d\ude00!)", "\xf0\x9f\x98\x80!"},  // a pair is one character
+      {R"(\ud83d\ud83d\ude00)", "\xed\xa0\xbd\xf0\x9f\x98\x80"},  // lone, then a pair
+      {R"(x\ud800)", "x\xed\xa0\x80"},               // at the end
+  };
+  for (const auto& [escaped, bytes] : cases) {
+    SCOPED_TRACE(escaped);
+    const ExtractResult result =
+        extract_body(R"({"model":"m","prompt_cache_key":")" + escaped + R"("})");
+    EXPECT_EQ(result.error, BodyError::kNone) << result.error_detail;
+    expect_session(result, bytes, "body:prompt_cache_key");
+  }
+  // The same id on the next turn is the same conversation.
+  const std::string body = R"({"model":"m","prompt_cache_key":"k\ud800"})";
+  EXPECT_EQ(extract_body(body).facts.identity.session_hash,
+            extract_body(body).facts.identity.session_hash);
+  const std::string other = R"({"model":"m","prompt_cache_key":"k\udc00"})";
+  EXPECT_NE(extract_body(body).facts.identity.session_hash,
+            extract_body(other).facts.identity.session_hash);
+  // A key with one names no field of ours and is skipped with its value.
+  expect_session(extract_body(R"({"x\ud800":{"a":[1]},"prompt_cache_key":"k"})"), "k",
+                 "body:prompt_cache_key");
+}
+
+TEST(IdentityBody, AModelNameWithALoneSurrogateIsRefused) {
+  // It goes into replies and logs, which carry UTF-8 only, and names no
+  // model served here.
+  const ExtractResult result = extract_body(R"({"model":"m\ud800"})");
+  EXPECT_EQ(result.error, BodyError::kMalformedJson);
+  EXPECT_EQ(result.error_detail, "invalid escape in a string");
+}
+
 TEST(IdentityBody, RepeatedKeyLastWinsAsInPython) {
   const ExtractResult result = extract_body(R"({"model":"a","prompt_cache_key":"k1","model":"b",)"
                                             R"("prompt_cache_key":"k2"})");
@@ -543,6 +582,12 @@ TEST(IdentityMalformed, ErrorsAreReportedWithADetail) {
       "{\"model\":\"a\x01\"}",
       "{\"model\":\"\xff\xfe\"}",
       R"({"model":"\q"})",
+      R"({"prompt_cache_key":"\q"})",
+      R"({"prompt_cache_key":"\u12"})",
+      R"({"prompt_cache_key":"\ud800\u12"})",
+      R"({"mo\qdel":"x"})",
+      "{\"prompt_cache_key\":\"a\x01\"}",
+      "{\"mo\x01\":\"x\"}",
       R"({"messages":[1,2,{"a":3}})",
       R"({"stream":tru})",
       R"({model:"x"})",
