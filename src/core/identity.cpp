@@ -3,9 +3,11 @@
 #include <simdjson.h>
 
 #include <algorithm>
+#include <charconv>
 #include <climits>
 #include <cstring>
 #include <memory>
+#include <optional>
 
 #include "common/hash.h"
 #include "common/json_text.h"
@@ -109,24 +111,13 @@ bool has_bytes_after_value(std::string_view json) noexcept {
   return false;
 }
 
-// Hex digit value, -1 for anything else.
-int hex_value(char c) noexcept {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-// The code unit of the four hex digits `digits` starts with, -1 when it does
-// not start with four.
-long hex4(std::string_view digits) noexcept {
-  if (digits.size() < 4) return -1;
-  long unit = 0;
-  for (int i = 0; i < 4; ++i) {
-    const int digit = hex_value(digits[static_cast<std::size_t>(i)]);
-    if (digit < 0) return -1;
-    unit = unit * 16 + digit;
-  }
+// The code unit written as the four hex digits `digits` starts with;
+// nullopt when it does not start with four.
+std::optional<std::uint32_t> hex4(std::string_view digits) noexcept {
+  std::uint32_t unit = 0;
+  if (digits.size() < 4) return std::nullopt;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + 4, unit, 16);
+  if (ec != std::errc{} || end != digits.data() + 4) return std::nullopt;
   return unit;
 }
 
@@ -173,45 +164,27 @@ error_code read_json_string(std::string_view content, std::string& scratch, std:
     if (at + 1 >= content.size()) return simdjson::STRING_ERROR;
     const char escape = content[at + 1];
     from = at + 2;
-    switch (escape) {
-      case '"':
-      case '\\':
-      case '/':
-        scratch.push_back(escape);
-        break;
-      case 'b':
-        scratch.push_back('\b');
-        break;
-      case 'f':
-        scratch.push_back('\f');
-        break;
-      case 'n':
-        scratch.push_back('\n');
-        break;
-      case 'r':
-        scratch.push_back('\r');
-        break;
-      case 't':
-        scratch.push_back('\t');
-        break;
-      case 'u': {
-        const long unit = hex4(content.substr(from));
-        if (unit < 0) return simdjson::STRING_ERROR;
-        from += 4;
-        auto code = static_cast<std::uint32_t>(unit);
-        if (code >= 0xD800 && code <= 0xDBFF && content.substr(from, 2) == "\\u") {
-          const long low = hex4(content.substr(from + 2));
-          if (low >= 0xDC00 && low <= 0xDFFF) {
-            code = 0x10000 + ((code - 0xD800) << 10) + (static_cast<std::uint32_t>(low) - 0xDC00);
-            from += 6;
-          }
+    // The escapes of one character, and what each stands for.
+    constexpr std::string_view kEscaped = "\"\\/bfnrt";
+    constexpr std::string_view kMeant = "\"\\/\b\f\n\r\t";
+    if (const std::size_t simple = kEscaped.find(escape); simple != std::string_view::npos) {
+      scratch.push_back(kMeant[simple]);
+    } else if (escape == 'u') {
+      const std::optional<std::uint32_t> unit = hex4(content.substr(from));
+      if (!unit) return simdjson::STRING_ERROR;
+      from += 4;
+      std::uint32_t code = *unit;
+      if (code >= 0xD800 && code <= 0xDBFF && content.substr(from, 2) == "\\u") {
+        const std::optional<std::uint32_t> low = hex4(content.substr(from + 2));
+        if (low && *low >= 0xDC00 && *low <= 0xDFFF) {
+          code = 0x10000 + ((code - 0xD800) << 10) + (*low - 0xDC00);
+          from += 6;
         }
-        if (code >= 0xD800 && code <= 0xDFFF) lone = true;
-        append_utf8(scratch, code);
-        break;
       }
-      default:
-        return simdjson::STRING_ERROR;
+      if (code >= 0xD800 && code <= 0xDFFF) lone = true;
+      append_utf8(scratch, code);
+    } else {
+      return simdjson::STRING_ERROR;
     }
     at = content.find('\\', from);
   }
@@ -221,15 +194,18 @@ error_code read_json_string(std::string_view content, std::string& scratch, std:
 }
 
 // The text between the quotes of a string token as raw_json_token() gives it
-// (the token may run on over whitespace after its closing quote).
+// (the token may run on over whitespace after its closing quote): bounded, so
+// found without a loop over its bytes, which matters for long escaped values
+// (Claude Code's metadata.user_id).
 std::string_view between_quotes(std::string_view token) noexcept {
   const std::size_t close = token.rfind('"');
   if (close == 0 || close == std::string_view::npos) return {};
   return token.substr(1, close - 1);
 }
 
-// A key's text between its quotes, from just after its opening quote (where
-// raw_json_string points): up to the first quote that no backslash escapes.
+// A key's text between its quotes, from just after its opening quote
+// (where raw_json_string points): up to the first quote that no backslash
+// escapes. Keys are short.
 std::string_view key_text(const char* start) noexcept {
   const char* p = start;
   while (*p != '"') p += *p == '\\' ? 2 : 1;
