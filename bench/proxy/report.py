@@ -98,50 +98,48 @@ PACED = "sse256paced"
 TARGETS = ["direct", "nginx", "lmwarden"]
 
 
-def merged_slices(slices):
+def merged_slices(parts):
     """One latency run from its one-second slices (run.sh takes the targets'
     slices in turn): each percentile the lowest of the slices' (the best
     slice, as the best round is kept: a slice in a slow stretch of the host
     is interference), the counts summed, and the slices' p50s in order for
-    the pairing. A run of one slice is itself."""
-    if len(slices) == 1:
-        return {**slices[0], "slices_p50": [slices[0]["latency_us"]["p50"]]}
-    requests = sum(s["requests"] for s in slices)
+    the pairing."""
+    requests = sum(p["requests"] for p in parts)
     percentiles = {}
-    for q in slices[0]["latency_us"]:
-        values = [s["latency_us"].get(q) for s in slices]
+    for q in parts[0]["latency_us"]:
+        values = [p["latency_us"].get(q) for p in parts]
         if None in values:
             continue
         if q == "max":
             percentiles[q] = max(values)
         elif q == "mean":
-            percentiles[q] = round(sum(v * s["requests"] for v, s in zip(values, slices)) /
+            percentiles[q] = round(sum(v * p["requests"] for v, p in zip(values, parts)) /
                                    max(requests, 1), 1)
         else:  # p50, p90, p99
             percentiles[q] = min(values)
     errors = {}
-    for s in slices:
-        for kind, n in s["errors"].items():
+    for p in parts:
+        for kind, n in p["errors"].items():
             errors[kind] = errors.get(kind, 0) + n
-    return {"requests": requests, "duration_us": sum(s["duration_us"] for s in slices),
-            "bytes": sum(s["bytes"] for s in slices), "errors": errors, "latency_us": percentiles,
-            "slices_p50": [s["latency_us"]["p50"] for s in slices]}
+    return {"requests": requests, "duration_us": sum(p["duration_us"] for p in parts),
+            "bytes": sum(p["bytes"] for p in parts), "errors": errors, "latency_us": percentiles,
+            "slices_p50": [p["latency_us"]["p50"] for p in parts]}
 
 
 by_round = {}  # (case, target, mode) -> {round: run}
-slices = {}  # (case, target, round) -> {slice: latency run}
+sliced_runs = {}  # (case, target, round) -> {slice: latency run}
 for path in sorted(glob.glob(os.path.join(a.results, "*.json"))):
     r, case, target, mode, _ = os.path.basename(path).split(".")
     with open(path) as f:
         run = json.load(f)
     if mode.startswith("latency-"):  # a slice of a latency run
-        slices.setdefault((case, target, int(r)), {})[int(mode.split("-")[1])] = run
+        sliced_runs.setdefault((case, target, int(r)), {})[int(mode.split("-")[1])] = run
         continue
     if os.path.exists(path + ".cpu"):
         with open(path + ".cpu") as f:
             run["cpu"] = json.load(f)
     by_round.setdefault((case, target, mode), {})[int(r)] = run
-for (case, target, r), runs in slices.items():
+for (case, target, r), runs in sliced_runs.items():
     by_round.setdefault((case, target, "latency"), {})[r] = merged_slices(
         [runs[k] for k in sorted(runs)])
 
@@ -242,7 +240,7 @@ def paired_added_p50(case):
     Returns (each round's ratio, every slice's ratio); the second is None
     unless every round came in slices."""
     d, n, w = (by_round[(case, t, "latency")] for t in TARGETS)
-    rounds, slices, sliced = [], [], True
+    rounds, by_slice, sliced = [], [], True
     for r in sorted(set(d) & set(n) & set(w)):
         runs = (d[r], n[r], w[r])
         if all("slices_p50" in run for run in runs) and len({len(run["slices_p50"]) for run in runs}) == 1:
@@ -253,8 +251,8 @@ def paired_added_p50(case):
         ratios = [(lm - direct) / (ng - direct) for direct, ng, lm in triples if ng - direct > 0]
         if ratios:
             rounds.append(median(ratios))
-            slices.extend(ratios)
-    return rounds, ([round(x, 2) for x in slices] if sliced and slices else None)
+            by_slice.extend(ratios)
+    return rounds, ([round(x, 2) for x in by_slice] if sliced and by_slice else None)
 
 
 def median(values):
@@ -430,7 +428,7 @@ def cell(value):
 print(f"\nrequests/s: wrk -t1 -c{a.connections} (sse256paced: -c{a.paced_connections}, "
       f"an event every {a.step_us} µs per stream), best of {a.rounds} × {a.seconds}s; "
       f"latency: 1 connection, best of {a.rounds} × {a.latency_seconds}s"
-      f"{' (the best of 1s slices, the targets taken in turn)' if slices else ''}; "
+      f"{' (the best of 1s slices, the targets taken in turn)' if sliced_runs else ''}; "
       f"proxies on {a.threads or 1} thread(s); CPUs: {placement}; "
       f"lmwarden {a.lmwarden_commit} ({a.lmwarden_build})\n")
 print("| case | target | requests/s | p50 µs | p99 µs | added p50 µs | added p99 µs | SSE events/s "

@@ -24,7 +24,7 @@
 # A latency run is BENCH_LATENCY_SECONDS slices of one second, the three
 # targets' slices taken in turn (direct, nginx, lmwarden, direct, ...): the
 # latency of a streamed reply at one connection can settle for seconds at a
-# time at either of two levels (for sse256, about 700 µs apart), behind either
+# time at either of two levels (for sse256, about 500–900 µs apart), behind either
 # proxy alike (docs/performance-history.md, round 29), and
 # alternating slices shares those stretches between the targets. The report
 # keeps each target's best slice, pairs the targets' slices one by one, and
