@@ -63,6 +63,14 @@
 # worker_processes, lmwarden threads); the layouts that pin a proxy to one
 # CPU in the throughput runs (all but spread and none) are then refused.
 #
+# BENCH_SCHED=batch runs every thread of both proxies under SCHED_BATCH
+# (chrt -b), the same for both; the default, other, leaves them as started
+# (SCHED_OTHER). Where a proxy shares a CPU with the responder, a woken
+# thread under SCHED_BATCH does not preempt the responder, so a streamed
+# reply comes to the proxy in a few large bursts instead of one burst per
+# wakeup: the runs then compare the proxies' work per byte without the
+# scheduler's count of wakeups (docs/performance-history.md, round 30).
+#
 # Talks only to 127.0.0.1, stops by itself, kills what it started on exit.
 # Installs nginx, wrk and python3 from Debian when they are missing.
 set -euo pipefail
@@ -77,6 +85,7 @@ connections="${BENCH_CONNECTIONS:-16}"
 paced_connections="${BENCH_PACED_CONNECTIONS:-32}"
 step_us="${BENCH_STEP_US:-2000}"
 threads="${BENCH_PROXY_THREADS:-1}"  # nginx workers and lmwarden I/O threads
+sched="${BENCH_SCHED:-other}"  # both proxies' scheduling policy
 events=256
 wrk_timeout=10  # seconds without a reply after which wrk counts a timeout
 # The profile-guided build by default (make build-pgo); LMWARDEN_BINARY picks
@@ -100,6 +109,10 @@ for knob in BENCH_SECONDS:"$seconds" BENCH_LATENCY_SECONDS:"$latency_seconds" BE
   [[ ${knob#*:} =~ ^[1-9][0-9]*$ ]] ||
     { echo "$prog: ${knob%%:*}=${knob#*:}: expected a whole number above 0" >&2; exit 2; }
 done
+case "$sched" in
+  other | batch) ;;
+  *) echo "$prog: BENCH_SCHED=$sched: use other or batch" >&2; exit 2 ;;
+esac
 
 # The CPUs this process may run on, in order (a container's cpuset need not
 # start at 0): /proc's list, e.g. "0-3,8", one number each.
@@ -152,7 +165,7 @@ if [ "$cpus" -lt "$need" ]; then
 fi
 
 # --- tools -------------------------------------------------------------------
-ensure_commands nginx:nginx-light wrk:wrk python3:python3 taskset:util-linux
+ensure_commands nginx:nginx-light wrk:wrk python3:python3 taskset:util-linux chrt:util-linux
 nginx_bin="$(command -v nginx || echo /usr/sbin/nginx)"
 require_inputs "$lmwarden" "$responder" "$fixtures" "make bench-proxy builds it"
 
@@ -213,6 +226,28 @@ targets=(direct nginx lmwarden)
 declare -A proxy_pids=([direct]="")
 proxy_pids[nginx]="$nginx_pid $(pgrep -P "$nginx_pid" | xargs)"
 proxy_pids[lmwarden]="$lmwarden_pid"
+
+# The scheduling policy of every thread of the given processes, as the
+# kernel has it (/proc/PID/task/TID/stat's field 41), e.g. "3" for
+# SCHED_BATCH: each policy once.
+policies() {
+  local pid task stat
+  for pid in "$@"; do
+    for task in /proc/"$pid"/task/*/stat; do
+      stat="$(cat "$task" 2>/dev/null)" || continue
+      read -r -a f <<<"${stat##*) }"
+      echo "${f[38]}"  # field 41; the array starts at field 3
+    done
+  done | sort -u | xargs
+}
+if [ "$sched" = batch ]; then
+  for pid in ${proxy_pids[nginx]} ${proxy_pids[lmwarden]}; do chrt -a -b -p 0 "$pid" >/dev/null; done
+  # Threads started later inherit the policy; those running now are checked.
+  for t in nginx lmwarden; do
+    got="$(policies ${proxy_pids[$t]})"
+    [ "$got" = 3 ] || { echo "$prog: $t's threads are not all SCHED_BATCH (policies: $got)" >&2; exit 1; }
+  done
+fi
 
 # CPU time (clock ticks, all threads) of the given processes: "user system".
 cpu_ticks() {
@@ -279,7 +314,8 @@ echo "bench-proxy: upstream :$upstream_port, nginx :$nginx_port, lmwarden :$lmwa
   "responder ${cpu_responder:-any}$(for_latency "$cpu_responder" "$cpu_responder_latency")," \
   "proxy ${cpu_proxy:-any}$(for_latency "$cpu_proxy" "$cpu_proxy_latency"));" \
   "$rounds round(s) of ${seconds}s (c=$connections; sse256paced c=$paced_connections, a step every" \
-  "${step_us} µs) + ${latency_seconds}s (c=1, in 1s slices taken in turn) per case and target"
+  "${step_us} µs) + ${latency_seconds}s (c=1, in 1s slices taken in turn) per case and target;" \
+  "both proxies' threads SCHED_${sched^^}"
 mkdir -p "$work/results"
 # Moves the responder and the proxies (every thread) to where the layout has
 # them for the throughput runs (throughput) or the latency runs (latency); a
@@ -329,7 +365,7 @@ mkdir -p "$out_dir"
 python3 "$here/report.py" "$work/results" "$out_dir/proxy.json" \
   --connections "$connections" --seconds "$seconds" --latency-seconds "$latency_seconds" \
   --rounds "$rounds" --events "$events" --wrk-timeout "$wrk_timeout" --paced-connections "$paced_connections" \
-  --step-us "$step_us" --threads "$threads" --layout "$layout" --cpu-wrk "$cpu_wrk" \
+  --step-us "$step_us" --threads "$threads" --sched "$sched" --layout "$layout" --cpu-wrk "$cpu_wrk" \
   --cpu-responder "$cpu_responder" --cpu-responder-latency "$cpu_responder_latency" \
   --cpu-proxy "$cpu_proxy" --cpu-wrk-latency "$cpu_wrk_latency" --cpu-proxy-latency "$cpu_proxy_latency" \
   --load-cpus "$load_cpus" \

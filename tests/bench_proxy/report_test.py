@@ -235,7 +235,7 @@ class LayoutAndCpus(unittest.TestCase):
         r = Results(cpu_ids=(0, 1))
         summary, printed = run_report(r, "--layout", "spread", "--threads", "2", "--cpu-wrk-latency", "0",
                                       "--cpu-responder-latency", "0", "--cpu-proxy-latency", "1")
-        self.assertIn("proxies on 2 thread(s); CPUs: spread (nothing pinned in the throughput runs, "
+        self.assertIn("proxies on 2 thread(s), SCHED_OTHER; CPUs: spread (nothing pinned in the throughput runs, "
                       "the latency runs: wrk on CPU 0, responder on CPU 0, proxy on CPU 1)", printed)
         cpu = summary["setup"]["cpu"]
         self.assertEqual((cpu["wrk"], cpu["proxy"], cpu["wrk_latency_runs"], cpu["proxy_latency_runs"]),

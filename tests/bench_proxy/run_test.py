@@ -46,6 +46,10 @@ class SettingsChecked(unittest.TestCase):
                 self.assert_refused(run_sh({knob: value}),
                                     f"bench-proxy: {knob}={value}: expected a whole number above 0")
 
+    def test_unknown_scheduling_policy(self):
+        self.assert_refused(run_sh({"BENCH_SCHED": "fifo"}),
+                            "bench-proxy: BENCH_SCHED=fifo: use other or batch")
+
     def test_a_layout_that_pins_each_proxy_to_one_cpu_refuses_several_threads(self):
         for layout in ("separate", "shared-load", "shared-proxy", "mixed"):
             with self.subTest(layout=layout):
@@ -73,6 +77,7 @@ class ShortRun(unittest.TestCase):
     nothing left behind."""
 
     threads = 1
+    sched = None  # BENCH_SCHED; None: not set, the default
 
     @classmethod
     def expected_layout(cls):
@@ -87,10 +92,12 @@ class ShortRun(unittest.TestCase):
         cls.work_parent = os.path.join(cls.tmp.name, "work")
         cls.out = os.path.join(cls.tmp.name, "out")
         os.mkdir(cls.work_parent)
-        cls.done = run_sh({"BENCH_SECONDS": "1", "BENCH_LATENCY_SECONDS": "2", "BENCH_ROUNDS": "1",
-                           "BENCH_STEP_US": "200", "BENCH_PROXY_THREADS": str(cls.threads),
-                           "BENCH_OUT": cls.out, "TMPDIR": cls.work_parent},
-                          timeout=240)
+        env = {"BENCH_SECONDS": "1", "BENCH_LATENCY_SECONDS": "2", "BENCH_ROUNDS": "1",
+               "BENCH_STEP_US": "200", "BENCH_PROXY_THREADS": str(cls.threads),
+               "BENCH_OUT": cls.out, "TMPDIR": cls.work_parent}
+        if cls.sched is not None:
+            env["BENCH_SCHED"] = cls.sched
+        cls.done = run_sh(env, timeout=240)
         cls.summary = None
         if cls.done.returncode == 0:
             with open(os.path.join(cls.out, "proxy.json")) as f:
@@ -156,6 +163,14 @@ class ShortRun(unittest.TestCase):
         self.assertEqual(setup["wrk_timeout_s"], 10)
         self.assertIn(f"CPUs: {expected} (", self.done.stdout)
 
+    def test_scheduling_policy(self):
+        # run.sh reads every proxy thread's policy back from /proc after it
+        # sets SCHED_BATCH, and stops if one is not (the run passed setUp).
+        expected = "SCHED_BATCH" if self.sched == "batch" else "SCHED_OTHER"
+        self.assertEqual(self.summary["setup"]["proxy_sched_policy"], expected)
+        self.assertIn(f"both proxies' threads {expected}", self.done.stdout)
+        self.assertIn(f"thread(s), {expected}; CPUs:", self.done.stdout)
+
     def test_report_against_the_targets(self):
         self.assertEqual([(t["case"], t["figure"]) for t in self.summary["targets"]],
                          [("small", "requests/s"), ("small", "added p50"),
@@ -179,8 +194,9 @@ class ShortRun(unittest.TestCase):
 class ShortRunOfTwoThreads(ShortRun):
     """The same with two nginx workers and two warden threads: on two CPUs or
     more the spread layout, which moves every process between the throughput
-    and the latency runs."""
+    and the latency runs; and every proxy thread under SCHED_BATCH."""
     threads = 2
+    sched = "batch"
 
     def test_each_proxy_serves_on_two_threads(self):
         self.assertIn("proxies on 2 thread(s)", self.done.stdout)
