@@ -2,11 +2,13 @@
 // signal. SIGINT/SIGTERM stop accepting, let requests in flight finish within
 // the grace period (a second signal ends it at once), then exit 0. SIGHUP
 // reloads the configuration file.
+#include <sched.h>
 #include <sys/resource.h>
 
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/signal_set.hpp>
+#include <cerrno>
 #include <cstdio>
 #include <functional>
 #include <thread>
@@ -49,6 +51,43 @@ std::string allocator_name() {
 #else
   return "system malloc";
 #endif
+}
+
+// Names in the startup log the scheduling policy the I/O threads run under:
+// the process's, which every thread inherits; the warden never sets one of
+// its own. Under SCHED_BATCH or SCHED_IDLE a woken thread does not preempt
+// the task running on its CPU, so on a busy CPU each wakeup can wait for a
+// scheduler tick (docs/configuration.md, "CPUs shared with the servers"):
+// said as a warning, since an operator may not know the warden inherited it.
+void log_scheduling_policy() {
+  const int flagged = ::sched_getscheduler(0);
+  if (flagged < 0) return;  // not readable here: nothing to say
+  const int policy = flagged & ~SCHED_RESET_ON_FORK;
+  errno = 0;
+  const int nice = ::getpriority(PRIO_PROCESS, 0);
+  const std::string niceness = errno == 0 ? fmt::format("nice {}", nice) : "nice unknown";
+  switch (policy) {
+    case SCHED_OTHER:
+      spdlog::info("scheduling policy: SCHED_OTHER, {}", niceness);
+      return;
+    case SCHED_BATCH:
+    case SCHED_IDLE:
+      spdlog::warn(
+          "scheduling policy: {}, {}: a woken I/O thread does not preempt a busy CPU's task and "
+          "can wait for a scheduler tick (docs/configuration.md, \"CPUs shared with the servers\")",
+          policy == SCHED_BATCH ? "SCHED_BATCH" : "SCHED_IDLE", niceness);
+      return;
+    case SCHED_FIFO:
+    case SCHED_RR: {
+      sched_param param{};
+      ::sched_getparam(0, &param);
+      spdlog::info("scheduling policy: {}, priority {}",
+                   policy == SCHED_FIFO ? "SCHED_FIFO" : "SCHED_RR", param.sched_priority);
+      return;
+    }
+    default:
+      spdlog::info("scheduling policy: {}", policy);
+  }
 }
 
 struct ServeOptions {
@@ -152,6 +191,7 @@ int serve(const ServeOptions& opts) {
   std::printf("lmwarden listening on http://%s:%u\n", host.c_str(), bound.port());
   std::fflush(stdout);
   spdlog::info("memory allocator: {}", allocator_name());
+  log_scheduling_policy();
   for (const auto& m : cfg.models)
     spdlog::info("model {}: {} replica(s) on {} server(s), affinity {}, spill threshold {}", m.name,
                  m.replica_count(), m.backends.size(), m.affinity ? "on" : "off",

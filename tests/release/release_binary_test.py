@@ -74,10 +74,11 @@ class BackendHandler(http.server.BaseHTTPRequestHandler):
 class Warden:
     """`lmwarden serve` on one model with one backend; its log in a file.
     `settings` are more top-level lines of its configuration; `max_open_files`
-    its open-file limit (soft and hard), when given."""
+    its open-file limit (soft and hard), when given; `sched_batch` starts it
+    under SCHED_BATCH, as `chrt -b 0` would."""
 
     def __init__(self, backend_port, env=None, settings="", max_open_files=None, threads=1,
-                 backend_host="127.0.0.1"):
+                 backend_host="127.0.0.1", sched_batch=False):
         self.dir = tempfile.TemporaryDirectory(prefix="lmwarden-release-")
         config = os.path.join(self.dir.name, "lmwarden.yaml")
         with open(config, "w") as f:
@@ -88,6 +89,8 @@ class Warden:
         def limit():
             if max_open_files is not None:
                 resource.setrlimit(resource.RLIMIT_NOFILE, (max_open_files, max_open_files))
+            if sched_batch:
+                os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
         self.process = subprocess.Popen([BINARY, "serve", "--config", config], stdout=self.log,
                                         stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
                                         preexec_fn=limit)
@@ -240,6 +243,24 @@ class ReleaseBinary(unittest.TestCase):
                 if other != io_thread:
                     self.assertFalse(same_table(io_thread, other),
                                      f"thread {other} shares I/O thread {io_thread}'s table")
+
+    def test_it_names_the_scheduling_policy_it_inherits(self):
+        # The warden keeps the policy it is started with, on every thread, and
+        # says which; under SCHED_BATCH it warns, since a woken I/O thread
+        # then waits for a busy CPU's tick.
+        plain = self.start()
+        if os.sched_getscheduler(0) == os.SCHED_OTHER:
+            self.assertRegex(plain.text(), r"\[info\] scheduling policy: SCHED_OTHER, nice -?\d+\n")
+        self.assertNotIn("does not preempt", plain.text())
+        batch = self.start(threads=2, sched_batch=True)
+        self.assertRegex(batch.text(), r"\[warning\] scheduling policy: SCHED_BATCH, nice -?\d+: a woken "
+                                       r"I/O thread does not preempt a busy CPU's task")
+        self.assertEqual(batch.post(chat_body())[0], 200, batch.text())
+        pid = batch.process.pid
+        tasks = os.listdir(f"/proc/{pid}/task")
+        self.assertGreaterEqual(len(tasks), 3)  # the main thread and two I/O threads at least
+        for task in tasks:
+            self.assertEqual(os.sched_getscheduler(int(task)), os.SCHED_BATCH, f"thread {task}")
 
     def test_a_request_goes_through_and_its_usage_is_booked(self):
         warden = self.start()
