@@ -31,7 +31,11 @@ of the responder's over the run (since round 28): per request, in the run
 the requests/s figure comes from. A proxy that sleeps in epoll_wait and is
 woken counts one; where the responder shares the proxy's CPU, the send that
 wakes the proxy usually switches the responder out, so the two counts move
-together and say how often the proxy made the shared CPU change hands.
+together and say how often the proxy made the shared CPU change hands. Each
+change costs that CPU time that neither process is charged, and a proxy that
+does less per wakeup is woken more often (docs/performance-history.md,
+round 30), so in sse256 these counts, more than the proxies' CPU, can decide
+requests/s there.
 
 sse256paced is sse256 at an engine's pace (one event per decode step): its
 requests/s and events/s are set by the pace, so its figure is the proxy's CPU
@@ -467,7 +471,9 @@ print(f"\n{PACED}: requests/s and events/s are set by the pace; compare the prox
       "request (or per event).")
 print("\nContext switches per request, every thread, in each target's best throughput run (a "
       "proxy that sleeps in epoll_wait and is woken counts one; where the responder shares the "
-      "proxy's CPU, the send that wakes the proxy usually switches the responder out):\n")
+      "proxy's CPU, the send that wakes the proxy usually switches the responder out, each "
+      "switch costs that CPU time neither process is charged, and a proxy that does less per "
+      "wakeup is woken more often: docs/performance-history.md, round 30):\n")
 print("| case | nginx | lmwarden | responder, direct | responder behind nginx "
       "| responder behind lmwarden |")
 print("|---|---:|---:|---:|---:|---:|")
