@@ -34,8 +34,8 @@ wakes the proxy usually switches the responder out, so the two counts move
 together and say how often the proxy made the shared CPU change hands. Each
 change costs that CPU time that neither process is charged, and a proxy that
 does less per wakeup is woken more often (docs/performance-history.md,
-round 30), so in sse256 these counts, more than the proxies' CPU, can decide
-requests/s there.
+round 30), so in sse256 these counts can decide requests/s more than the
+proxies' CPU does.
 
 sse256paced is sse256 at an engine's pace (one event per decode step): its
 requests/s and events/s are set by the pace, so its figure is the proxy's CPU
