@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -204,6 +205,22 @@ struct ProcessOptions {
   std::string binary;
 };
 
+// This process's environment with `overrides` set (replacing a variable of
+// the same name), as "NAME=value" entries for execve.
+inline std::vector<std::string> child_environment(
+    const std::vector<std::pair<std::string, std::string>>& overrides) {
+  std::vector<std::string> entries;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string_view entry{*e};
+    const std::string_view name = entry.substr(0, entry.find('='));
+    const bool overridden = std::any_of(overrides.begin(), overrides.end(),
+                                        [&](const auto& o) { return o.first == name; });
+    if (!overridden) entries.emplace_back(entry);
+  }
+  for (const auto& [name, value] : overrides) entries.push_back(name + "=" + value);
+  return entries;
+}
+
 // `lmwarden ARGS...` (sim, serve) as a child process, which prints
 // "listening on http://127.0.0.1:PORT"; killed (SIGTERM, then SIGKILL) on
 // destruction.
@@ -211,35 +228,43 @@ class SimProcess {
  public:
   explicit SimProcess(std::vector<std::string> args, ProcessOptions options = {})
       : output_file_(std::move(options.output_file)) {
-    int out[2] = {-1, -1};
-    if (output_file_.empty() && ::pipe(out) != 0) throw std::runtime_error("pipe failed");
+    // Everything the child needs is built before fork(). The test process may
+    // run threads (an in-process warden), and the child of a threaded process
+    // may call only async-signal-safe functions until it execs: an allocation
+    // there can wait forever on a lock another thread held at the fork.
     std::string binary = options.binary.empty() ? LMWARDEN_BINARY : options.binary;
+    std::vector<char*> argv;
+    argv.push_back(binary.data());
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    std::vector<std::string> environment = child_environment(options.env);
+    std::vector<char*> envp;
+    for (auto& entry : environment) envp.push_back(entry.data());
+    envp.push_back(nullptr);
+    const char* output_path = output_file_.c_str();
+    int out[2] = {-1, -1};
+    // Close-on-exec, so that no other child started meanwhile keeps the
+    // write end open (the reader would then never see the end).
+    if (output_file_.empty() && ::pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
     pid_ = ::fork();
     if (pid_ < 0) throw std::runtime_error("fork failed");
     if (pid_ == 0) {
       // Dies with the test process, even when a timeout kills it.
       ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-      if (output_file_.empty()) {
-        ::dup2(out[1], STDOUT_FILENO);
-        ::close(out[0]);
-        ::close(out[1]);
+      if (out[1] >= 0) {
+        ::dup2(out[1], STDOUT_FILENO);  // the copy is not close-on-exec
       } else {
-        const int fd = ::open(output_file_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
+        const int fd = ::open(output_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
         if (fd < 0) std::_Exit(126);
         ::dup2(fd, STDOUT_FILENO);
         ::dup2(fd, STDERR_FILENO);
         ::close(fd);
       }
-      for (const auto& [name, value] : options.env) ::setenv(name.c_str(), value.c_str(), 1);
       if (options.max_open_files) {
         const rlimit limit{*options.max_open_files, *options.max_open_files};
         if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) std::_Exit(125);
       }
-      std::vector<char*> argv;
-      argv.push_back(binary.data());
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(binary.c_str(), argv.data());
+      ::execve(argv[0], argv.data(), envp.data());
       std::_Exit(127);
     }
     if (output_file_.empty()) {
