@@ -75,8 +75,8 @@ for flag in ("connections", "paced-connections", "step-us", "seconds", "latency-
 p.add_argument("--wrk-timeout", type=int, default=10,
                help="wrk's --timeout, seconds: a reply slower than that counts as a timeout")
 p.add_argument("--layout", default="none", help="run.sh's BENCH_LAYOUT, as resolved")
-p.add_argument("--sched", default="other", choices=("other", "batch"),
-               help="run.sh's BENCH_SCHED: both proxies' scheduling policy")
+p.add_argument("--sched-policy", default="SCHED_OTHER",
+               help="the proxies' threads' scheduling policies as run.sh read them, e.g. SCHED_BATCH")
 for who in ("wrk", "responder", "proxy"):
     p.add_argument(f"--cpu-{who}", default="", help=f"the CPU {who} was pinned to; empty: none")
 for who in ("wrk", "responder", "proxy"):
@@ -292,7 +292,7 @@ summary = {"cases": {}, "setup": {
             "wrk_latency_runs": a.cpu_wrk_latency or a.cpu_wrk or None,
             "proxy_latency_runs": a.cpu_proxy_latency or a.cpu_proxy or None, "load_side": LOAD_CPUS},
     "load_generator": "wrk -t1", "wrk_timeout_s": a.wrk_timeout, "proxy_threads": a.threads or 1,
-    "proxy_sched_policy": f"SCHED_{a.sched.upper()}"}}
+    "proxy_sched_policy": a.sched_policy}}
 for case in CASES:
     c = {}
     for target in TARGETS:
@@ -436,7 +436,7 @@ print(f"\nrequests/s: wrk -t1 -c{a.connections} (sse256paced: -c{a.paced_connect
       f"an event every {a.step_us} µs per stream), best of {a.rounds} × {a.seconds}s; "
       f"latency: 1 connection, best of {a.rounds} × {a.latency_seconds}s"
       f"{' (the best of 1s slices, the targets taken in turn)' if sliced_runs else ''}; "
-      f"proxies on {a.threads or 1} thread(s), SCHED_{a.sched.upper()}; CPUs: {placement}; "
+      f"proxies on {a.threads or 1} thread(s), {a.sched_policy}; CPUs: {placement}; "
       f"lmwarden {a.lmwarden_commit} ({a.lmwarden_build})\n")
 print("| case | target | requests/s | p50 µs | p99 µs | added p50 µs | added p99 µs | SSE events/s "
       "| proxy CPU µs/request | of it user µs | proxy CPU µs/event | responder CPU µs/request "

@@ -227,35 +227,45 @@ declare -A proxy_pids=([direct]="")
 proxy_pids[nginx]="$nginx_pid $(pgrep -P "$nginx_pid" | xargs)"
 proxy_pids[lmwarden]="$lmwarden_pid"
 
-# The scheduling policy of every thread of the given processes, as the
-# kernel has it (/proc/PID/task/TID/stat's field 41), e.g. "3" for
-# SCHED_BATCH: each policy once.
+# The fields of a /proc/.../stat file after the command name (the first is
+# field 3, the state), or nothing when it is gone.
+stat_fields() {
+  local stat
+  stat="$(cat "$1" 2>/dev/null)" || return 0
+  echo "${stat##*) }"
+}
+# The scheduling policies of every thread of the given processes, as the
+# kernel has them (field 41 of each thread's stat), each once by name, e.g.
+# "SCHED_OTHER" or "SCHED_BATCH SCHED_OTHER".
 policies() {
-  local pid task stat
+  local pid task names=(SCHED_OTHER SCHED_FIFO SCHED_RR SCHED_BATCH SCHED_ISO SCHED_IDLE SCHED_DEADLINE)
   for pid in "$@"; do
     for task in /proc/"$pid"/task/*/stat; do
-      stat="$(cat "$task" 2>/dev/null)" || continue
-      read -r -a f <<<"${stat##*) }"
-      echo "${f[38]}"  # field 41; the array starts at field 3
+      read -r -a f <<<"$(stat_fields "$task")"
+      if [ ${#f[@]} -gt 38 ]; then echo "${names[f[38]]:-policy ${f[38]}}"; fi
     done
   done | sort -u | xargs
 }
 if [ "$sched" = batch ]; then
   for pid in ${proxy_pids[nginx]} ${proxy_pids[lmwarden]}; do chrt -a -b -p 0 "$pid" >/dev/null; done
-  # Threads started later inherit the policy; those running now are checked.
+fi
+# What the report names is what the kernel says, checked for what was asked;
+# threads started later inherit it.
+sched_policy="$(policies ${proxy_pids[nginx]} ${proxy_pids[lmwarden]})"
+if [ "$sched" = batch ]; then
   for t in nginx lmwarden; do
     got="$(policies ${proxy_pids[$t]})"
-    [ "$got" = 3 ] || { echo "$prog: $t's threads are not all SCHED_BATCH (policies: $got)" >&2; exit 1; }
+    [ "$got" = SCHED_BATCH ] ||
+      { echo "$prog: $t's threads are not all SCHED_BATCH (policies: $got)" >&2; exit 1; }
   done
 fi
 
 # CPU time (clock ticks, all threads) of the given processes: "user system".
 cpu_ticks() {
-  local user=0 system=0 pid stat
+  local user=0 system=0 pid
   for pid in "$@"; do
-    stat="$(cat "/proc/$pid/stat" 2>/dev/null)" || continue
-    stat="${stat##*) }"  # after the command name
-    read -r -a f <<<"$stat"
+    read -r -a f <<<"$(stat_fields "/proc/$pid/stat")"
+    [ ${#f[@]} -gt 12 ] || continue
     user=$((user + f[11]))      # utime
     system=$((system + f[12]))  # stime
   done
@@ -315,7 +325,7 @@ echo "bench-proxy: upstream :$upstream_port, nginx :$nginx_port, lmwarden :$lmwa
   "proxy ${cpu_proxy:-any}$(for_latency "$cpu_proxy" "$cpu_proxy_latency"));" \
   "$rounds round(s) of ${seconds}s (c=$connections; sse256paced c=$paced_connections, a step every" \
   "${step_us} µs) + ${latency_seconds}s (c=1, in 1s slices taken in turn) per case and target;" \
-  "both proxies' threads SCHED_${sched^^}"
+  "both proxies' threads $sched_policy"
 mkdir -p "$work/results"
 # Moves the responder and the proxies (every thread) to where the layout has
 # them for the throughput runs (throughput) or the latency runs (latency); a
@@ -365,7 +375,7 @@ mkdir -p "$out_dir"
 python3 "$here/report.py" "$work/results" "$out_dir/proxy.json" \
   --connections "$connections" --seconds "$seconds" --latency-seconds "$latency_seconds" \
   --rounds "$rounds" --events "$events" --wrk-timeout "$wrk_timeout" --paced-connections "$paced_connections" \
-  --step-us "$step_us" --threads "$threads" --sched "$sched" --layout "$layout" --cpu-wrk "$cpu_wrk" \
+  --step-us "$step_us" --threads "$threads" --sched-policy "$sched_policy" --layout "$layout" --cpu-wrk "$cpu_wrk" \
   --cpu-responder "$cpu_responder" --cpu-responder-latency "$cpu_responder_latency" \
   --cpu-proxy "$cpu_proxy" --cpu-wrk-latency "$cpu_wrk_latency" --cpu-proxy-latency "$cpu_proxy_latency" \
   --load-cpus "$load_cpus" \
