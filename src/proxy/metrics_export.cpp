@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 
+#include "common/coarse_clock.h"
 #include "proxy/warden.h"
 #include "telemetry/prometheus_writer.h"
 #include "telemetry/warden_metrics.h"
@@ -147,6 +148,19 @@ std::string stats_json(const ModelSet& models, std::string_view model, std::chro
   // About 3600 points at most: 1 s for an hour, 10 s for six.
   const auto step = std::chrono::seconds(std::max<std::int64_t>(1, (window.count() + 3599) / 3600));
   const auto now = telemetry::WallClock::now();
+  // The seconds from settled_until on can still grow: the current one, and
+  // those of replies under way, booked when they end. Read before the series,
+  // so that a reply no longer counted open is in what the query returns; the
+  // coarse clock that stamps first bytes can lag the precise one by a tick or two.
+  std::int64_t settled_until =
+      std::chrono::floor<std::chrono::seconds>((now - coarse_lag_allowance()).time_since_epoch()).count();
+  std::uint64_t open_requests = 0;
+  for (const auto& m : models.models) {
+    if (!model.empty() && m->config.name != model) continue;
+    const auto open = m->telemetry.open_requests.snapshot(now);
+    if (open.oldest_unix_s) settled_until = std::min(settled_until, *open.oldest_unix_s);
+    open_requests += open.count;
+  }
   telemetry::TokenWindow total;
   json names = json::array();
   for (const auto& m : models.models) {
@@ -167,6 +181,8 @@ std::string stats_json(const ModelSet& models, std::string_view model, std::chro
               {"window_s", window.count()},
               {"step_s", total.step.count()},
               {"now", std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count()},
+              {"settled_until", settled_until},
+              {"open_requests", open_requests},
               {"models", names},
               {"series", {{"t", t}, {"prompt_cached", cached}, {"prompt_computed", computed}, {"completion", completion}}},
               {"totals", {{"prompt_cached", total.total.cached}, {"prompt_computed", total.total.computed},

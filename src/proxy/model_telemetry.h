@@ -15,6 +15,7 @@
 
 #include "telemetry/counter_delta.h"
 #include "telemetry/histogram.h"
+#include "telemetry/open_requests.h"
 #include "telemetry/token_series.h"
 
 namespace lmwarden::proxy {
@@ -67,6 +68,9 @@ struct ModelTelemetry {
   }
 
   telemetry::Histogram time_to_first_byte;
+  // Successful replies under way whose tokens are booked when they end: where
+  // the chart's seconds stop being final (GET /api/stats, settled_until).
+  telemetry::OpenRequests open_requests;
 
  private:
   std::vector<std::unique_ptr<ReplicaTelemetry>> replicas_;

@@ -30,6 +30,8 @@ std::span<const std::string_view> RequestAccounting::on_body(std::string_view by
     first_byte_ = coarse_system_now();  // a stamp for the per-second chart
     const std::chrono::duration<double> ttfb = std::chrono::steady_clock::now() - sent_;
     model_.time_to_first_byte.observe(ttfb.count());
+    // Only a successful reply books tokens, so only one holds the chart open.
+    if (ok_status_ && tap_) open_second_ = model_.open_requests.open(*first_byte_);
   }
   if (tap_) tap_->feed(bytes);
   if (auto* gate = std::get_if<telemetry::WholeEventGate>(&events_)) return gate->feed(bytes);
@@ -60,8 +62,14 @@ void RequestAccounting::end_reply() {
 
 RequestAccounting::~RequestAccounting() { book(); }
 
+void RequestAccounting::close_open() noexcept {
+  if (!open_second_) return;
+  model_.open_requests.close(*open_second_);
+  open_second_.reset();
+}
+
 void RequestAccounting::book() {
-  if (booked_ || !tap_ || !ok_status_) return;
+  if (booked_ || !tap_ || !ok_status_) return close_open();
   booked_ = true;
   tap_->finish();
   const telemetry::RequestUsage usage = tap_->usage();
@@ -70,7 +78,7 @@ void RequestAccounting::book() {
     // No usage read: the prompt's size is not known here, so no tokens are
     // booked; the count says how many replies went unmeasured.
     r.unmeasured_requests.fetch_add(1, std::memory_order_relaxed);
-    return;
+    return close_open();
   }
   const telemetry::TokenCounts counts{usage.cached_tokens, usage.computed_tokens(), usage.completion_tokens};
   r.prompt_cached.fetch_add(counts.cached, std::memory_order_relaxed);
@@ -78,6 +86,7 @@ void RequestAccounting::book() {
   r.completion.fetch_add(counts.completion, std::memory_order_relaxed);
   const auto now = coarse_system_now();
   r.series.record_request(first_byte_.value_or(now), now, counts);
+  close_open();  // after the record, which it releases to snapshot()
 }
 
 }  // namespace lmwarden::proxy

@@ -50,6 +50,7 @@ class RequestAccounting final : public RelayObserver {
   // `done`, then the usage (once).
   void end_reply();
   void book();
+  void close_open() noexcept;
 
   ModelTelemetry& model_;
   bool strip_;
@@ -58,6 +59,9 @@ class RequestAccounting final : public RelayObserver {
   bool ok_status_ = false;
   std::chrono::steady_clock::time_point sent_{};  // the relay sends before any reply byte comes
   std::optional<telemetry::WallTime> first_byte_;
+  // The second this reply is counted open at (ModelTelemetry::open_requests),
+  // from its first byte until its tokens are booked or it ends unbooked.
+  std::optional<std::int64_t> open_second_;
   std::optional<telemetry::UsageTap> tap_;
   // What holds a chunked event stream's bytes until their event is whole:
   // the stripper when it has a usage chunk to remove, else the gate.

@@ -150,6 +150,75 @@ TEST(ProxyTelemetry, StatsShowCachedAndComputedTokenRates) {
   EXPECT_EQ(http_request(warden.port(), http::verb::get, "/api/stats?model=nope").status, 404u);
 }
 
+json stats(std::uint16_t port) {
+  return json::parse(http_request(port, http::verb::get, "/api/stats?model=m&window=900").body);
+}
+
+std::int64_t unix_now() {
+  return std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// A reply's tokens are booked when it ends, at the second of its first byte
+// and spread from there; until then the stats say which seconds can still grow.
+TEST(ProxyTelemetry, StatsSayFromWhichSecondRepliesUnderWayStillAddTokens) {
+  FakeVllm fake{1};
+  RunningWarden warden{make_config({{fake.port(), 1}})};
+  const json idle = stats(warden.port());
+  EXPECT_EQ(idle["open_requests"], 0);
+  // Nothing under way: only the current second (less the coarse clock's lag).
+  EXPECT_LE(idle["settled_until"].get<std::int64_t>(), idle["now"].get<std::int64_t>());
+  EXPECT_GE(idle["settled_until"].get<std::int64_t>(), idle["now"].get<std::int64_t>() - 1);
+
+  const std::int64_t before = unix_now();
+  HttpConnection client{warden.port()};
+  client.send(http::verb::post, "/v1/chat/completions", stream_body(true), {{"x-fake-hold", "1"}});
+  ASSERT_EQ(client.read_header().status, 200u);
+  EXPECT_NE(client.read_until("first").find("first"), std::string::npos);
+  json held;
+  ASSERT_TRUE(eventually([&] {
+    held = stats(warden.port());
+    return held["now"].get<std::int64_t>() >= before + 3;
+  }));
+  EXPECT_EQ(held["open_requests"], 1);
+  EXPECT_GE(held["settled_until"].get<std::int64_t>(), before - 1);  // a coarse stamp may lag a tick
+  EXPECT_LE(held["settled_until"].get<std::int64_t>(), before + 1);
+  EXPECT_EQ(held["totals"]["prompt_cached"], 0) << "nothing is booked before the reply ends";
+
+  fake.release();
+  std::string rest;
+  while (auto piece = client.read_some()) rest += *piece;
+  EXPECT_NE(rest.find("[DONE]"), std::string::npos);
+  json after;
+  ASSERT_TRUE(eventually([&] {
+    after = stats(warden.port());
+    return after["open_requests"] == 0;
+  }));
+  EXPECT_GE(after["settled_until"].get<std::int64_t>(), after["now"].get<std::int64_t>() - 1);
+  EXPECT_EQ(after["totals"]["prompt_cached"], 64);
+  // Its prompt tokens are in the second of its first byte, which had been held open.
+  const auto& t = after["series"]["t"];
+  double cached_from_hold = 0;
+  for (std::size_t i = 0; i < t.size(); ++i)
+    if (t[i].get<std::int64_t>() <= held["settled_until"].get<std::int64_t>())
+      cached_from_hold += after["series"]["prompt_cached"][i].get<double>();
+  EXPECT_EQ(cached_from_hold, 64);
+}
+
+TEST(ProxyTelemetry, AReplyWhoseClientLeftNoLongerHoldsTheStatsOpen) {
+  FakeVllm fake{1};
+  RunningWarden warden{make_config({{fake.port(), 1}})};
+  {
+    HttpConnection client{warden.port()};
+    client.send(http::verb::post, "/v1/chat/completions", stream_body(true), {{"x-fake-hold", "1"}});
+    ASSERT_EQ(client.read_header().status, 200u);
+    client.read_until("first");
+    ASSERT_TRUE(eventually([&] { return stats(warden.port())["open_requests"] == 1; }));
+    client.close();
+  }
+  EXPECT_TRUE(eventually([&] { return fake.aborted() == 1; }));
+  EXPECT_TRUE(eventually([&] { return stats(warden.port())["open_requests"] == 0; }));
+}
+
 TEST(ProxyTelemetry, ScraperFillsTheCardFromEngineMetrics) {
   FakeVllm fake{2};
   fake.set_engine(0, 3, 1, 0.25, 1000, 600);
