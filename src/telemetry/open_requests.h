@@ -36,7 +36,7 @@ class OpenRequests {
 
   struct Snapshot {
     std::optional<std::int64_t> oldest_unix_s;  // the oldest open first byte's second
-    std::uint64_t count = 0;                     // requests open
+    std::uint64_t count = 0;                    // requests open
   };
 
   OpenRequests() = default;

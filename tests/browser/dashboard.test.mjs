@@ -191,6 +191,61 @@ test('the stats page charts non-zero cached and computed prompt tokens', { timeo
   });
 });
 
+// A reply's tokens are counted when it ends; while one streams, the bars from
+// its first second on are veiled and the readout shows the last complete one.
+test('bars that a reply under way will still fill are marked as such', { timeout: 60000 }, async () => {
+  const slow = await startFleet({ model: 'slow', dp: 1, timeScale: 1 });
+  const stream = new AbortController();
+  try {
+    await driveTraffic(slow.base, 'slow', { sessions: 1, turns: 1, system: 200, user: 50, maxTokens: 4, tag: 'f' });
+    const res = await fetch(`${slow.base}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'session-id': 'long' },
+      body: JSON.stringify({ model: 'slow', stream: true, max_tokens: 6000,
+        messages: [{ role: 'user', content: 'write at length' }] }),
+      signal: stream.signal,
+    });
+    assert.equal(res.status, 200);
+    const reader = res.body.getReader();
+    await reader.read();  // the reply has begun
+    const drain = (async () => { try { while (!(await reader.read()).done); } catch { /* aborted */ } })();
+    await eventually(async () => (await getJson(`${slow.base}/api/stats?window=900`)).open_requests === 1,
+      { what: 'the stream to count as open' });
+
+    await withPage(browser, 'filling', async (page, errors) => {
+      await page.goto(`${slow.base}/stats?window=900`);
+      const chart = page.locator('[data-testid=tokens-chart][data-ready=true]');
+      // At least one whole bar behind the open one, so "Latest complete" has one to show.
+      await assertEventually(async () => {
+        const d = await chart.evaluate((e) => ({ ...e.dataset })).catch(() => null);
+        const s = await getJson(`${slow.base}/api/stats?window=900`);
+        return d && d.fillingFrom !== '' && Number(d.fillingFrom) <= s.settled_until
+          && s.now - s.settled_until >= 2 * Number(d.bucketSeconds) + 1;
+      }, async () => `filling band: ${JSON.stringify(await chart.evaluate((e) => ({ ...e.dataset })).catch(() => null))}`);
+      assert.match(await page.locator('[data-testid=filling-key]').innerText(), /still filling: 1 reply under way/);
+      await assertEventually(async () => /^Latest complete, \d\d:\d\d:\d\d–/.test(await page.locator('.readout').innerText()),
+        async () => `readout: ${await page.locator('.readout').innerText()}`);
+      // Hovering the newest bar names it as still filling.
+      const box = await page.locator('[data-testid=tokens-chart] .u-over').first().boundingBox();
+      await page.mouse.move(box.x + box.width - 3, box.y + box.height / 2);
+      await assertEventually(async () => /\(still filling\): cached/.test(await page.locator('.readout').innerText()),
+        async () => `hover readout: ${await page.locator('.readout').innerText()}`);
+      await page.mouse.move(0, 0);
+
+      stream.abort();  // the client leaves: nothing is open any more
+      await drain;
+      await assertEventually(async () => (await chart.getAttribute('data-filling-from')) === ''
+        && (await page.locator('[data-testid=filling-key]').isHidden()), 'the band to go');
+      await assertEventually(async () => /^Latest, /.test(await page.locator('.readout').innerText()),
+        async () => `readout after: ${await page.locator('.readout').innerText()}`);
+      assert.deepEqual(errors, []);
+    });
+  } finally {
+    stream.abort();
+    await slow.stop();
+  }
+});
+
 test('a warden with no traffic says what to do', { timeout: 40000 }, async () => {
   const idle = await startFleet({ model: 'idle', dp: 2 });
   const idleDev = ui === fleet.base ? null : await startDevServer({ warden: idle.base });

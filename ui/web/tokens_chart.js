@@ -59,7 +59,37 @@ export function bucketSeries(stats, plotWidth, from = -Infinity) {
   if (last > 0 && out.t[last] + width / 2 > stats.now) {
     for (const k of ['t', 'cached', 'computed', 'completion']) out[k].pop();
   }
+  // Replies under way book their tokens when they end, from the second of
+  // their first byte on (settled_until): bars reaching past it can still grow.
+  const settled = stats.settled_until ?? stats.now;
+  out.firstOpen = out.t.findIndex((t) => t + width / 2 > settled);
+  if (out.firstOpen < 0) out.firstOpen = out.t.length;
+  out.openRequests = stats.open_requests ?? 0;
   return out;
+}
+
+// Veils the bars that can still grow, so that they read as provisional, and
+// says so at the top of the veil.
+function drawFilling(u, chart) {
+  const b = chart.data;
+  if (!b || b.firstOpen >= b.t.length) return;
+  const { ctx, bbox } = u;
+  const left = Math.max(bbox.left, u.valToPos(b.t[b.firstOpen] - b.width / 2, 'x', true));
+  const right = bbox.left + bbox.width;
+  if (right - left < 1) return;
+  ctx.save();
+  ctx.fillStyle = cssVar('--surface-2');
+  ctx.globalAlpha = 0.6;
+  ctx.fillRect(left, bbox.top, right - left, bbox.height);
+  ctx.globalAlpha = 1;
+  ctx.strokeStyle = cssVar('--muted');
+  ctx.setLineDash([4 * devicePixelRatio, 3 * devicePixelRatio]);
+  ctx.lineWidth = devicePixelRatio;
+  ctx.beginPath();
+  ctx.moveTo(Math.round(left) + 0.5, bbox.top);
+  ctx.lineTo(Math.round(left) + 0.5, bbox.top + bbox.height);
+  ctx.stroke();
+  ctx.restore();
 }
 
 export class TokensChart {
@@ -71,6 +101,7 @@ export class TokensChart {
     this.data = null;
 
     this.readout = el('div', { class: 'readout', 'aria-live': 'off' });
+    this.fillingKey = el('span', { class: 'filling-key', hidden: true, 'data-testid': 'filling-key' });
     this.promptBox = el('div', { class: 'chart', role: 'img', 'aria-label': 'Prompt tokens per second, cached and computed, stacked bars' });
     this.completionBox = el('div', { class: 'chart', role: 'img', 'aria-label': 'Completion tokens per second' });
     container.append(
@@ -78,7 +109,8 @@ export class TokensChart {
       el('div', { class: 'chart-title' },
         el('h3', { text: 'Prompt tokens/s' }),
         el('span', {}, el('span', { class: 'swatch cached' }), 'cached'),
-        el('span', {}, el('span', { class: 'swatch computed' }), 'computed')),
+        el('span', {}, el('span', { class: 'swatch computed' }), 'computed'),
+        this.fillingKey),
       this.promptBox,
       el('div', { class: 'chart-title' },
         el('h3', { text: 'Completion tokens/s' })),
@@ -120,7 +152,7 @@ export class TokensChart {
         x: { time: true, range: () => this.xRange() },
         y: { range: yRange },
       },
-      hooks: { setCursor: [(u) => this.showReadout(u.cursor.idx)] },
+      hooks: { setCursor: [(u) => this.showReadout(u.cursor.idx)], draw: [(u) => drawFilling(u, this)] },
     });
     // Computed is drawn as the stack's total first; cached is drawn over its
     // lower part, so each bar reads cached (bottom) + computed (top).
@@ -173,6 +205,16 @@ export class TokensChart {
     this.container.dataset.computedSum = String(sum(b.computed));
     this.container.dataset.completionSum = String(sum(b.completion));
     this.container.dataset.bucketSeconds = String(b.width);
+    const open = b.firstOpen < b.t.length;
+    this.container.dataset.fillingFrom = open ? String(b.t[b.firstOpen] - b.width / 2) : '';
+    this.fillingKey.hidden = !open;
+    if (open) {
+      const n = b.openRequests;
+      this.fillingKey.replaceChildren(el('span', { class: 'swatch filling' }),
+        n > 0 ? `still filling: ${n} ${n === 1 ? 'reply' : 'replies'} under way` : 'still filling');
+      this.fillingKey.title = 'A reply\'s tokens are counted when it ends, from the second of its first byte on; '
+        + 'until then these bars read low.';
+    }
     this.showReadout(this.prompt.cursor.idx);
   }
 
@@ -180,9 +222,14 @@ export class TokensChart {
     const b = this.data;
     if (!b || !b.t.length) { this.readout.replaceChildren(); return; }
     const live = idx == null;
-    const i = live ? b.t.length - 1 : idx;
+    // Unhovered, the readout shows the latest bar that can no longer grow.
+    const settled = b.firstOpen > 0 ? b.firstOpen - 1 : b.t.length - 1;
+    const i = live ? Math.min(settled, b.t.length - 1) : idx;
     const span = `${clock(b.t[i] - b.width / 2)}–${clock(b.t[i] + b.width / 2)}`;
-    const label = live ? `Latest, ${span}` : span;
+    const filling = i >= b.firstOpen;
+    let label = span;
+    if (live) label = `${b.firstOpen > 0 && b.firstOpen < b.t.length ? 'Latest complete' : 'Latest'}, ${span}`;
+    if (filling) label += ' (still filling)';
     const key = `${label}|${b.cached[i]}|${b.computed[i]}|${b.completion[i]}`;
     if (this.readout.dataset.key === key) return;
     this.readout.dataset.key = key;
