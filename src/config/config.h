@@ -107,6 +107,7 @@ struct Config {
   std::optional<std::string> admin_token;  // literal token (prefer the env var)
   Millis scrape_interval{1'000};
   int unhealthy_after = 3;  // consecutive failed probes
+  std::string access_log;   // absolute path of the JSON-lines access log; empty: none
   std::vector<ModelConfig> models;
 
   const ModelConfig* find_model(std::string_view name_or_alias) const;

@@ -3,6 +3,8 @@
 #include "config/config_loader.h"
 
 #include <fmt/format.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -206,6 +208,26 @@ class Loader {
     return e.value.Scalar();
   }
 
+  // An absolute path (a service's working directory is rarely the config's)
+  // of a file that can be opened for appending, as it is at start and at
+  // each reload; created when missing. Checked here so that a bad path stops
+  // the start, or the reload, with its reason.
+  std::optional<std::string> read_log_path(const Entry& e, const std::string& path) {
+    auto text = read_string(e, path);
+    if (!text) return std::nullopt;
+    if (!text->starts_with('/')) {
+      error(e, path, fmt::format("must be an absolute path, got {}", shown(e.value)));
+      return std::nullopt;
+    }
+    const int fd = ::open(text->c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+    if (fd < 0) {
+      error(e, path, fmt::format("cannot open {} for appending: {}", *text, std::strerror(errno)));
+      return std::nullopt;
+    }
+    ::close(fd);
+    return text;
+  }
+
   std::optional<bool> read_bool(const Entry& e, const std::string& path) {
     if (e.value.IsScalar()) {
       if (auto value = parse_bool(e.value.Scalar())) return value;
@@ -321,7 +343,7 @@ class Loader {
     const auto map =
         read_map(root, "",
                  {"listen", "threads", "limits", "timeouts", "retries", "admin_token_env",
-                  "admin_token", "scrape_interval", "unhealthy_after", "models"});
+                  "admin_token", "scrape_interval", "unhealthy_after", "access_log", "models"});
     if (!map) return;
 
     if (const Entry* e = map->find("listen")) {
@@ -354,6 +376,8 @@ class Loader {
     if (const Entry* e = map->find("unhealthy_after"))
       if (auto v = read_int(*e, "unhealthy_after", 1, 1000))
         config.unhealthy_after = static_cast<int>(*v);
+    if (const Entry* e = map->find("access_log"))
+      if (auto v = read_log_path(*e, "access_log")) config.access_log = *v;
 
     const Entry* models = map->find("models");
     if (!models) {

@@ -6,6 +6,7 @@ namespace lmwarden::proxy {
 
 void RequestAccounting::on_response_header(unsigned status, std::string_view content_type, bool chunked) {
   ok_status_ = status >= 200 && status < 300;
+  if (record_) record_->status = status;
   // Counted before any of the reply reaches the client, so that a client that
   // has the reply finds it counted (a 5xx retried elsewhere never gets here:
   // the warden counts it).
@@ -28,10 +29,12 @@ void RequestAccounting::on_response_header(unsigned status, std::string_view con
 std::span<const std::string_view> RequestAccounting::on_body(std::string_view bytes) {
   if (!first_byte_) {
     first_byte_ = coarse_system_now();  // a stamp for the per-second chart
-    const std::chrono::duration<double> ttfb = std::chrono::steady_clock::now() - sent_;
+    const auto now = std::chrono::steady_clock::now();
+    const std::chrono::duration<double> ttfb = now - sent_;
     model_.time_to_first_byte.observe(ttfb.count());
     // Only a successful reply books tokens, so only one holds the chart open.
     if (ok_status_ && tap_) open_second_ = model_.open_requests.open(*first_byte_);
+    if (record_) record_->first_byte = now;
   }
   if (tap_) tap_->feed(bytes);
   if (auto* gate = std::get_if<telemetry::WholeEventGate>(&events_)) return gate->feed(bytes);
@@ -73,6 +76,7 @@ void RequestAccounting::book() {
   booked_ = true;
   tap_->finish();
   const telemetry::RequestUsage usage = tap_->usage();
+  if (record_) record_->usage = usage;
   ReplicaTelemetry& r = model_.replica(replica_);
   if (!usage.cache_measured) {
     // No usage read: the prompt's size is not known here, so no tokens are

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <variant>
 
+#include "proxy/access_log.h"
 #include "proxy/model_telemetry.h"
 #include "proxy/relay.h"
 #include "telemetry/stream_usage_injection.h"
@@ -34,6 +35,10 @@ class RequestAccounting final : public RelayObserver {
   ~RequestAccounting() override;
   RequestAccounting(const RequestAccounting&) = delete;
   RequestAccounting& operator=(const RequestAccounting&) = delete;
+
+  // Also notes the reply's status, first byte and usage in `record` (the
+  // access log's), which must outlive this.
+  void log_to(AccessRecord* record) noexcept { record_ = record; }
 
   void on_request_sent() noexcept override { sent_ = std::chrono::steady_clock::now(); }
   void on_response_header(unsigned status, std::string_view content_type, bool chunked) override;
@@ -69,6 +74,7 @@ class RequestAccounting final : public RelayObserver {
   std::string_view single_[1];
   bool upstream_done_ = false;
   bool booked_ = false;
+  AccessRecord* record_ = nullptr;
 };
 
 }  // namespace lmwarden::proxy

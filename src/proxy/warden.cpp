@@ -207,6 +207,7 @@ std::shared_ptr<ModelSet> make_model_set(config::Config config, const ModelSet* 
     for (const auto& alias : m.aliases) set->by_name[alias] = state;
     set->body_fields.add(state->identity.sources);
   }
+  if (!set->config.access_log.empty()) set->access_log = AccessLog::open(set->config.access_log);
   return set;
 }
 
@@ -402,15 +403,34 @@ struct Warden::Forward {
   bool injected_usage;
   std::uint64_t id;
   net::Stream* live_upstream = nullptr;
+  AccessRecord log{};  // filled as the request goes; written when the set has an access log
 };
+
+namespace {
+void write_access_log(const ModelSet& set, std::uint64_t id, net::Exchange& exchange, const AccessRecord& record) {
+  if (!set.access_log) return;
+  const auto& request = exchange.request();
+  set.access_log->write(id, exchange.remote_address(), request.method_string(), request.target(), record);
+}
+}  // namespace
 
 net::Awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dialect) {
   auto& request = exchange.request();
   InProgress in_progress{in_progress_};
   auto set = models();
+  // Clock reads for the access log only (the request path otherwise reads coarse clocks).
+  const bool logged = set->access_log != nullptr;
+  const auto received = logged ? std::chrono::system_clock::now() : std::chrono::system_clock::time_point{};
+  const auto received_steady = logged ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   Admission admission = admit(request, dialect, *set);
   if (admission.refusal) {
+    const unsigned status = admission.refusal->result_int();
     co_await exchange.respond(std::move(*admission.refusal));
+    if (logged) {
+      AccessRecord record{.received = received, .received_steady = received_steady, .status = status};
+      if (admission.model) record.model = admission.model->config.name;
+      write_access_log(*set, next_request_id_.fetch_add(1, std::memory_order_relaxed), exchange, record);
+    }
     co_return;
   }
   ModelState* model = admission.model;
@@ -432,6 +452,10 @@ net::Awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dialect) {
 
   Forward f{std::move(set), exchange, dialect, *model, std::move(facts), injected_usage,
             next_request_id_.fetch_add(1, std::memory_order_relaxed)};
+  f.log.received = received;
+  f.log.received_steady = received_steady;
+  f.log.model = model->config.name;
+  if (f.facts.identity.kind == core::IdentityKind::kSession) f.log.conversation = f.facts.identity.session_hash;
 
   // If the client goes away while an attempt waits on its upstream, the live
   // upstream connection is closed at once, so the engine aborts the request
@@ -449,6 +473,7 @@ net::Awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dialect) {
     exchange.close_after();
     spdlog::info("req={} model={} client went away; upstream request closed", f.id, model->config.name);
   }
+  write_access_log(*f.set, f.id, exchange, f.log);
 }
 
 namespace {
@@ -525,13 +550,18 @@ net::Awaitable<void> Warden::run_attempts(Forward& f) {
     }
     if (!decision.ok()) {
       if (attempt > 0) break;  // retries exhausted the healthy replicas: report the upstream error
+      f.log.outcome = "refused";
       if (decision.status == core::RouteDecision::Status::kUnknownRank) {
+        f.log.status = 400;
+        f.log.error = "unknown_rank";
         refusal = "X-data-parallel-rank " + std::to_string(identity.pinned_rank) +
                   " is out of range: model '" + f.model.config.name + "' has " +
                   std::to_string(f.model.router.replica_count()) + " replicas";
         co_await respond_error(f.exchange, f.dialect, http::status::bad_request, refusal);
       } else {
         spdlog::warn("req={} model={} no healthy replica", f.id, f.model.config.name);
+        f.log.status = 503;
+        f.log.error = "no_healthy_replica";
         refusal = "no healthy replica for model '" + f.model.config.name + "'; retry shortly";
         co_await respond_error(f.exchange, f.dialect, http::status::service_unavailable, refusal);
       }
@@ -539,6 +569,11 @@ net::Awaitable<void> Warden::run_attempts(Forward& f) {
     }
     InFlight in_flight{f.model, decision};
     const auto& backend = f.model.config.backends[static_cast<std::size_t>(decision.backend)];
+    f.log.route = core::to_string(decision.kind);
+    f.log.replica = decision.replica;
+    f.log.attempts = attempt + 1;
+    f.log.status = 0;
+    f.log.first_byte.reset();
     if (spdlog::should_log(spdlog::level::debug))
       spdlog::debug("req={} model={} replica={} route={} conv={}", f.id, f.model.config.name,
                     decision.replica, core::to_string(decision.kind),
@@ -547,6 +582,7 @@ net::Awaitable<void> Warden::run_attempts(Forward& f) {
     const auto accounting =
         std::make_unique<RequestAccounting>(f.model.telemetry, f.injected_usage, decision.replica,
                                             [&in_flight] { in_flight.finish(); });
+    if (f.set->access_log) accounting->log_to(&f.log);
     AttemptContext ctx{f.exchange,      pool_for_this_thread(f.exchange), config.timeouts,
                        f.dialect,       f.exchange.remote_address(),      accounting.get(),
                        &f.live_upstream};
@@ -562,17 +598,23 @@ net::Awaitable<void> Warden::run_attempts(Forward& f) {
     if (!last.error_kind.empty() && last.outcome != Outcome::kCutShort)
       f.model.telemetry.replica(decision.replica).count_error(last.error_kind);
     if (f.exchange.client_gone()) last.outcome = Outcome::kClientGone;
+    f.log.error = last.error_kind;
     switch (last.outcome) {
       case Outcome::kRelayed:
+        f.log.outcome = "relayed";
         co_return;
       case Outcome::kClientGone:
+        f.log.outcome = "client_gone";
         co_return;
       case Outcome::kCutShort:
+        f.log.outcome = "cut_short";
         spdlog::warn("req={} model={} replica={} {}", f.id, f.model.config.name, decision.replica, last.message);
         co_return;
       case Outcome::kFailed:
         spdlog::warn("req={} model={} replica={} {}", f.id, f.model.config.name, decision.replica, last.message);
         in_flight.finish();  // before the client hears, as a relayed reply's is
+        f.log.outcome = "failed";
+        f.log.status = static_cast<unsigned>(last.status);
         co_await respond_error(f.exchange, f.dialect, last.status, last.message);
         co_return;
       case Outcome::kRetryable:
@@ -595,6 +637,8 @@ net::Awaitable<void> Warden::run_attempts(Forward& f) {
     if (identity.kind == core::IdentityKind::kPinned) break;
   }
   if (last.message.empty()) last.message = "upstream unreachable";
+  f.log.outcome = "failed";
+  f.log.status = 502;
   co_await respond_error(f.exchange, f.dialect, http::status::bad_gateway, last.message);
 }
 

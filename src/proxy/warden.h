@@ -20,6 +20,7 @@
 #include "core/router.h"
 #include "net/http_server.h"
 #include "proxy/dialect.h"
+#include "proxy/access_log.h"
 #include "proxy/model_telemetry.h"
 #include "proxy/upstream_pool.h"
 
@@ -66,6 +67,9 @@ struct ModelSet {
   // inside the body, so one scan collects what any model may need.
   core::BodyFields body_fields;
   std::uint64_t generation = 0;
+  // Opened with the set, so a reload reopens the file (a rotated log is
+  // followed); null when the configuration names none.
+  std::shared_ptr<AccessLog> access_log;
 
   ModelState* find(std::string_view name_or_alias) const noexcept;
 };

@@ -19,7 +19,7 @@ struct MetricSpec {
   std::string_view help;
 };
 
-inline constexpr std::array<MetricSpec, 14> kWardenMetrics = {{
+inline constexpr std::array<MetricSpec, 15> kWardenMetrics = {{
     {"lmwarden_requests_total", MetricType::kCounter, "model,replica,route",
      "Requests routed, by route: new, sticky, spilled, pinned, anonymous, rehomed, balanced."},
     {"lmwarden_in_flight", MetricType::kGauge, "model,replica",
@@ -48,6 +48,8 @@ inline constexpr std::array<MetricSpec, 14> kWardenMetrics = {{
      "1 when the replica takes new work, 0 when it is marked unhealthy."},
     {"lmwarden_replica_info", MetricType::kGauge, "model,replica,url,rank",
      "Always 1; labels say where the replica lives."},
+    {"lmwarden_access_log_dropped_total", MetricType::kCounter, "",
+     "Access log lines dropped because the disk fell 8,192 lines behind."},
 }};
 
 }  // namespace lmwarden::telemetry

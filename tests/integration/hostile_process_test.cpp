@@ -17,40 +17,10 @@
 #include "fake_vllm.h"
 #include "hostile_client.h"
 #include "http_test_client.h"
+#include "scratch.h"
 
 namespace lmwarden::testing {
 namespace {
-
-// A fresh directory for one test's config and log, removed afterwards.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "lmwarden-hostile.XXXXXX").string();
-    if (!::mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
-
-// A port nothing listens on (bound, then released).
-std::uint16_t closed_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
 
 std::string write_file(const std::string& path, const std::string& text) {
   std::ofstream(path) << text;
@@ -101,7 +71,7 @@ TEST(HostileProcess, AcceptUnderDescriptorExhaustionNeitherCrashesNorSpins) {
   // again once it can open sockets.
   backend.set_engine(0, 0, 0, 0.1, 10, 5);
   backend.set_engine(1, 0, 0, 0.1, 10, 5);
-  TempDir dir;
+  TempDir dir{"lmwarden-hostile"};
   const std::string config = write_file(dir.file("lmwarden.yaml"),
                                         "listen: 127.0.0.1:0\nthreads: 2\ntimeouts:\n  client_read: 30s\n"
                                         "models:\n  - name: m\n    backends:\n      - url: http://127.0.0.1:" +
@@ -150,7 +120,7 @@ TEST(HostileProcess, AcceptUnderDescriptorExhaustionNeitherCrashesNorSpins) {
 // An open-file limit that max_connections may outgrow is said at start (the
 // soft limit is first raised to the hard one; here both are 200).
 TEST(HostileProcess, ADescriptorLimitTooLowForMaxConnectionsIsSaidAtStart) {
-  TempDir dir;
+  TempDir dir{"lmwarden-hostile"};
   const std::string config = write_file(dir.file("lmwarden.yaml"),
                                         "listen: 127.0.0.1:0\nlimits:\n  max_connections: 1000\n"
                                         "models:\n  - name: m\n    backends:\n      - url: http://127.0.0.1:" +
@@ -178,7 +148,7 @@ std::size_t virtual_bytes(pid_t pid) {
 // space (which a host with strict overcommit would refuse).
 TEST(HostileProcess, ADeclaredBodyTakesMemoryOnlyAsItsBytesCome) {
   FakeVllm backend{1};
-  TempDir dir;
+  TempDir dir{"lmwarden-hostile"};
   const std::string config = write_file(dir.file("lmwarden.yaml"),
                                         "listen: 127.0.0.1:0\nthreads: 1\ntimeouts:\n  client_read: 30s\n"
                                         "models:\n  - name: m\n    backends:\n      - url: http://127.0.0.1:" +
@@ -219,7 +189,7 @@ TEST(HostileProcess, CredentialsNeverReachTheLogs) {
   FakeVllm backend{2};
   backend.set_engine(0, 0, 0, 0.1, 10, 5);  // healthy to the scraper for the whole test
   backend.set_engine(1, 0, 0, 0.1, 10, 5);
-  TempDir dir;
+  TempDir dir{"lmwarden-hostile"};
   const std::string config = write_file(
       dir.file("lmwarden.yaml"),
       "listen: 127.0.0.1:0\nthreads: 2\nadmin_token_env: HOSTILE_ADMIN_TOKEN\n"

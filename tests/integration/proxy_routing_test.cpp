@@ -13,6 +13,7 @@
 #include "hostile_client.h"
 #include "http_test_client.h"
 #include "running_warden.h"
+#include "scratch.h"
 #include "telemetry/prometheus.h"
 
 namespace lmwarden::testing {
@@ -29,14 +30,6 @@ std::string chat_body(bool stream = true) {
 HttpReply chat(std::uint16_t port, const std::string& session, std::vector<std::pair<std::string, std::string>> extra = {}) {
   if (!session.empty()) extra.emplace_back("session-id", session);
   return http_request(port, http::verb::post, "/v1/chat/completions", chat_body(), extra);
-}
-
-std::uint16_t closed_port() {
-  asio::io_context io;
-  tcp::acceptor a{io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)};
-  const auto port = a.local_endpoint().port();
-  a.close();
-  return port;
 }
 
 TEST(ProxyRouting, EachConversationStaysOnOneRankAcrossTurns) {

@@ -20,6 +20,7 @@ class RunningWarden {
     port_ = runtime_.start(scrape).port();
   }
   std::uint16_t port() const { return port_; }
+  std::vector<std::string> reload(config::Config cfg) { return runtime_.reload(std::move(cfg)); }
   nlohmann::json card(const std::string& model = "m") {
     auto r = http_request(port_, http::verb::get, "/api/models/" + model);
     return nlohmann::json::parse(r.body);

@@ -8,6 +8,8 @@
 #include <fstream>
 #include <string>
 
+#include <unistd.h>
+
 namespace lmwarden::config {
 namespace {
 
@@ -279,6 +281,23 @@ TEST(ConfigErrors, SpillThresholdShapes) {
                          ", backends: [{url: 'http://h:1'}]}]"),
                 HasSubstr("models[0].spill_threshold: must be an integer >= 1 or \"auto\""));
   }
+}
+
+TEST(ConfigLoader, AccessLogIsAnAbsolutePathOpenedForAppending) {
+  EXPECT_EQ(load_ok(kMinimal).access_log, "");
+  const auto dir = std::filesystem::temp_directory_path() / ("lmwarden-config-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto path = (dir / "access.log").string();
+  EXPECT_EQ(load_ok("access_log: " + path + "\n" + std::string(kMinimal)).access_log, path);
+  EXPECT_TRUE(std::filesystem::exists(path)) << "created when missing, as it will be at start";
+  std::filesystem::remove_all(dir);
+
+  EXPECT_EQ(error_of("access_log: logs/access.log\n" + std::string(kMinimal)),
+            R"(lmwarden.yaml:1: access_log: must be an absolute path, got "logs/access.log")");
+  EXPECT_EQ(error_of("access_log: /nonexistent-lmwarden-dir/access.log\n" + std::string(kMinimal)),
+            "lmwarden.yaml:1: access_log: cannot open /nonexistent-lmwarden-dir/access.log for appending: "
+            "No such file or directory");
+  EXPECT_THAT(error_of("access_log: ''\n" + std::string(kMinimal)), HasSubstr("access_log: must be a non-empty string"));
 }
 
 TEST(ConfigErrors, UnknownKeysAnywhereWithASuggestion) {

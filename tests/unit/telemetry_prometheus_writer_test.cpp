@@ -76,7 +76,7 @@ TEST(WardenMetrics, EveryDeclaredFamilyRoundTrips) {
     std::vector<std::string> names;
     for (std::size_t pos = 0; pos <= spec.labels.size();) {
       const std::size_t comma = std::min(spec.labels.find(',', pos), spec.labels.size());
-      names.emplace_back(spec.labels.substr(pos, comma - pos));
+      if (comma > pos) names.emplace_back(spec.labels.substr(pos, comma - pos));  // none: ""
       pos = comma + 1;
     }
     std::vector<Label> labels;

@@ -1,0 +1,202 @@
+// The access log over real sockets: one JSON line per request to the API,
+// written when its reply has ended, with where it went, what the client got
+// and the tokens the engine reported; reopened at a reload.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "fake_vllm.h"
+#include "running_warden.h"
+#include "scratch.h"
+
+namespace lmwarden::testing {
+namespace {
+
+using nlohmann::json;
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::vector<json> lines_of(const std::string& path) {
+  std::vector<json> out;
+  std::istringstream in(read_all(path));
+  for (std::string line; std::getline(in, line);) out.push_back(json::parse(line));
+  return out;
+}
+
+// The log's lines once it has at least `n` (it is written by a thread of its own).
+std::vector<json> wait_for_lines(const std::string& path, std::size_t n) {
+  std::vector<json> lines;
+  EXPECT_TRUE(eventually([&] { return (lines = lines_of(path)).size() >= n; }))
+      << "expected " << n << " lines, have " << lines.size() << ":\n"
+      << read_all(path);
+  return lines;
+}
+
+// "2026-12-03T11:40:02.113Z": digits where the pattern has 9.
+bool rfc3339_millis(const std::string& t) {
+  const std::string pattern = "9999-99-99T99:99:99.999Z";
+  if (t.size() != pattern.size()) return false;
+  for (std::size_t i = 0; i < t.size(); ++i)
+    if (pattern[i] == '9' ? !std::isdigit(static_cast<unsigned char>(t[i])) : t[i] != pattern[i])
+      return false;
+  return true;
+}
+
+config::Config logged_config(std::uint16_t port, int ranks, const std::string& log) {
+  return make_config({{port, ranks}}, std::nullopt, "access_log: " + log + "\n");
+}
+
+std::string chat_body(const std::string& model, const std::string& text) {
+  return json{{"model", model},
+              {"stream", true},
+              {"stream_options", {{"include_usage", true}}},
+              {"messages", {{{"role", "user"}, {"content", text}}}}}
+      .dump();
+}
+
+// The status of one streamed chat request to model "m".
+unsigned chat_status(std::uint16_t port, const std::string& text) {
+  return http_request(port, http::verb::post, "/v1/chat/completions", chat_body("m", text)).status;
+}
+
+TEST(AccessLog, OneLinePerRequestWithWhereItWentWhatTheClientGotAndItsTokens) {
+  FakeVllm fake{2};
+  TempDir dir{"lmwarden-access"};
+  const std::string log = dir.file("access.log");
+  RunningWarden warden{logged_config(fake.port(), 2, log)};
+  const std::string secret = "a prompt that must never reach a log";
+  for (int i = 0; i < 2; ++i)
+    ASSERT_EQ(http_request(warden.port(), http::verb::post, "/v1/chat/completions?x=1",
+                           chat_body("m", secret), {{"session-id", "conv-1"}})
+                  .status,
+              200u);
+  ASSERT_EQ(http_request(warden.port(), http::verb::post, "/v1/chat/completions",
+                         chat_body("nope", secret))
+                .status,
+            404u);
+  // Both ranks answer 500: retried once on the other, then the upstream's own reply.
+  ASSERT_EQ(http_request(warden.port(), http::verb::post, "/v1/chat/completions",
+                         chat_body("m", secret), {{"x-fake-status", "500"}})
+                .status,
+            500u);
+
+  auto lines = wait_for_lines(log, 4);
+  ASSERT_EQ(lines.size(), 4u);
+  // A line is written once its reply has ended, which can be after the client
+  // has the reply and sent its next request: in the order of ids, not always of lines.
+  std::ranges::sort(lines, {}, [](const json& l) { return l["id"].get<std::uint64_t>(); });
+  const json& first = lines[0];
+  EXPECT_TRUE(rfc3339_millis(first["time"].get<std::string>())) << first["time"];
+  EXPECT_EQ(first["client"], "127.0.0.1");
+  EXPECT_EQ(first["method"], "POST");
+  EXPECT_EQ(first["target"], "/v1/chat/completions?x=1");
+  EXPECT_EQ(first["model"], "m");
+  EXPECT_EQ(first["route"], "new");
+  EXPECT_EQ(first["attempts"], 1);
+  EXPECT_EQ(first["status"], 200);
+  EXPECT_EQ(first["outcome"], "relayed");
+  EXPECT_TRUE(first["error"].is_null());
+  EXPECT_EQ(first["prompt_tokens"], 100);
+  EXPECT_EQ(first["cached_tokens"], 64);
+  EXPECT_EQ(first["completion_tokens"], 2);
+  EXPECT_GE(first["first_byte_ms"].get<double>(), 0.0);
+  EXPECT_LE(first["first_byte_ms"].get<double>(), first["duration_ms"].get<double>());
+  ASSERT_TRUE(first["conversation"].is_string());
+
+  const json& second = lines[1];
+  EXPECT_EQ(second["route"], "sticky");
+  EXPECT_EQ(second["replica"], first["replica"]);
+  EXPECT_EQ(second["conversation"], first["conversation"]);
+
+  const json& unknown = lines[2];
+  EXPECT_EQ(unknown["status"], 404);
+  EXPECT_EQ(unknown["outcome"], "refused");
+  EXPECT_TRUE(unknown["model"].is_null());
+  EXPECT_TRUE(unknown["route"].is_null());
+  EXPECT_TRUE(unknown["replica"].is_null());
+  EXPECT_EQ(unknown["attempts"], 0);
+  EXPECT_TRUE(unknown["prompt_tokens"].is_null());
+
+  const json& failed = lines[3];
+  EXPECT_EQ(failed["status"], 500);
+  EXPECT_EQ(failed["attempts"], 2);
+  EXPECT_EQ(failed["outcome"], "relayed");
+  EXPECT_TRUE(failed["error"].is_null()) << "a relayed reply's status says what it was";
+  EXPECT_TRUE(failed["conversation"].is_null());
+  EXPECT_TRUE(failed["completion_tokens"].is_null());
+
+  const std::string text = read_all(log);
+  EXPECT_EQ(text.find(secret), std::string::npos) << "a prompt's text reached the log";
+  EXPECT_EQ(text.find("conv-1"), std::string::npos) << "the conversation appears as a hash only";
+}
+
+TEST(AccessLog, AClientThatLeftMidReplyIsLoggedAsGone) {
+  FakeVllm fake{1};
+  TempDir dir{"lmwarden-access"};
+  const std::string log = dir.file("access.log");
+  RunningWarden warden{logged_config(fake.port(), 1, log)};
+  {
+    HttpConnection client{warden.port()};
+    client.send(http::verb::post, "/v1/chat/completions", chat_body("m", "hi"),
+                {{"x-fake-hold", "1"}});
+    ASSERT_EQ(client.read_header().status, 200u);
+    client.read_until("first");
+    client.close();
+  }
+  const auto lines = wait_for_lines(log, 1);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0]["outcome"], "client_gone");
+  EXPECT_EQ(lines[0]["status"], 200) << "the header had reached the client";
+  EXPECT_FALSE(lines[0]["first_byte_ms"].is_null());
+  EXPECT_TRUE(lines[0]["prompt_tokens"].is_null()) << "the usage chunk never came";
+  EXPECT_TRUE(eventually([&] { return fake.aborted() == 1; }));
+}
+
+TEST(AccessLog, AServerThatCannotBeReachedIsLoggedAsFailed) {
+  TempDir dir{"lmwarden-access"};
+  const std::string log = dir.file("access.log");
+  RunningWarden warden{logged_config(closed_port(), 1, log)};
+  ASSERT_EQ(chat_status(warden.port(), "a"), 502u);
+  const auto lines = wait_for_lines(log, 1);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0]["status"], 502);
+  EXPECT_EQ(lines[0]["outcome"], "failed");
+  EXPECT_EQ(lines[0]["error"], "connect");
+  EXPECT_EQ(lines[0]["attempts"], 1);
+  EXPECT_EQ(lines[0]["replica"], 0);
+  EXPECT_TRUE(lines[0]["first_byte_ms"].is_null());
+}
+
+TEST(AccessLog, AReloadReopensTheFileSoARotatedLogIsFollowed) {
+  FakeVllm fake{1};
+  TempDir dir{"lmwarden-access"};
+  const std::string log = dir.file("access.log");
+  RunningWarden warden{logged_config(fake.port(), 1, log)};
+  ASSERT_EQ(chat_status(warden.port(), "a"), 200u);
+  ASSERT_EQ(wait_for_lines(log, 1).size(), 1u);
+
+  std::filesystem::rename(log, log + ".1");  // logrotate's move, then its SIGHUP
+  EXPECT_TRUE(warden.reload(logged_config(fake.port(), 1, log)).empty());
+  ASSERT_EQ(chat_status(warden.port(), "b"), 200u);
+  const auto lines = wait_for_lines(log, 1);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines_of(log + ".1").size(), 1u);
+  EXPECT_GT(lines[0]["id"].get<std::uint64_t>(),
+            lines_of(log + ".1")[0]["id"].get<std::uint64_t>());
+
+  // A reload without the key stops the log.
+  EXPECT_TRUE(warden.reload(make_config({{fake.port(), 1}})).empty());
+  ASSERT_EQ(chat_status(warden.port(), "c"), 200u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(lines_of(log).size(), 1u);
+}
+
+}  // namespace
+}  // namespace lmwarden::testing
