@@ -1,14 +1,16 @@
 #include "proxy/access_log.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
-#include <spdlog/async.h>
-#include <spdlog/async_logger.h>
-#include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <ctime>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "common/hash.h"
 
@@ -16,9 +18,7 @@ namespace lmwarden::proxy {
 
 namespace {
 
-constexpr std::size_t kQueueLines = 8192;
-
-// Lines dropped by the logs already closed (a reload opens a new one).
+// Lines lost by the logs already closed (a reload opens a new one).
 std::atomic<std::uint64_t> closed_dropped{0};
 
 double millis(std::chrono::steady_clock::duration d) {
@@ -73,45 +73,89 @@ std::string access_line(std::uint64_t id, std::string_view client, std::string_v
 }
 
 std::shared_ptr<AccessLog> AccessLog::open(const std::string& path) {
-  try {
-    auto pool = std::make_shared<spdlog::details::thread_pool>(kQueueLines, 1);
-    auto sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(path, false);
-    auto logger = std::make_shared<spdlog::async_logger>(
-        "access", std::move(sink), pool, spdlog::async_overflow_policy::overrun_oldest);
-    logger->set_pattern("%v");
-    logger->set_level(spdlog::level::info);
-    logger->flush_on(spdlog::level::info);
-    return std::shared_ptr<AccessLog>(new AccessLog(std::move(pool), std::move(logger)));
-  } catch (const spdlog::spdlog_ex& e) {
-    spdlog::error("access log {} not opened, so not written: {}", path, e.what());
+  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+  if (fd < 0) {
+    spdlog::error("access log {} not opened, so not written: {}", path, std::strerror(errno));
     return nullptr;
   }
+  spdlog::info("access log: appending to {}", path);
+  return std::shared_ptr<AccessLog>(new AccessLog(fd, path));
 }
 
-AccessLog::AccessLog(std::shared_ptr<spdlog::details::thread_pool> pool,
-                     std::shared_ptr<spdlog::logger> logger)
-    : pool_(std::move(pool)), logger_(std::move(logger)) {}
+AccessLog::AccessLog(int fd, std::string path) : fd_(fd), path_(std::move(path)) {
+  buffer_.reserve(kFlushBytes + 1024);
+  // Created from the thread that opened the file, so it shares that thread's
+  // descriptor table (the I/O threads have tables of their own).
+  flusher_ = std::thread([this] { run_flusher(); });
+}
 
 AccessLog::~AccessLog() {
-  // The queued lines are written before the pool's thread ends.
-  logger_->flush();
-  logger_.reset();
-  closed_dropped.fetch_add(pool_->overrun_counter(), std::memory_order_relaxed);
-  pool_.reset();  // joins the pool's thread once its queue is written
+  {
+    std::lock_guard lock{mutex_};
+    stopping_ = true;
+  }
+  wake_.notify_one();
+  flusher_.join();  // its last round wrote what was buffered
+  closed_dropped.fetch_add(dropped_, std::memory_order_relaxed);
+  ::close(fd_);
 }
 
 void AccessLog::write(std::uint64_t id, std::string_view client, std::string_view method,
                       std::string_view target, const AccessRecord& record) {
-  logger_->info(access_line(id, client, method, target, record, std::chrono::system_clock::now(),
-                            std::chrono::steady_clock::now()));
+  std::string line =
+      access_line(id, client, method, target, record, std::chrono::system_clock::now(),
+                  std::chrono::steady_clock::now());
+  line += '\n';
+  bool wake = false;
+  {
+    std::lock_guard lock{mutex_};
+    if (buffer_.size() + line.size() > kMaxBufferedBytes) {
+      ++dropped_;  // the disk is that far behind: the line is lost, and counted
+      return;
+    }
+    buffer_ += line;
+    ++buffered_lines_;
+    wake = buffer_.size() >= kFlushBytes && buffer_.size() - line.size() < kFlushBytes;
+  }
+  if (wake) wake_.notify_one();  // once per kFlushBytes, not per line
 }
 
-std::uint64_t AccessLog::dropped() const {
-  return pool_->overrun_counter();
+void AccessLog::run_flusher() {
+  std::string writing;
+  std::unique_lock lock{mutex_};
+  for (;;) {
+    wake_.wait_for(lock, std::chrono::seconds(1),
+                   [this] { return stopping_ || buffer_.size() >= kFlushBytes; });
+    const bool last = stopping_;
+    writing.swap(buffer_);
+    const std::size_t lines = std::exchange(buffered_lines_, 0);
+    lock.unlock();
+    const std::size_t lost = write_out(writing) ? 0 : lines;
+    writing.clear();
+    lock.lock();
+    dropped_ += lost;
+    if (last) return;
+  }
+}
+
+bool AccessLog::write_out(std::string_view bytes) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(fd_, bytes.data(), bytes.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      spdlog::error("access log {}: write failed, {} bytes of lines lost: {}", path_, bytes.size(),
+                    n < 0 ? std::strerror(errno) : "no progress");
+      return false;
+    }
+    bytes.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return true;
 }
 
 std::uint64_t AccessLog::dropped_total(const AccessLog* current) {
-  return closed_dropped.load(std::memory_order_relaxed) + (current ? current->dropped() : 0);
+  if (!current) return closed_dropped.load(std::memory_order_relaxed);
+  std::lock_guard lock{current->mutex_};
+  return closed_dropped.load(std::memory_order_relaxed) + current->dropped_;
 }
 
 }  // namespace lmwarden::proxy

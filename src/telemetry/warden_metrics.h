@@ -49,7 +49,7 @@ inline constexpr std::array<MetricSpec, 15> kWardenMetrics = {{
     {"lmwarden_replica_info", MetricType::kGauge, "model,replica,url,rank",
      "Always 1; labels say where the replica lives."},
     {"lmwarden_access_log_dropped_total", MetricType::kCounter, "",
-     "Access log lines dropped because the disk fell 8,192 lines behind."},
+     "Access log lines lost: the disk fell 4 MiB behind, or a write failed."},
 }};
 
 }  // namespace lmwarden::telemetry

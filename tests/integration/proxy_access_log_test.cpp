@@ -194,7 +194,7 @@ TEST(AccessLog, AReloadReopensTheFileSoARotatedLogIsFollowed) {
   // A reload without the key stops the log.
   EXPECT_TRUE(warden.reload(make_config({{fake.port(), 1}})).empty());
   ASSERT_EQ(chat_status(warden.port(), "c"), 200u);
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // past a flush
   EXPECT_EQ(lines_of(log).size(), 1u);
 }
 
