@@ -1,0 +1,359 @@
+// Every validation message of the YAML configuration: file, line, key, reason.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "config/config_loader.h"
+#include "config_test_util.h"
+
+namespace lmwarden::config {
+namespace {
+
+using namespace std::chrono_literals;
+using ::testing::HasSubstr;
+
+TEST(ConfigErrors, MessageNamesFileLineKeyAndReason) {
+  EXPECT_EQ(
+      error_of(R"(models:
+  - name: m
+    spill_threshold: 0
+    backends:
+      - url: http://127.0.0.1:8000
+)"),
+      R"(lmwarden.yaml:3: models[0].spill_threshold: must be an integer >= 1 or "auto", got "0")");
+}
+
+TEST(ConfigErrors, SpillThresholdShapes) {
+  for (const char* bad : {"-1", "1.5", "eight", "AUTO", "[8]"}) {
+    SCOPED_TRACE(bad);
+    EXPECT_THAT(error_of(std::string("models: [{name: m, spill_threshold: ") + bad +
+                         ", backends: [{url: 'http://h:1'}]}]"),
+                HasSubstr("models[0].spill_threshold: must be an integer >= 1 or \"auto\""));
+  }
+}
+
+TEST(ConfigErrors, UnknownKeysAnywhereWithASuggestion) {
+  EXPECT_EQ(error_of("lisen: 127.0.0.1:1\n" + std::string(kMinimal)),
+            R"(lmwarden.yaml:1: lisen: unknown key (did you mean "listen"?))");
+  EXPECT_EQ(
+      error_of(R"(models:
+  - name: m
+    spil_threshold: 4
+    backends: [{url: "http://h:1"}]
+)"),
+      R"(lmwarden.yaml:3: models[0].spil_threshold: unknown key (did you mean "spill_threshold"?))");
+  EXPECT_THAT(error_of(R"(models:
+  - name: m
+    backends: [{url: "http://h:1", tls: true}]
+)"),
+              HasSubstr("lmwarden.yaml:3: models[0].backends[0].tls: unknown key (known here: url, "
+                        "data_parallel_size, api_key_env)"));
+  EXPECT_THAT(error_of("limits: {max_body: 1MiB}\n" + std::string(kMinimal)),
+              HasSubstr("limits.max_body: unknown key (did you mean \"max_body_bytes\"?)"));
+  EXPECT_THAT(error_of("timeouts: {read: 1s}\n" + std::string(kMinimal)),
+              HasSubstr("timeouts.read: unknown key"));
+  EXPECT_THAT(error_of(R"(models:
+  - name: m
+    weights: {in_flights: 1}
+    backends: [{url: "http://h:1"}]
+)"),
+              HasSubstr("models[0].weights.in_flights: unknown key (did you mean \"in_flight\"?)"));
+}
+
+TEST(ConfigErrors, RepeatedKey) {
+  EXPECT_EQ(error_of("retries: 1\nretries: 2\n" + std::string(kMinimal)),
+            "lmwarden.yaml:2: retries: appears twice");
+}
+
+TEST(ConfigErrors, WrongTypes) {
+  EXPECT_EQ(error_of("threads: many\n" + std::string(kMinimal)),
+            R"(lmwarden.yaml:1: threads: must be an integer from 0 to 1024, got "many")");
+  EXPECT_EQ(error_of("limits: 5\n" + std::string(kMinimal)),
+            R"(lmwarden.yaml:1: limits: must be a mapping of keys, got "5")");
+  EXPECT_EQ(error_of("retries: [1]\n" + std::string(kMinimal)),
+            "lmwarden.yaml:1: retries: must be an integer from 0 to 16, got a list");
+  EXPECT_EQ(error_of(R"(models:
+  - name: m
+    affinity: yes
+    backends: [{url: "http://h:1"}]
+)"),
+            R"(lmwarden.yaml:3: models[0].affinity: must be true or false, got "yes")");
+  EXPECT_EQ(error_of(R"(models:
+  - name: m
+    aliases: qwen
+    backends: [{url: "http://h:1"}]
+)"),
+            R"(lmwarden.yaml:3: models[0].aliases: must be a list of non-empty names, got "qwen")");
+  EXPECT_EQ(error_of(R"(models:
+  - name: {a: 1}
+    backends: [{url: "http://h:1"}]
+)"),
+            "lmwarden.yaml:2: models[0].name: must be a non-empty string, got a mapping");
+  EXPECT_EQ(error_of(R"(models:
+  - name: m
+    weights: {kv_used: -1}
+    backends: [{url: "http://h:1"}]
+)"),
+            R"(lmwarden.yaml:3: models[0].weights.kv_used: must be a number >= 0, got "-1")");
+  EXPECT_EQ(error_of("models: {name: m}\n"),
+            "lmwarden.yaml:1: models: must be a list of at least one model, got a mapping");
+  EXPECT_EQ(error_of("- just a list\n"), "lmwarden.yaml:1: must be a mapping of keys, got a list");
+}
+
+TEST(ConfigErrors, DurationsAndSizes) {
+  EXPECT_EQ(
+      error_of("timeouts: {idle: 90}\n" + std::string(kMinimal)),
+      R"(lmwarden.yaml:1: timeouts.idle: must be a duration like 500ms, 90s, 30m or 1h, got "90")");
+  EXPECT_EQ(error_of("timeouts: {connect: 0s}\n" + std::string(kMinimal)),
+            R"(lmwarden.yaml:1: timeouts.connect: must be at least 1ms, got "0s")");
+  EXPECT_EQ(error_of("scrape_interval: 10ms\n" + std::string(kMinimal)),
+            R"(lmwarden.yaml:1: scrape_interval: must be at least 100ms, got "10ms")");
+  EXPECT_EQ(
+      error_of("limits: {max_body_bytes: 32 MiBs}\n" + std::string(kMinimal)),
+      R"(lmwarden.yaml:1: limits.max_body_bytes: must be a size like 65536, 64KiB or 32MiB, got "32 MiBs")");
+  EXPECT_EQ(error_of("limits: {max_body_bytes: 2GiB}\n" + std::string(kMinimal)),
+            R"(lmwarden.yaml:1: limits.max_body_bytes: must be from 1KiB to 1GiB, got "2GiB")");
+  EXPECT_EQ(error_of(R"(models:
+  - name: m
+    session_ttl: 500ms
+    backends: [{url: "http://h:1"}]
+)"),
+            R"(lmwarden.yaml:3: models[0].session_ttl: must be at least 1000ms, got "500ms")");
+}
+
+TEST(ConfigErrors, DurationsHaveAMaximum) {
+  // 2600000h fits in milliseconds but not in the steady clock's nanoseconds:
+  // loaded, it overflowed and expired every conversation at once.
+  EXPECT_EQ(
+      error_of(R"(models:
+  - name: m
+    session_ttl: 2600000h
+    backends: [{url: "http://h:1"}]
+)"),
+      R"(lmwarden.yaml:3: models[0].session_ttl: must be at most 87600h (3650 days), got "2600000h")");
+  EXPECT_EQ(error_of("timeouts: {first_byte: 721h}\n" + std::string(kMinimal)),
+            R"(lmwarden.yaml:1: timeouts.first_byte: must be at most 720h (30 days), got "721h")");
+  for (const std::string key : {"connect", "idle", "client_read", "client_idle", "shutdown_grace"}) {
+    SCOPED_TRACE(key);
+    EXPECT_THAT(error_of("timeouts: {" + key + ": 1000000h}\n" + std::string(kMinimal)),
+                HasSubstr("timeouts." + key + ": must be at most 720h (30 days)"));
+  }
+  EXPECT_EQ(error_of("scrape_interval: 61m\n" + std::string(kMinimal)),
+            R"(lmwarden.yaml:1: scrape_interval: must be at most 1h, got "61m")");
+
+  // The maxima themselves load.
+  const Config config = load_ok(R"(
+timeouts: {connect: 720h, first_byte: 720h, idle: 720h, client_read: 720h, shutdown_grace: 720h}
+scrape_interval: 1h
+models:
+  - name: m
+    session_ttl: 87600h
+    backends: [{url: "http://h:1"}]
+)");
+  EXPECT_EQ(config.timeouts.first_byte, 720h);
+  EXPECT_EQ(config.scrape_interval, 1h);
+  EXPECT_EQ(config.models[0].session_ttl, 87600h);
+}
+
+TEST(ConfigErrors, AllWeightsZero) {
+  // Every replica would score 0, so a busy home would never spill.
+  EXPECT_EQ(error_of(R"(models:
+  - name: m
+    weights: {in_flight: 0, kv_used: 0.0, live_conversations: 0}
+    backends: [{url: "http://h:1"}]
+)"),
+            "lmwarden.yaml:3: models[0].weights: must not all be 0: every replica would score 0 "
+            "and a busy home would never spill");
+  // One weight above 0 is enough, and a weight left out keeps its default.
+  const Config config = load_ok(R"(
+models:
+  - name: a
+    weights: {in_flight: 0, kv_used: 0, live_conversations: 0.001}
+    backends: [{url: "http://h:1"}]
+  - name: b
+    weights: {in_flight: 0, kv_used: 0}
+    backends: [{url: "http://h:1"}]
+)");
+  EXPECT_EQ(config.models[1].weights.live_conversations, 0.25);
+}
+
+TEST(ConfigErrors, ListenAddress) {
+  EXPECT_EQ(error_of("listen: 8080\n" + std::string(kMinimal)),
+            "lmwarden.yaml:1: listen: must be HOST:PORT, e.g. 127.0.0.1:8080 or [::1]:8080, got "
+            "\"8080\"");
+  EXPECT_EQ(error_of("listen: example.com:80\n" + std::string(kMinimal)),
+            "lmwarden.yaml:1: listen: the host must be an IPv4 address, [IPv6] or localhost, got "
+            "\"example.com:80\"");
+  EXPECT_THAT(error_of("listen: 127.0.0.1:70000\n" + std::string(kMinimal)),
+              HasSubstr("listen: the port must be a number from 0 to 65535"));
+}
+
+TEST(ConfigErrors, BackendUrls) {
+  auto backend_error = [](std::string_view url) {
+    return error_of(std::string("models:\n  - name: m\n    backends:\n      - url: ") +
+                    std::string(url) + "\n");
+  };
+  EXPECT_EQ(
+      backend_error("https://127.0.0.1:8000"),
+      "lmwarden.yaml:4: models[0].backends[0].url: https is not supported yet: reach vLLM over "
+      "http on loopback or a private network, or put a TLS-terminating sidecar next to it, got "
+      "\"https://127.0.0.1:8000\"");
+  EXPECT_THAT(backend_error("127.0.0.1:8000"), HasSubstr("url: must be http://HOST:PORT[/PATH]"));
+  EXPECT_THAT(backend_error("http://127.0.0.1:8000/v1?x=1"), HasSubstr("must not have a query"));
+  EXPECT_THAT(backend_error("http://user:pw@127.0.0.1:8000"),
+              HasSubstr("must not carry credentials"));
+  EXPECT_THAT(backend_error("http://127.0.0.1:0"),
+              HasSubstr("the port must be a number from 1 to 65535"));
+  EXPECT_THAT(backend_error("'http://127.0.0.1:'"), HasSubstr("the port is empty"));
+  EXPECT_THAT(backend_error("http://300.1.1.1:8000"), HasSubstr("not a valid IPv4 address"));
+  EXPECT_THAT(backend_error("http://[::1:8000"), HasSubstr("missing ']'"));
+  EXPECT_THAT(backend_error("http://:8000"), HasSubstr("the host is missing"));
+}
+
+TEST(ConfigErrors, ImpossibleBackends) {
+  EXPECT_EQ(
+      error_of(R"(models:
+  - name: m
+    backends:
+      - url: http://127.0.0.1:8000
+        data_parallel_size: 0
+)"),
+      R"(lmwarden.yaml:5: models[0].backends[0].data_parallel_size: must be an integer from 1 to 1024, got "0")");
+  EXPECT_EQ(error_of(R"(models:
+  - name: m
+    backends:
+      - url: http://127.0.0.1:8000
+      - url: http://127.0.0.1:8000/
+)"),
+            "lmwarden.yaml:5: models[0].backends[1].url: the same server is listed twice; use "
+            "data_parallel_size for its ranks");
+  EXPECT_EQ(
+      error_of("models:\n  - name: m\n    backends: []\n"),
+      "lmwarden.yaml:3: models[0].backends: must be a list of at least one backend, got a list");
+  EXPECT_EQ(error_of("models:\n  - name: m\n"),
+            "lmwarden.yaml:2: models[0].backends: is required: list at least one backend");
+  EXPECT_EQ(error_of("models:\n  - backends: [{url: 'http://h:1'}]\n"),
+            "lmwarden.yaml:2: models[0].name: is required");
+  EXPECT_EQ(error_of("models:\n  - name: m\n    backends: [{data_parallel_size: 2}]\n"),
+            "lmwarden.yaml:3: models[0].backends[0].url: is required, e.g. http://127.0.0.1:8000");
+}
+
+TEST(ConfigErrors, NoModels) {
+  EXPECT_EQ(error_of(""), "lmwarden.yaml:1: models: is required: the file is empty");
+  EXPECT_EQ(error_of("listen: 127.0.0.1:1\n"),
+            "lmwarden.yaml:1: models: is required: list at least one model");
+  EXPECT_EQ(error_of("models: []\n"),
+            "lmwarden.yaml:1: models: must be a list of at least one model, got a list");
+}
+
+TEST(ConfigErrors, DuplicateNamesAndAliases) {
+  EXPECT_EQ(error_of(R"(models:
+  - name: a
+    backends: [{url: "http://h:1"}]
+  - name: a
+    backends: [{url: "http://h:2"}]
+)"),
+            R"(lmwarden.yaml:4: models[1].name: "a" is already the name or an alias of models[0])");
+  EXPECT_EQ(
+      error_of(R"(models:
+  - name: a
+    aliases: [b]
+    backends: [{url: "http://h:1"}]
+  - name: c
+    aliases: [d, b]
+    backends: [{url: "http://h:2"}]
+)"),
+      R"(lmwarden.yaml:6: models[1].aliases[1]: "b" is already the name or an alias of models[0])");
+  EXPECT_EQ(error_of(R"(models:
+  - name: a
+    aliases: [x, x]
+    backends: [{url: "http://h:1"}]
+)"),
+            R"(lmwarden.yaml:3: models[0].aliases[1]: "x" is listed twice)");
+  EXPECT_EQ(
+      error_of(R"(models:
+  - name: a
+    aliases: [a]
+    backends: [{url: "http://h:1"}]
+)"),
+      R"(lmwarden.yaml:3: models[0].aliases[0]: "a" is already the name or an alias of models[0])");
+}
+
+TEST(ConfigErrors, SessionSources) {
+  EXPECT_EQ(
+      error_of(R"(models:
+  - name: m
+    session_sources: ["header:session-id", "cookie:sid"]
+    backends: [{url: "http://h:1"}]
+)"),
+      R"(lmwarden.yaml:3: models[0].session_sources[1]: must be "header:NAME", "body:dotted.path" or "claude-user-id", got "cookie:sid")");
+  EXPECT_THAT(error_of(R"(models:
+  - name: m
+    session_sources: ["body:a..b"]
+    backends: [{url: "http://h:1"}]
+)"),
+              HasSubstr("(not a dotted path of keys), got \"body:a..b\""));
+  EXPECT_THAT(error_of(R"(models:
+  - name: m
+    session_sources: ["header:bad name"]
+    backends: [{url: "http://h:1"}]
+)"),
+              HasSubstr("(not a valid header name)"));
+  EXPECT_EQ(
+      error_of(R"(models:
+  - name: m
+    session_sources: ["header:Session-Id", "header:session-id"]
+    backends: [{url: "http://h:1"}]
+)"),
+      R"(lmwarden.yaml:3: models[0].session_sources[1]: "header:session-id" is listed twice)");
+}
+
+TEST(ConfigErrors, EnvironmentNamesAndTokens) {
+  EXPECT_THAT(error_of("admin_token_env: 1TOKEN\n" + std::string(kMinimal)),
+              HasSubstr("admin_token_env: must be an environment variable name"));
+  EXPECT_EQ(error_of("admin_token_env: T\nadmin_token: x\n" + std::string(kMinimal)),
+            "lmwarden.yaml:2: admin_token: set admin_token or admin_token_env, not both");
+  EXPECT_THAT(
+      error_of(R"(models:
+  - name: m
+    api_keys_env: [GOOD, "not-good"]
+    backends: [{url: "http://h:1"}]
+)"),
+      HasSubstr("lmwarden.yaml:3: models[0].api_keys_env[1]: must be environment variable names"));
+}
+
+TEST(ConfigErrors, InvalidYamlSyntax) {
+  EXPECT_THAT(error_of("models: [\n  {name: m\n"), HasSubstr("lmwarden.yaml:"));
+  EXPECT_THAT(error_of("models: [\n  {name: m\n"), HasSubstr("invalid YAML"));
+}
+
+TEST(ConfigErrors, AllProblemsAreReportedTogether) {
+  auto result = load_config_string(R"(threads: -1
+models:
+  - name: m
+    spill_threshold: 0
+    backends:
+      - url: https://h:1
+)",
+                                   "f.yaml");
+  ASSERT_FALSE(result);
+  const auto& errors = result.error().errors;
+  ASSERT_EQ(errors.size(), 3u) << result.error().message();
+  EXPECT_EQ(errors[0].line, 1);
+  EXPECT_EQ(errors[0].key_path, "threads");
+  EXPECT_EQ(errors[1].key_path, "models[0].spill_threshold");
+  EXPECT_EQ(errors[2].key_path, "models[0].backends[0].url");
+  const std::string message = result.error().message();
+  EXPECT_EQ(std::count(message.begin(), message.end(), '\n'), 2);
+}
+
+TEST(ConfigErrors, MissingFile) {
+  auto result = load_config_file("/nonexistent/lmwarden.yaml");
+  ASSERT_FALSE(result);
+  EXPECT_EQ(result.error().message(),
+            "/nonexistent/lmwarden.yaml: cannot open: No such file or directory");
+}
+
+}  // namespace
+}  // namespace lmwarden::config
