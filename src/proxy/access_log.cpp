@@ -35,8 +35,7 @@ std::string utc(std::chrono::system_clock::time_point t) {
                      tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ((ms % 1000) + 1000) % 1000);
 }
 
-}  // namespace
-
+// The line as written, without its newline.
 std::string access_line(std::uint64_t id, std::string_view client, std::string_view method,
                         std::string_view target, const AccessRecord& r,
                         std::chrono::system_clock::time_point ended,
@@ -71,6 +70,8 @@ std::string access_line(std::uint64_t id, std::string_view client, std::string_v
   // A target need not be UTF-8: replaced, not refused.
   return line.dump(-1, ' ', false, json::error_handler_t::replace);
 }
+
+}  // namespace
 
 std::shared_ptr<AccessLog> AccessLog::open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);

@@ -85,10 +85,4 @@ class AccessLog {
   std::thread flusher_;  // started once the rest is set up
 };
 
-// The line as written, without its newline (exposed for tests).
-std::string access_line(std::uint64_t id, std::string_view client, std::string_view method,
-                        std::string_view target, const AccessRecord& record,
-                        std::chrono::system_clock::time_point ended,
-                        std::chrono::steady_clock::time_point ended_steady);
-
 }  // namespace lmwarden::proxy

@@ -224,7 +224,7 @@ export class TokensChart {
     const live = idx == null;
     // Unhovered, the readout shows the latest bar that can no longer grow.
     const settled = b.firstOpen > 0 ? b.firstOpen - 1 : b.t.length - 1;
-    const i = live ? Math.min(settled, b.t.length - 1) : idx;
+    const i = live ? settled : idx;
     const span = `${clock(b.t[i] - b.width / 2)}–${clock(b.t[i] + b.width / 2)}`;
     const filling = i >= b.firstOpen;
     let label = span;
