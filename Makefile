@@ -64,10 +64,10 @@ soak: build
 	@bash scripts/soak.sh
 
 # Benchmarks (docs/performance.md), on the release build. Micro: identity,
-# routing, parsers, memory per conversation (Google Benchmark), JSON in
-# build/bench/micro.json. Proxy: the same load direct, through nginx and
-# through lmwarden (the profile-guided build), table and build/bench/proxy.json;
-# about 5 minutes after the builds.
+# routing, parsers, memory per conversation, the access log's line (Google
+# Benchmark), JSON in build/bench/micro.json. Proxy: the same load direct,
+# through nginx and through lmwarden (the profile-guided build), table and
+# build/bench/proxy.json; about 5 minutes after the builds.
 bench-micro: bootstrap
 	@cmake --preset release >/dev/null
 	@cmake --build --preset release -j $(JOBS) --target micro_benchmarks

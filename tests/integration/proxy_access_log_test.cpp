@@ -4,10 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <mutex>
+#include <set>
+#include <thread>
 
 #include "fake_vllm.h"
 #include "running_warden.h"
@@ -135,6 +139,54 @@ TEST(AccessLog, OneLinePerRequestWithWhereItWentWhatTheClientGotAndItsTokens) {
   const std::string text = read_all(log);
   EXPECT_EQ(text.find(secret), std::string::npos) << "a prompt's text reached the log";
   EXPECT_EQ(text.find("conv-1"), std::string::npos) << "the conversation appears as a hash only";
+}
+
+TEST(AccessLog, LinesPastTheFirstFlushOfBytesFromEveryIoThreadAllReachTheFile) {
+  // More lines than the 64 KiB that wake the log's writer, from clients on
+  // both I/O threads, each of which has a descriptor table of its own: every
+  // line must reach the file, none dropped. Written by the thread that ended
+  // the request, they would go to whatever that thread's table holds under
+  // the log's number: nothing (EBADF), or a client's socket. The timer's
+  // flush alone writes less than this.
+  FakeVllm fake{2};
+  TempDir dir{"lmwarden-access"};
+  const std::string log = dir.file("access.log");
+  RunningWarden warden{make_config({{fake.port(), 2}}, std::nullopt,
+                                   "threads: 2\naccess_log: " + log + "\n")};
+  constexpr int kClients = 4;
+  constexpr int kEach = 150;
+  std::vector<std::thread> clients;
+  std::atomic<int> ok{0};
+  std::mutex failures_mutex;
+  std::vector<std::string> failures;
+  for (int c = 0; c < kClients; ++c)
+    clients.emplace_back([&, c] {
+      try {
+        HttpConnection connection{warden.port()};  // kept alive: one I/O thread per client
+        for (int i = 0; i < kEach; ++i) {
+          connection.send(http::verb::post, "/v1/chat/completions", chat_body("m", "hi"),
+                          {{"session-id", "conversation-" + std::to_string(c)}});
+          if (connection.read().status == 200) ++ok;
+        }
+      } catch (const std::exception& e) {
+        // A descriptor number of another table can be a client's socket:
+        // lines written there reach a client as its reply.
+        std::lock_guard lock{failures_mutex};
+        failures.push_back(e.what());
+      }
+    });
+  for (auto& t : clients) t.join();
+  EXPECT_TRUE(failures.empty()) << "client failed: " << failures.front();
+  ASSERT_EQ(ok.load(), kClients * kEach);
+  constexpr std::size_t kLines = kClients * kEach;
+  auto lines = wait_for_lines(log, kLines);
+  ASSERT_EQ(lines.size(), kLines);
+  EXPECT_GT(read_all(log).size(), 64u * 1024) << "the test no longer fills the writer's 64 KiB";
+  std::set<std::uint64_t> ids;
+  for (const json& line : lines) ids.insert(line["id"].get<std::uint64_t>());
+  EXPECT_EQ(ids.size(), kLines) << "a line was written twice";
+  const auto metrics = http_request(warden.port(), http::verb::get, "/metrics").body;
+  EXPECT_NE(metrics.find("lmwarden_access_log_dropped_total 0\n"), std::string::npos) << metrics;
 }
 
 TEST(AccessLog, AClientThatLeftMidReplyIsLoggedAsGone) {

@@ -1,0 +1,152 @@
+// The access log's line, as the file holds it once the log is closed: every
+// field in the documented order, nulls where a request has no value, and
+// strings that a JSON reader takes whatever bytes the client sent.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "proxy/access_log.h"
+
+namespace lmwarden::proxy {
+namespace {
+
+using nlohmann::ordered_json;
+using namespace std::chrono_literals;
+
+// A file of the test's own, removed afterwards.
+class LogFile {
+ public:
+  LogFile()
+      : path_(::testing::TempDir() + "lmwarden-access-" + std::to_string(::getpid()) + "-" +
+              ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".log") {
+    std::remove(path_.c_str());
+  }
+  ~LogFile() { std::remove(path_.c_str()); }
+  const std::string& path() const { return path_; }
+
+  // The lines written by `write` (the log is closed after it, which writes
+  // what it buffered).
+  template <class Write>
+  std::vector<std::string> lines_of(Write write) const {
+    {
+      auto log = AccessLog::open(path_);
+      EXPECT_NE(log, nullptr);
+      if (!log) return {};
+      write(*log);
+    }
+    std::ifstream in(path_);
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    return lines;
+  }
+
+ private:
+  std::string path_;
+};
+
+AccessRecord relayed() {
+  AccessRecord r;
+  r.received = std::chrono::system_clock::now();
+  r.received_steady = std::chrono::steady_clock::now();
+  r.model = "qwen3-4b";
+  r.conversation = 0x9f2c4a1e00000000ull;
+  r.route = "sticky";
+  r.replica = 2;
+  r.attempts = 1;
+  r.status = 200;
+  r.outcome = "relayed";
+  r.first_byte = r.received_steady + 212400us;
+  telemetry::RequestUsage usage;
+  usage.prompt_tokens = 48211;
+  usage.cached_tokens = 47104;
+  usage.completion_tokens = 311;
+  usage.cache_measured = true;
+  r.usage = usage;
+  return r;
+}
+
+TEST(AccessLogLine, HasEveryFieldInTheDocumentedOrder) {
+  LogFile file;
+  const auto lines = file.lines_of([](AccessLog& log) {
+    log.write(17, "127.0.0.1", "POST", "/v1/messages?beta=true", relayed());
+  });
+  ASSERT_EQ(lines.size(), 1u);
+  const auto line = ordered_json::parse(lines[0]);
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : line.items()) keys.push_back(key);
+  EXPECT_EQ(keys, (std::vector<std::string>{
+                      "time", "id", "client", "method", "target", "model", "conversation", "route",
+                      "replica", "attempts", "status", "outcome", "error", "first_byte_ms",
+                      "duration_ms", "prompt_tokens", "cached_tokens", "completion_tokens"}));
+  EXPECT_EQ(line["id"], 17);
+  EXPECT_EQ(line["client"], "127.0.0.1");
+  EXPECT_EQ(line["target"], "/v1/messages?beta=true");
+  EXPECT_EQ(line["model"], "qwen3-4b");
+  EXPECT_EQ(line["conversation"], "9f2c4a1e");
+  EXPECT_EQ(line["route"], "sticky");
+  EXPECT_EQ(line["replica"], 2);
+  EXPECT_EQ(line["status"], 200);
+  EXPECT_EQ(line["outcome"], "relayed");
+  EXPECT_TRUE(line["error"].is_null());
+  EXPECT_DOUBLE_EQ(line["first_byte_ms"].get<double>(), 212.4);
+  EXPECT_GE(line["duration_ms"].get<double>(), 0.0);
+  EXPECT_EQ(line["prompt_tokens"], 48211);
+  EXPECT_EQ(line["cached_tokens"], 47104);
+  EXPECT_EQ(line["completion_tokens"], 311);
+}
+
+TEST(AccessLogLine, ARequestRefusedBeforeRoutingHasNullsWhereItHasNoValue) {
+  LogFile file;
+  AccessRecord refused;
+  refused.received = std::chrono::system_clock::now();
+  refused.received_steady = std::chrono::steady_clock::now();
+  refused.status = 404;
+  const auto lines = file.lines_of(
+      [&](AccessLog& log) { log.write(3, "::1", "POST", "/v1/chat/completions", refused); });
+  ASSERT_EQ(lines.size(), 1u);
+  const auto line = ordered_json::parse(lines[0]);
+  for (const char* key : {"model", "conversation", "route", "replica", "error", "first_byte_ms",
+                          "prompt_tokens", "cached_tokens", "completion_tokens"})
+    EXPECT_TRUE(line[key].is_null()) << key << ": " << line[key];
+  EXPECT_EQ(line["attempts"], 0);
+  EXPECT_EQ(line["outcome"], "refused");
+  EXPECT_EQ(line["client"], "::1");
+}
+
+TEST(AccessLogLine, AnyBytesOfTheClientsAreEscapedOrReplacedNotAllowedToBreakTheLine) {
+  LogFile file;
+  AccessRecord record = relayed();
+  record.model = "модель";  // UTF-8 is kept as it is
+  record.error = "a\tb";
+  const std::string target = "/v1/x?q=\"a\\b\"&c=\x01&d=\xff\xfe";
+  const auto lines = file.lines_of([&](AccessLog& log) {
+    log.write(1, "127.0.0.1", "POST", target, record);
+    log.write(2, "127.0.0.1", "POST", "/v1/plain", record);
+  });
+  ASSERT_EQ(lines.size(), 2u) << "a byte of the target ended a line early";
+  const auto line = ordered_json::parse(lines[0]);
+  EXPECT_EQ(line["target"], "/v1/x?q=\"a\\b\"&c=\x01&d=\xEF\xBF\xBD\xEF\xBF\xBD")
+      << "bytes that are not UTF-8 become U+FFFD";
+  EXPECT_EQ(line["model"], "модель");
+  EXPECT_EQ(line["error"], "a\tb");
+  EXPECT_EQ(ordered_json::parse(lines[1])["target"], "/v1/plain");
+}
+
+TEST(AccessLogLine, ANewLogAppendsToWhatTheFileHeld) {
+  LogFile file;
+  file.lines_of([](AccessLog& log) { log.write(1, "127.0.0.1", "GET", "/v1/models", relayed()); });
+  const auto lines = file.lines_of(
+      [](AccessLog& log) { log.write(2, "127.0.0.1", "GET", "/v1/models", relayed()); });
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(ordered_json::parse(lines[0])["id"], 1);
+  EXPECT_EQ(ordered_json::parse(lines[1])["id"], 2);
+}
+
+}  // namespace
+}  // namespace lmwarden::proxy
