@@ -1,14 +1,18 @@
 // The access log's line, as the file holds it once the log is closed: every
 // field in the documented order, nulls where a request has no value, and
 // strings that a JSON reader takes whatever bytes the client sent.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "proxy/access_log.h"
@@ -146,6 +150,54 @@ TEST(AccessLogLine, ANewLogAppendsToWhatTheFileHeld) {
   ASSERT_EQ(lines.size(), 2u);
   EXPECT_EQ(ordered_json::parse(lines[0])["id"], 1);
   EXPECT_EQ(ordered_json::parse(lines[1])["id"], 2);
+}
+
+TEST(AccessLogLine, LinesOfAWriteThatFailsAreCounted) {
+  // /dev/full takes the open and refuses every write (ENOSPC), as a full disk.
+  const std::uint64_t before = AccessLog::dropped_total(nullptr);
+  {
+    auto log = AccessLog::open("/dev/full");
+    ASSERT_NE(log, nullptr);
+    for (std::uint64_t id = 1; id <= 3; ++id)
+      log->write(id, "127.0.0.1", "POST", "/v1/chat/completions", relayed());
+  }  // closing writes what was buffered, and fails
+  EXPECT_EQ(AccessLog::dropped_total(nullptr) - before, 3u);
+}
+
+TEST(AccessLogLine, WhenTheFileFallsBehindLinesAreDroppedAndEveryOneIsCounted) {
+  // A FIFO that nobody reads until the end: the log's writer blocks once the
+  // pipe is full, its buffer reaches its bound, and the lines after it are
+  // dropped. Every line written is then either read from the FIFO or counted.
+  const std::string fifo =
+      ::testing::TempDir() + "lmwarden-access-fifo-" + std::to_string(::getpid());
+  std::remove(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);  // lets the log's open go on
+  ASSERT_GE(reader, 0);
+  const std::uint64_t before = AccessLog::dropped_total(nullptr);
+  constexpr std::uint64_t kLines = 20000;  // about 6.6 MB of lines, past the 4 MiB bound
+  std::size_t read_lines = 0;
+  std::thread drain;
+  {
+    auto log = AccessLog::open(fifo);
+    ASSERT_NE(log, nullptr);
+    for (std::uint64_t id = 1; id <= kLines; ++id)
+      log->write(id, "127.0.0.1", "POST", "/v1/chat/completions", relayed());
+    EXPECT_GT(AccessLog::dropped_total(log.get()) - before, 0u) << "no line was dropped";
+    // Now read, so that the writer (and the log's close) can finish.
+    ::fcntl(reader, F_SETFL, 0);
+    drain = std::thread([&] {
+      char buffer[65536];
+      for (ssize_t n; (n = ::read(reader, buffer, sizeof buffer)) > 0;)
+        read_lines += static_cast<std::size_t>(std::count(buffer, buffer + n, '\n'));
+    });
+  }  // the log's close writes what it buffered, then closes the FIFO: the reader sees its end
+  drain.join();
+  ::close(reader);
+  std::remove(fifo.c_str());
+  const std::uint64_t dropped = AccessLog::dropped_total(nullptr) - before;
+  EXPECT_GT(read_lines, 0u);
+  EXPECT_EQ(read_lines + dropped, kLines) << read_lines << " read, " << dropped << " dropped";
 }
 
 }  // namespace
