@@ -22,6 +22,7 @@ struct SimArgs {
   int max_num_seqs = 0;
   int max_num_batched_tokens = 0;
   bool no_prefix_caching = false;
+  bool no_prompt_tokens_details = false;
   bool strict_model = false;
   bool list_profiles = false;
 };
@@ -59,6 +60,7 @@ int run_sim(const SimArgs& args) {
   options.engine.seed = args.seed;
   options.engine.early_stop_probability = args.early_stop_prob;
   options.engine.enable_prefix_caching = !args.no_prefix_caching;
+  options.prompt_tokens_details = !args.no_prompt_tokens_details;
   if (args.num_gpu_blocks > 0) options.engine.num_gpu_blocks = args.num_gpu_blocks;
   if (args.max_num_seqs > 0) options.engine.max_num_seqs = args.max_num_seqs;
   if (args.max_num_batched_tokens > 0)
@@ -108,6 +110,9 @@ void add_sim_command(CLI::App& app) {
   cmd->add_option("--max-num-batched-tokens", args->max_num_batched_tokens,
                   "override the profile's max_num_batched_tokens");
   cmd->add_flag("--no-enable-prefix-caching", args->no_prefix_caching, "disable prefix caching");
+  cmd->add_flag("--no-enable-prompt-tokens-details", args->no_prompt_tokens_details,
+                "usage without the prompt's cached count, as vLLM started without "
+                "--enable-prompt-tokens-details");
   cmd->add_flag("--strict-model", args->strict_model,
                 "answer 404 for model names other than --model (as vLLM does)");
   cmd->add_flag("--list-profiles", args->list_profiles, "print the hardware profiles and exit");

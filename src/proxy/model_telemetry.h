@@ -46,7 +46,7 @@ struct ReplicaTelemetry {
 };
 
 struct ModelTelemetry {
-  explicit ModelTelemetry(int replicas) {
+  ModelTelemetry(std::string model_name, int replicas) : name(std::move(model_name)) {
     for (int i = 0; i < replicas; ++i) replicas_.push_back(std::make_unique<ReplicaTelemetry>());
   }
   // Replica `index`, or the "unassigned" bucket (index -1: requests whose rank
@@ -65,6 +65,30 @@ struct ModelTelemetry {
     telemetry::TokenWindow total = unassigned_.series.query(now, window, step);
     for (const auto& r : replicas_) total.add(r->series.query(now, window, step));
     return total;
+  }
+
+  const std::string name;  // the model's, for what the warden logs of it
+
+  // Replies whose usage was read, and of them those whose usage said how many
+  // prompt tokens came from the prefix cache. vLLM says so only when started
+  // with --enable-prompt-tokens-details (and leaves the count out when none
+  // did), so without it every prompt token is booked as computed.
+  std::atomic<std::uint64_t> replies_with_usage{0};
+  std::atomic<std::uint64_t> replies_with_cached_count{0};
+  // Replies with usage after which none having a cached count most likely
+  // means the flag is off: a coding agent's second turn, or any request
+  // sharing a system prompt, is served from the cache in part.
+  static constexpr std::uint64_t kCachedCountExpectedWithin = 20;
+  // Counts one reply's usage; true once, for the reply that makes it likely
+  // the engine does not report cached counts (the one to log it).
+  bool count_usage(bool cached_count) noexcept {
+    const std::uint64_t n = replies_with_usage.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (cached_count) replies_with_cached_count.fetch_add(1, std::memory_order_relaxed);
+    return n == kCachedCountExpectedWithin && cached_count_missing();
+  }
+  bool cached_count_missing() const noexcept {
+    return replies_with_usage.load(std::memory_order_relaxed) >= kCachedCountExpectedWithin &&
+           replies_with_cached_count.load(std::memory_order_relaxed) == 0;
   }
 
   telemetry::Histogram time_to_first_byte;

@@ -132,7 +132,7 @@ ModelState::ModelState(const config::ModelConfig& model)
       identity{.sources = model.session_sources, .honor_client_rank = model.honor_client_rank},
       api_keys(resolve_api_keys(model)),
       routing(std::make_shared<RoutingState>(model)),
-      telemetry_owner(std::make_shared<ModelTelemetry>(model.replica_count())),
+      telemetry_owner(std::make_shared<ModelTelemetry>(model.name, model.replica_count())),
       mutex(routing->mutex),
       router(routing->router),
       telemetry(*telemetry_owner) {}

@@ -41,6 +41,15 @@ std::string_view error_type(int status) {
   }
 }
 
+// Anthropic `usage` as vLLM writes it: input_tokens = prompt − cached, with
+// cache_read_input_tokens = cached; without prompt tokens details the whole
+// prompt is input_tokens and the cached count is left out.
+Json anthropic_usage(std::int32_t prompt, std::int32_t cached, bool details, std::int32_t output) {
+  Json usage{{"input_tokens", details ? prompt - cached : prompt}, {"output_tokens", output}};
+  if (details) usage["cache_read_input_tokens"] = cached;
+  return usage;
+}
+
 std::string_view anthropic_error_type(int status) {
   switch (status) {
     case 400:
@@ -59,9 +68,11 @@ std::string_view anthropic_error_type(int status) {
 }  // namespace
 
 ResponseBuilder::ResponseBuilder(const ApiRequest& request, std::string model,
-                                 std::string_view id_suffix, std::int64_t created_unix)
+                                 std::string_view id_suffix, std::int64_t created_unix,
+                                 bool prompt_tokens_details)
     : api_(request.api),
       include_usage_(request.include_usage),
+      prompt_tokens_details_(prompt_tokens_details),
       model_(std::move(model)),
       created_(created_unix) {
   switch (api_) {
@@ -119,10 +130,8 @@ void ResponseBuilder::open_stream(std::string& out) {
                           {"model", model_},
                           {"stop_reason", nullptr},
                           {"stop_sequence", nullptr},
-                          {"usage",
-                           {{"input_tokens", prompt_tokens_ - cached_tokens_},
-                            {"output_tokens", 0},
-                            {"cache_read_input_tokens", cached_tokens_}}}}}});
+                          {"usage", anthropic_usage(prompt_tokens_, cached_tokens_,
+                                                    prompt_tokens_details_, 0)}}}});
       append_event(out, "content_block_start",
                    Json{{"type", "content_block_start"},
                         {"index", 0},
@@ -222,7 +231,7 @@ void ResponseBuilder::close_stream(std::string& out) {
   Json usage{{"prompt_tokens", prompt_tokens_},
              {"total_tokens", prompt_tokens_ + completion_tokens_},
              {"completion_tokens", completion_tokens_}};
-  if (cached_tokens_ > 0) usage["prompt_tokens_details"] = {{"cached_tokens", cached_tokens_}};
+  if (reported_cached() > 0) usage["prompt_tokens_details"] = {{"cached_tokens", cached_tokens_}};
   switch (api_) {
     case Api::kChatCompletions:
     case Api::kCompletions:
@@ -244,10 +253,8 @@ void ResponseBuilder::close_stream(std::string& out) {
           Json{{"type", "message_delta"},
                {"delta",
                 {{"stop_reason", anthropic_stop_reason(*finish_)}, {"stop_sequence", nullptr}}},
-               {"usage",
-                {{"input_tokens", prompt_tokens_ - cached_tokens_},
-                 {"output_tokens", completion_tokens_},
-                 {"cache_read_input_tokens", cached_tokens_}}}});
+               {"usage", anthropic_usage(prompt_tokens_, cached_tokens_, prompt_tokens_details_,
+                                         completion_tokens_)}});
       append_event(out, "message_stop", Json{{"type", "message_stop"}});
       break;
     case Api::kResponses: {
@@ -293,7 +300,7 @@ void ResponseBuilder::close_stream(std::string& out) {
 
 std::string ResponseBuilder::body() const {
   const std::string_view finish = finish_ ? engine::to_string(*finish_) : "abort";
-  const Json details = cached_tokens_ > 0 ? Json{{"cached_tokens", cached_tokens_}} : Json(nullptr);
+  const Json details = reported_cached() > 0 ? Json{{"cached_tokens", cached_tokens_}} : Json(nullptr);
   const Json usage{{"prompt_tokens", prompt_tokens_},
                    {"total_tokens", prompt_tokens_ + completion_tokens_},
                    {"completion_tokens", completion_tokens_},
@@ -347,10 +354,8 @@ std::string ResponseBuilder::body() const {
                   {"model", model_},
                   {"stop_reason", anthropic_stop_reason(finish_.value_or(FinishReason::kStop))},
                   {"stop_sequence", nullptr},
-                  {"usage",
-                   {{"input_tokens", prompt_tokens_ - cached_tokens_},
-                    {"output_tokens", completion_tokens_},
-                    {"cache_read_input_tokens", cached_tokens_}}}}
+                  {"usage", anthropic_usage(prompt_tokens_, cached_tokens_, prompt_tokens_details_,
+                                            completion_tokens_)}}
           .dump();
     case Api::kResponses: {
       const bool truncated = finish_ == FinishReason::kLength;

@@ -24,8 +24,13 @@ namespace lmwarden::sim {
 class ResponseBuilder {
  public:
   // `id_suffix` makes the response ids (hex, unique per request).
+  // `prompt_tokens_details` false: usage as vLLM without
+  // --enable-prompt-tokens-details, which never says how many prompt tokens
+  // were cached (OpenAI: no `prompt_tokens_details`; Anthropic: the whole
+  // prompt in `input_tokens`, no `cache_read_input_tokens`). The Responses
+  // dialect keeps `input_tokens_details.cached_tokens` either way.
   ResponseBuilder(const ApiRequest& request, std::string model, std::string_view id_suffix,
-                  std::int64_t created_unix);
+                  std::int64_t created_unix, bool prompt_tokens_details = true);
 
   // Records one generated token; when `sse` is given, appends the stream
   // events it causes (the opening events come with the first token, the
@@ -44,9 +49,14 @@ class ResponseBuilder {
   void open_stream(std::string& out);
   void stream_delta(std::string_view piece, std::string& out);
   void close_stream(std::string& out);
+  // The cached count the usage reports: none without prompt tokens details.
+  std::int32_t reported_cached() const noexcept {
+    return prompt_tokens_details_ ? cached_tokens_ : 0;
+  }
 
   Api api_;
   bool include_usage_;
+  bool prompt_tokens_details_;
   std::string model_;
   std::string id_;
   std::string item_id_;  // Responses: the output message's id

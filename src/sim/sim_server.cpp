@@ -336,7 +336,7 @@ class Core : public std::enable_shared_from_this<Core> {
     } release{*this, id, rank};
 
     ResponseBuilder builder(request, request.model, response_id(id),
-                            static_cast<std::int64_t>(unix_now()));
+                            static_cast<std::int64_t>(unix_now()), options_.prompt_tokens_details);
     if (request.stream) {
       net::ResponseHeader header{http::status::ok, 11};
       header.set(http::field::content_type, kEventStreamType);

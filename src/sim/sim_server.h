@@ -34,6 +34,9 @@ struct SimOptions {
   // Engine seconds per wall second.
   double time_scale = 1.0;
   std::size_t max_body_bytes = 32 * 1024 * 1024;
+  // Usage as vLLM with --enable-prompt-tokens-details (the cached count of
+  // the prompt); false: as vLLM without it, which never gives that count.
+  bool prompt_tokens_details = true;
 };
 
 class SimServer {

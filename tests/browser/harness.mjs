@@ -68,11 +68,12 @@ async function stop(proc) {
 }
 
 // A simulated fleet (one vLLM-like server with `dp` ranks) behind a warden.
-export async function startFleet({ model = 'M', dp = 4, timeScale = 20, adminToken = ADMIN_TOKEN } = {}) {
+// `simArgs`: more options of `lmwarden sim`.
+export async function startFleet({ model = 'M', dp = 4, timeScale = 20, adminToken = ADMIN_TOKEN, simArgs = [] } = {}) {
   const bin = binaryPath();
   const dir = mkdtempSync(path.join(tmpdir(), 'lmwarden-browser-'));
   const sim = await start(bin, ['sim', '--listen', '127.0.0.1:0', '--dp', String(dp), '--model', model,
-    '--time-scale', String(timeScale)], /listening on (http:\/\/127\.0\.0\.1:\d+)/, { name: 'sim' });
+    '--time-scale', String(timeScale), ...simArgs], /listening on (http:\/\/127\.0\.0\.1:\d+)/, { name: 'sim' });
   const simUrl = sim.match[1];
   const config = path.join(dir, 'lmwarden.yaml');
   writeFileSync(config, [

@@ -8,7 +8,8 @@
 //                       (numbered "bulk 0" on) after the first, back to back
 // Replies carry usage like vLLM with --enable-prompt-tokens-details: a final
 // usage chunk when stream_options.include_usage is set, usage in the JSON body
-// of a non-streamed reply (100 prompt tokens, 64 cached, 2 completion).
+// of a non-streamed reply (100 prompt tokens, 64 cached, 2 completion; with
+// x-fake-no-cached-count: 1, no cached count, as without that flag).
 // GET /metrics reports per-rank gauges set with set_engine(); GET /health is
 // 200 until set_healthy(false); hang_metrics(true) makes /metrics never answer.
 #pragma once
@@ -151,7 +152,11 @@ class FakeVllm {
     if (s.body.find("\"stream\":false") != std::string::npos) {
       net::Response res{http::status::ok, 11};
       res.set(http::field::content_type, "application/json");
-      res.body() = R"({"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":100,"total_tokens":102,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":64}}})";
+      // x-fake-no-cached-count: usage as vLLM without --enable-prompt-tokens-details.
+      res.body() =
+          req["x-fake-no-cached-count"] == "1"
+              ? R"({"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":100,"total_tokens":102,"completion_tokens":2}})"
+              : R"({"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":100,"total_tokens":102,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":64}}})";
       co_await ex.respond(std::move(res));
       co_return;
     }

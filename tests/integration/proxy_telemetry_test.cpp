@@ -3,9 +3,14 @@
 // and the run-time control and client-key guards.
 #include <gtest/gtest.h>
 
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
+
 #include <cstdlib>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <vector>
 
 #include "fake_vllm.h"
 #include "running_warden.h"
@@ -152,6 +157,47 @@ TEST(ProxyTelemetry, StatsShowCachedAndComputedTokenRates) {
 
 json stats(std::uint16_t port) {
   return json::parse(http_request(port, http::verb::get, "/api/stats?model=m&window=900").body);
+}
+
+// Replies whose usage never says how many prompt tokens came from the cache
+// (vLLM without --enable-prompt-tokens-details): every prompt token counts as
+// computed, so from the 20th such reply the stats name the model, and the log
+// says why, once.
+TEST(ProxyTelemetry, RepliesThatNeverSayWhatWasCachedAreReportedFromTheTwentieth) {
+  FakeVllm fake{1};
+  RunningWarden warden{make_config({{fake.port(), 1}})};
+  auto log = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(64);
+  spdlog::default_logger()->sinks().push_back(log);
+  struct Detach {
+    std::shared_ptr<spdlog::sinks::sink> sink;
+    ~Detach() { std::erase(spdlog::default_logger()->sinks(), sink); }
+  } detach{log};
+  auto ask = [&](bool cached_count) {
+    const json body = {{"model", "m"}, {"stream", false}, {"messages", json::array()}};
+    std::vector<std::pair<std::string, std::string>> headers;
+    if (!cached_count) headers.emplace_back("x-fake-no-cached-count", "1");
+    ASSERT_EQ(http_request(warden.port(), http::verb::post, "/v1/chat/completions", body.dump(), headers)
+                  .status,
+              200u);
+  };
+  auto warnings = [&] {
+    int n = 0;
+    for (const auto& line : log->last_formatted())
+      n += line.find("--enable-prompt-tokens-details") != std::string::npos ? 1 : 0;
+    return n;
+  };
+  for (int i = 0; i < 19; ++i) ask(false);
+  EXPECT_EQ(stats(warden.port())["cached_count_missing"], json::array());
+  EXPECT_EQ(warnings(), 0);
+  ask(false);
+  EXPECT_EQ(stats(warden.port())["cached_count_missing"], json::array({"m"}));
+  EXPECT_EQ(warnings(), 1);
+  for (int i = 0; i < 5; ++i) ask(false);
+  EXPECT_EQ(warnings(), 1) << "said once";
+  EXPECT_EQ(metric(warden.port(), "lmwarden_prompt_tokens_total", {{"source", "computed"}}), 2500);
+
+  ask(true);  // one reply that says is enough: the engine does report it
+  EXPECT_EQ(stats(warden.port())["cached_count_missing"], json::array());
 }
 
 std::int64_t unix_now() {

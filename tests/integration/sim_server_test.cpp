@@ -476,5 +476,47 @@ TEST_F(SimServerTest, RealClientRequestsAreAccepted) {
   EXPECT_GE(seen, 6);
 }
 
+// As vLLM started without --enable-prompt-tokens-details: the prefix cache
+// still serves the repeated prompt (its counters say so), but no reply says
+// how much of the prompt it served.
+TEST(SimWithoutPromptTokensDetails, UsageNeverSaysHowMuchOfThePromptWasCached) {
+  SimProcess sim{{"sim", "--listen", "127.0.0.1:0", "--model", std::string(kModel),
+                  "--time-scale", "50", "--no-enable-prompt-tokens-details"}};
+  auto post = [&](std::string_view target, const Json& body) {
+    const HttpResponse res = http_request(sim.port(), "POST", target, body.dump(), {});
+    EXPECT_EQ(res.status, 200) << res.body;
+    return res;
+  };
+  const Json chat = {{"model", kModel},
+                     {"messages", {{{"role", "user"}, {"content", "The same prompt, twice over."}}}},
+                     {"max_tokens", 4}};
+  post("/v1/chat/completions", chat);
+  const Json again = Json::parse(post("/v1/chat/completions", chat).body);
+  EXPECT_TRUE(again["usage"]["prompt_tokens_details"].is_null()) << again["usage"];
+  const auto metrics = parse_metrics(http_request(sim.port(), "GET", "/metrics").body);
+  const std::string hits = "vllm:prefix_cache_hits_total{engine=\"0\",model_name=\"" +
+                           std::string(kModel) + "\"}";
+  ASSERT_TRUE(metrics.contains(hits));
+  EXPECT_GT(metrics.at(hits), 0) << "the second turn was served from the cache";
+
+  const Json messages = {
+      {"model", kModel},
+      {"messages", {{{"role", "user"}, {"content", "Another prompt, sent twice to /v1/messages."}}}},
+      {"max_tokens", 4}};
+  post("/v1/messages", messages);
+  const Json whole = Json::parse(post("/v1/messages", messages).body);
+  EXPECT_FALSE(whole["usage"].contains("cache_read_input_tokens")) << whole["usage"];
+  const Json count = Json::parse(post("/v1/messages/count_tokens", messages).body);
+  EXPECT_EQ(whole["usage"]["input_tokens"], count["input_tokens"]) << "the whole prompt";
+
+  Json streamed = messages;
+  streamed["stream"] = true;
+  const auto events = parse_sse(post("/v1/messages", streamed).body);
+  ASSERT_GE(events.size(), 2u);
+  const Json start = Json::parse(events.front().data)["message"]["usage"];
+  EXPECT_FALSE(start.contains("cache_read_input_tokens")) << start;
+  EXPECT_EQ(start["input_tokens"], count["input_tokens"]);
+}
+
 }  // namespace
 }  // namespace lmwarden::testing

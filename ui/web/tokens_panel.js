@@ -36,7 +36,11 @@ export class TokensPanel {
     this.chartBox = el('div', { class: 'tokens-chart', 'data-testid': 'tokens-chart' });
     this.empty = el('div', { class: 'chart-empty', hidden: true });
     this.error = el('div', { class: 'notice error', hidden: true, role: 'alert' });
-    container.append(this.summary, this.error, this.empty, this.chartBox);
+    // Models whose replies never say how many prompt tokens were cached: the
+    // chart books all their prompt tokens as computed (GET /api/stats,
+    // cached_count_missing).
+    this.uncounted = el('div', { class: 'notice warn', hidden: true, role: 'status', 'data-testid': 'cached-count-missing' });
+    container.append(this.summary, this.error, this.uncounted, this.empty, this.chartBox);
     this.chart = new TokensChart(this.chartBox, opts.heights);
     this.stop = poll(() => this.refresh(), 2000);
   }
@@ -78,6 +82,7 @@ export class TokensPanel {
     }
     if (want !== `${this.model}|${this.windowS}`) return;  // a control changed meanwhile
     this.error.hidden = true;
+    this.renderUncounted(s.cached_count_missing ?? []);
     this.opts.onStats?.(s);
     const t = s.totals;
     const prompt = t.prompt_cached + t.prompt_computed;
@@ -121,6 +126,20 @@ export class TokensPanel {
         el('span', {}, el('span', { class: 'swatch computed' }), `${si(t.prompt_computed)} computed`),
         el('span', { class: 'muted', text: '·' }),
         el('span', {}, el('span', { class: 'swatch completion' }), `${si(t.completion)} completion tokens`)));
+  }
+
+  renderUncounted(models) {
+    this.uncounted.hidden = models.length === 0;
+    const key = models.join('\n');
+    if (this.uncounted.dataset.key === key) return;
+    this.uncounted.dataset.key = key;
+    if (!models.length) { this.uncounted.replaceChildren(); return; }
+    this.uncounted.replaceChildren(
+      models.length === 1 ? 'No reply of ' : 'No reply of the models ',
+      ...models.flatMap((m, i) => [i ? ', ' : '', el('code', { text: m })]),
+      ' has said how many of its prompt tokens came from the cache, so all of them show as computed. vLLM reports the count only when started with ',
+      el('code', { text: '--enable-prompt-tokens-details' }),
+      '.');
   }
 
   destroy() {
