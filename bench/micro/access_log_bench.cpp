@@ -48,7 +48,8 @@ void write_lines(benchmark::State& state, const proxy::AccessRecord& record,
     return;
   }
   std::uint64_t id = 0;
-  for (auto _ : state) log->write(++id, "127.0.0.1", "POST", target, record);
+  for (auto _ : state)
+    log->write(++id, "127.0.0.1", "POST", target, "claude-cli/2.1.332 (external, cli)", record);
   state.SetItemsProcessed(state.iterations());
 }
 

@@ -113,8 +113,8 @@ class LineWriter {
 
 // The line as written, its newline included.
 void format_line(std::string& out, std::uint64_t id, std::string_view client,
-                 std::string_view method, std::string_view target, const AccessRecord& r,
-                 std::chrono::system_clock::time_point ended,
+                 std::string_view method, std::string_view target, std::string_view user_agent,
+                 const AccessRecord& r, std::chrono::system_clock::time_point ended,
                  std::chrono::steady_clock::time_point ended_steady) {
   auto when = [](bool present, auto value) {
     return present ? std::optional(value) : std::nullopt;
@@ -125,6 +125,7 @@ void format_line(std::string& out, std::uint64_t id, std::string_view client,
   line.key("client").text(client);
   line.key("method").text(method);
   line.key("target").text(target);
+  line.key("user_agent").text_or_null(user_agent);
   line.key("model").text_or_null(r.model);
   line.key("conversation").text_or_null(r.conversation ? short_hash(*r.conversation) : "");
   line.key("route").text_or_null(r.route);
@@ -176,11 +177,12 @@ AccessLog::~AccessLog() {
 }
 
 void AccessLog::write(std::uint64_t id, std::string_view client, std::string_view method,
-                      std::string_view target, const AccessRecord& record) {
+                      std::string_view target, std::string_view user_agent,
+                      const AccessRecord& record) {
   thread_local std::string line;  // its capacity kept for the thread's next line
   line.clear();
-  format_line(line, id, client, method, target, record, std::chrono::system_clock::now(),
-              std::chrono::steady_clock::now());
+  format_line(line, id, client, method, target, user_agent, record,
+              std::chrono::system_clock::now(), std::chrono::steady_clock::now());
   bool wake = false;
   {
     std::lock_guard lock{mutex_};

@@ -57,10 +57,10 @@ class AccessLog {
   AccessLog(const AccessLog&) = delete;
   AccessLog& operator=(const AccessLog&) = delete;
 
-  // Formats the line of a request (its `id`, client address, method and
-  // target) and buffers it.
+  // Formats the line of a request (its `id`, client address, method, target
+  // and User-Agent, empty when it sent none) and buffers it.
   void write(std::uint64_t id, std::string_view client, std::string_view method,
-             std::string_view target, const AccessRecord& record);
+             std::string_view target, std::string_view user_agent, const AccessRecord& record);
 
   // Lines lost to failed writes: by every log of the process (`current`'s
   // and those closed).

@@ -410,7 +410,8 @@ namespace {
 void write_access_log(const ModelSet& set, std::uint64_t id, net::Exchange& exchange, const AccessRecord& record) {
   if (!set.access_log) return;
   const auto& request = exchange.request();
-  set.access_log->write(id, exchange.remote_address(), request.method_string(), request.target(), record);
+  set.access_log->write(id, exchange.remote_address(), request.method_string(), request.target(),
+                        request[http::field::user_agent], record);
 }
 }  // namespace
 

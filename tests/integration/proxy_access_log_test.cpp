@@ -76,9 +76,11 @@ TEST(AccessLog, OneLinePerRequestWithWhereItWentWhatTheClientGotAndItsTokens) {
   const std::string log = dir.file("access.log");
   RunningWarden warden{logged_config(fake.port(), 2, log)};
   const std::string secret = "a prompt that must never reach a log";
+  const std::string agent = "codex_exec/0.171.0 (Debian 12.0.0; x86_64) dumb (codex_exec; 0.171.0)";
   for (int i = 0; i < 2; ++i)
     ASSERT_EQ(http_request(warden.port(), http::verb::post, "/v1/chat/completions?x=1",
-                           chat_body("m", secret), {{"session-id", "conv-1"}})
+                           chat_body("m", secret),
+                           {{"session-id", "conv-1"}, {"user-agent", agent}})
                   .status,
               200u);
   ASSERT_EQ(http_request(warden.port(), http::verb::post, "/v1/chat/completions",
@@ -101,6 +103,7 @@ TEST(AccessLog, OneLinePerRequestWithWhereItWentWhatTheClientGotAndItsTokens) {
   EXPECT_EQ(first["client"], "127.0.0.1");
   EXPECT_EQ(first["method"], "POST");
   EXPECT_EQ(first["target"], "/v1/chat/completions?x=1");
+  EXPECT_EQ(first["user_agent"], agent);
   EXPECT_EQ(first["model"], "m");
   EXPECT_EQ(first["route"], "new");
   EXPECT_EQ(first["attempts"], 1);
@@ -123,6 +126,7 @@ TEST(AccessLog, OneLinePerRequestWithWhereItWentWhatTheClientGotAndItsTokens) {
   EXPECT_EQ(unknown["status"], 404);
   EXPECT_EQ(unknown["outcome"], "refused");
   EXPECT_TRUE(unknown["model"].is_null());
+  EXPECT_TRUE(unknown["user_agent"].is_null()) << "the test client sends none";
   EXPECT_TRUE(unknown["route"].is_null());
   EXPECT_TRUE(unknown["replica"].is_null());
   EXPECT_EQ(unknown["attempts"], 0);

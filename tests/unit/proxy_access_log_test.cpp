@@ -78,19 +78,22 @@ AccessRecord relayed() {
 TEST(AccessLogLine, HasEveryFieldInTheDocumentedOrder) {
   LogFile file;
   const auto lines = file.lines_of([](AccessLog& log) {
-    log.write(17, "127.0.0.1", "POST", "/v1/messages?beta=true", relayed());
+    log.write(17, "127.0.0.1", "POST", "/v1/messages?beta=true",
+              "claude-cli/2.1.332 (external, cli)", relayed());
   });
   ASSERT_EQ(lines.size(), 1u);
   const auto line = ordered_json::parse(lines[0]);
   std::vector<std::string> keys;
   for (const auto& [key, value] : line.items()) keys.push_back(key);
-  EXPECT_EQ(keys, (std::vector<std::string>{
-                      "time", "id", "client", "method", "target", "model", "conversation", "route",
-                      "replica", "attempts", "status", "outcome", "error", "first_byte_ms",
-                      "duration_ms", "prompt_tokens", "cached_tokens", "completion_tokens"}));
+  EXPECT_EQ(keys,
+            (std::vector<std::string>{"time", "id", "client", "method", "target", "user_agent",
+                                      "model", "conversation", "route", "replica", "attempts",
+                                      "status", "outcome", "error", "first_byte_ms", "duration_ms",
+                                      "prompt_tokens", "cached_tokens", "completion_tokens"}));
   EXPECT_EQ(line["id"], 17);
   EXPECT_EQ(line["client"], "127.0.0.1");
   EXPECT_EQ(line["target"], "/v1/messages?beta=true");
+  EXPECT_EQ(line["user_agent"], "claude-cli/2.1.332 (external, cli)");
   EXPECT_EQ(line["model"], "qwen3-4b");
   EXPECT_EQ(line["conversation"], "9f2c4a1e");
   EXPECT_EQ(line["route"], "sticky");
@@ -112,11 +115,11 @@ TEST(AccessLogLine, ARequestRefusedBeforeRoutingHasNullsWhereItHasNoValue) {
   refused.received_steady = std::chrono::steady_clock::now();
   refused.status = 404;
   const auto lines = file.lines_of(
-      [&](AccessLog& log) { log.write(3, "::1", "POST", "/v1/chat/completions", refused); });
+      [&](AccessLog& log) { log.write(3, "::1", "POST", "/v1/chat/completions", "", refused); });
   ASSERT_EQ(lines.size(), 1u);
   const auto line = ordered_json::parse(lines[0]);
-  for (const char* key : {"model", "conversation", "route", "replica", "error", "first_byte_ms",
-                          "prompt_tokens", "cached_tokens", "completion_tokens"})
+  for (const char* key : {"user_agent", "model", "conversation", "route", "replica", "error",
+                          "first_byte_ms", "prompt_tokens", "cached_tokens", "completion_tokens"})
     EXPECT_TRUE(line[key].is_null()) << key << ": " << line[key];
   EXPECT_EQ(line["attempts"], 0);
   EXPECT_EQ(line["outcome"], "refused");
@@ -130,23 +133,25 @@ TEST(AccessLogLine, AnyBytesOfTheClientsAreEscapedOrReplacedNotAllowedToBreakThe
   record.error = "a\tb";
   const std::string target = "/v1/x?q=\"a\\b\"&c=\x01&d=\xff\xfe";
   const auto lines = file.lines_of([&](AccessLog& log) {
-    log.write(1, "127.0.0.1", "POST", target, record);
-    log.write(2, "127.0.0.1", "POST", "/v1/plain", record);
+    log.write(1, "127.0.0.1", "POST", target, "agent \"x\"/1", record);
+    log.write(2, "127.0.0.1", "POST", "/v1/plain", "", record);
   });
   ASSERT_EQ(lines.size(), 2u) << "a byte of the target ended a line early";
   const auto line = ordered_json::parse(lines[0]);
   EXPECT_EQ(line["target"], "/v1/x?q=\"a\\b\"&c=\x01&d=\xEF\xBF\xBD\xEF\xBF\xBD")
       << "bytes that are not UTF-8 become U+FFFD";
   EXPECT_EQ(line["model"], "модель");
+  EXPECT_EQ(line["user_agent"], "agent \"x\"/1");
   EXPECT_EQ(line["error"], "a\tb");
   EXPECT_EQ(ordered_json::parse(lines[1])["target"], "/v1/plain");
 }
 
 TEST(AccessLogLine, ANewLogAppendsToWhatTheFileHeld) {
   LogFile file;
-  file.lines_of([](AccessLog& log) { log.write(1, "127.0.0.1", "GET", "/v1/models", relayed()); });
+  file.lines_of(
+      [](AccessLog& log) { log.write(1, "127.0.0.1", "GET", "/v1/models", "", relayed()); });
   const auto lines = file.lines_of(
-      [](AccessLog& log) { log.write(2, "127.0.0.1", "GET", "/v1/models", relayed()); });
+      [](AccessLog& log) { log.write(2, "127.0.0.1", "GET", "/v1/models", "", relayed()); });
   ASSERT_EQ(lines.size(), 2u);
   EXPECT_EQ(ordered_json::parse(lines[0])["id"], 1);
   EXPECT_EQ(ordered_json::parse(lines[1])["id"], 2);
@@ -159,7 +164,7 @@ TEST(AccessLogLine, LinesOfAWriteThatFailsAreCounted) {
     auto log = AccessLog::open("/dev/full");
     ASSERT_NE(log, nullptr);
     for (std::uint64_t id = 1; id <= 3; ++id)
-      log->write(id, "127.0.0.1", "POST", "/v1/chat/completions", relayed());
+      log->write(id, "127.0.0.1", "POST", "/v1/chat/completions", "", relayed());
   }  // closing writes what was buffered, and fails
   EXPECT_EQ(AccessLog::dropped_total(nullptr) - before, 3u);
 }
@@ -182,7 +187,7 @@ TEST(AccessLogLine, WhenTheFileFallsBehindLinesAreDroppedAndEveryOneIsCounted) {
     auto log = AccessLog::open(fifo);
     ASSERT_NE(log, nullptr);
     for (std::uint64_t id = 1; id <= kLines; ++id)
-      log->write(id, "127.0.0.1", "POST", "/v1/chat/completions", relayed());
+      log->write(id, "127.0.0.1", "POST", "/v1/chat/completions", "", relayed());
     EXPECT_GT(AccessLog::dropped_total(log.get()) - before, 0u) << "no line was dropped";
     // Now read, so that the writer (and the log's close) can finish.
     ::fcntl(reader, F_SETFL, 0);
