@@ -22,8 +22,7 @@ using namespace std::chrono_literals;
 // A request's record as the proxy fills it: a streamed reply relayed to a
 // known conversation, or a 404 before routing (most fields unset).
 proxy::AccessRecord record(bool relayed) {
-  proxy::AccessRecord r{.received = std::chrono::system_clock::now(),
-                        .received_steady = std::chrono::steady_clock::now()};
+  proxy::AccessRecord r{.received = std::chrono::steady_clock::now()};
   r.status = relayed ? 200 : 404;
   if (!relayed) return r;
   r.model = "qwen3-4b";
@@ -32,7 +31,7 @@ proxy::AccessRecord record(bool relayed) {
   r.replica = 2;
   r.attempts = 1;
   r.outcome = "relayed";
-  r.first_byte = r.received_steady + 212400us;
+  r.first_byte = r.received + 212400us;
   r.usage = telemetry::RequestUsage{.prompt_tokens = 48211,
                                     .cached_tokens = 47104,
                                     .completion_tokens = 311,

@@ -135,9 +135,9 @@ void format_line(std::string& out, std::uint64_t id, std::string_view client,
   line.key("outcome").text(r.outcome);
   line.key("error").text_or_null(r.error);
   line.key("first_byte_ms")
-      .number_or_null(r.first_byte ? std::optional(millis(*r.first_byte - r.received_steady))
+      .number_or_null(r.first_byte ? std::optional(millis(*r.first_byte - r.received))
                                    : std::nullopt);
-  line.key("duration_ms").number(millis(ended_steady - r.received_steady));
+  line.key("duration_ms").number(millis(ended_steady - r.received));
   const bool measured = r.usage && r.usage->cache_measured;
   const telemetry::RequestUsage& usage = measured ? *r.usage : telemetry::RequestUsage{};
   line.key("prompt_tokens").number_or_null(when(measured, usage.prompt_tokens));

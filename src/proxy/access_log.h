@@ -34,8 +34,7 @@ namespace lmwarden::proxy {
 
 // What one request's line says; filled in as the request goes.
 struct AccessRecord {
-  std::chrono::system_clock::time_point received;  // its whole request was read
-  std::chrono::steady_clock::time_point received_steady;
+  std::chrono::steady_clock::time_point received;  // its whole request was read
   std::string_view model;                     // empty: none matched
   std::optional<std::uint64_t> conversation;  // the conversation's hash, when it has one
   std::string_view route;                     // new, sticky, …; empty: not routed
@@ -62,8 +61,8 @@ class AccessLog {
   void write(std::uint64_t id, std::string_view client, std::string_view method,
              std::string_view target, std::string_view user_agent, const AccessRecord& record);
 
-  // Lines lost to failed writes: by every log of the process (`current`'s
-  // and those closed).
+  // Lines lost, dropped while the disk was behind or to failed writes: by
+  // every log of the process (`current`'s and those closed).
   static std::uint64_t dropped_total(const AccessLog* current);
 
  private:

@@ -69,26 +69,35 @@ struct ModelTelemetry {
 
   const std::string name;  // the model's, for what the warden logs of it
 
-  // Replies whose usage was read, and of them those whose usage said how many
-  // prompt tokens came from the prefix cache. vLLM says so only when started
-  // with --enable-prompt-tokens-details (and leaves the count out when none
-  // did), so without it every prompt token is booked as computed.
-  std::atomic<std::uint64_t> replies_with_usage{0};
-  std::atomic<std::uint64_t> replies_with_cached_count{0};
-  // Replies with usage after which none having a cached count most likely
-  // means the flag is off: a coding agent's second turn, or any request
-  // sharing a system prompt, is served from the cache in part.
+  // Whether replies say how many prompt tokens came from the prefix cache.
+  // vLLM says so only when started with --enable-prompt-tokens-details (and
+  // leaves the count out when none did), so without it every prompt token is
+  // booked as computed. One reply with a count settles it; 20 with usage and
+  // none with a count most likely mean the flag is off: a coding agent's
+  // second turn, or any request sharing a system prompt, is served from the
+  // cache in part. Once settled either way the request path only reads these,
+  // so the cache line they share is not written per reply.
+  std::atomic<bool> cached_count_seen{false};
+  std::atomic<std::uint64_t> replies_without_cached_count{0};  // counted up to the threshold
   static constexpr std::uint64_t kCachedCountExpectedWithin = 20;
-  // Counts one reply's usage; true once, for the reply that makes it likely
+  // Notes one reply's usage; true once, for the reply that makes it likely
   // the engine does not report cached counts (the one to log it).
   bool count_usage(bool cached_count) noexcept {
-    const std::uint64_t n = replies_with_usage.fetch_add(1, std::memory_order_relaxed) + 1;
-    if (cached_count) replies_with_cached_count.fetch_add(1, std::memory_order_relaxed);
-    return n == kCachedCountExpectedWithin && cached_count_missing();
+    if (cached_count) {
+      if (!cached_count_seen.load(std::memory_order_relaxed))
+        cached_count_seen.store(true, std::memory_order_relaxed);
+      return false;
+    }
+    if (replies_without_cached_count.load(std::memory_order_relaxed) >= kCachedCountExpectedWithin)
+      return false;
+    const std::uint64_t n =
+        replies_without_cached_count.fetch_add(1, std::memory_order_relaxed) + 1;
+    return n == kCachedCountExpectedWithin && !cached_count_seen.load(std::memory_order_relaxed);
   }
   bool cached_count_missing() const noexcept {
-    return replies_with_usage.load(std::memory_order_relaxed) >= kCachedCountExpectedWithin &&
-           replies_with_cached_count.load(std::memory_order_relaxed) == 0;
+    return !cached_count_seen.load(std::memory_order_relaxed) &&
+           replies_without_cached_count.load(std::memory_order_relaxed) >=
+               kCachedCountExpectedWithin;
   }
 
   telemetry::Histogram time_to_first_byte;

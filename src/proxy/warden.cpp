@@ -421,14 +421,13 @@ net::Awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dialect) {
   auto set = models();
   // Clock reads for the access log only (the request path otherwise reads coarse clocks).
   const bool logged = set->access_log != nullptr;
-  const auto received = logged ? std::chrono::system_clock::now() : std::chrono::system_clock::time_point{};
-  const auto received_steady = logged ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  const auto received = logged ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   Admission admission = admit(request, dialect, *set);
   if (admission.refusal) {
     const unsigned status = admission.refusal->result_int();
     co_await exchange.respond(std::move(*admission.refusal));
     if (logged) {
-      AccessRecord record{.received = received, .received_steady = received_steady, .status = status};
+      AccessRecord record{.received = received, .status = status};
       if (admission.model) record.model = admission.model->config.name;
       write_access_log(*set, next_request_id_.fetch_add(1, std::memory_order_relaxed), exchange, record);
     }
@@ -454,7 +453,6 @@ net::Awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dialect) {
   Forward f{std::move(set), exchange, dialect, *model, std::move(facts), injected_usage,
             next_request_id_.fetch_add(1, std::memory_order_relaxed)};
   f.log.received = received;
-  f.log.received_steady = received_steady;
   f.log.model = model->config.name;
   if (f.facts.identity.kind == core::IdentityKind::kSession) f.log.conversation = f.facts.identity.session_hash;
 

@@ -56,8 +56,7 @@ class LogFile {
 
 AccessRecord relayed() {
   AccessRecord r;
-  r.received = std::chrono::system_clock::now();
-  r.received_steady = std::chrono::steady_clock::now();
+  r.received = std::chrono::steady_clock::now();
   r.model = "qwen3-4b";
   r.conversation = 0x9f2c4a1e00000000ull;
   r.route = "sticky";
@@ -65,7 +64,7 @@ AccessRecord relayed() {
   r.attempts = 1;
   r.status = 200;
   r.outcome = "relayed";
-  r.first_byte = r.received_steady + 212400us;
+  r.first_byte = r.received + 212400us;
   telemetry::RequestUsage usage;
   usage.prompt_tokens = 48211;
   usage.cached_tokens = 47104;
@@ -111,8 +110,7 @@ TEST(AccessLogLine, HasEveryFieldInTheDocumentedOrder) {
 TEST(AccessLogLine, ARequestRefusedBeforeRoutingHasNullsWhereItHasNoValue) {
   LogFile file;
   AccessRecord refused;
-  refused.received = std::chrono::system_clock::now();
-  refused.received_steady = std::chrono::steady_clock::now();
+  refused.received = std::chrono::steady_clock::now();
   refused.status = 404;
   const auto lines = file.lines_of(
       [&](AccessLog& log) { log.write(3, "::1", "POST", "/v1/chat/completions", "", refused); });
