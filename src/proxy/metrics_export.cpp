@@ -167,12 +167,14 @@ std::string stats_json(const ModelSet& models, std::string_view model, std::chro
   }
   telemetry::TokenWindow total;
   json names = json::array();
-  json cached_count_missing = json::array();
+  json cached_count_missing = json::array(), cached_count_missing_servers = json::array();
   for (const auto& m : models.models) {
     names.push_back(m->config.name);
     if (!model.empty() && m->config.name != model) continue;
     total.add(m->telemetry.window(now, window, step));
-    if (m->telemetry.cached_count_missing()) cached_count_missing.push_back(m->config.name);
+    const std::vector<std::string> uncounted = m->telemetry.cached_count_missing();
+    if (!uncounted.empty()) cached_count_missing.push_back(m->config.name);
+    for (const auto& url : uncounted) cached_count_missing_servers.push_back({{"model", m->config.name}, {"url", url}});
   }
   const double per_s = static_cast<double>(total.step.count());
   json t = json::array(), cached = json::array(), computed = json::array(), completion = json::array();
@@ -194,7 +196,8 @@ std::string stats_json(const ModelSet& models, std::string_view model, std::chro
               {"totals", {{"prompt_cached", total.total.cached}, {"prompt_computed", total.total.computed},
                           {"completion", total.total.completion}}},
               {"cache_hit_ratio", ratio ? json(*ratio) : json(nullptr)},
-              {"cached_count_missing", cached_count_missing}}
+              {"cached_count_missing", cached_count_missing},
+              {"cached_count_missing_servers", cached_count_missing_servers}}
       .dump();
 }
 

@@ -45,9 +45,61 @@ struct ReplicaTelemetry {
   std::map<std::string, std::uint64_t> errors;
 };
 
+// Whether one vLLM server's replies say how many prompt tokens came from its
+// prefix cache. vLLM says so only when started with
+// --enable-prompt-tokens-details (and leaves the count out when none did), so
+// without it every prompt token is booked as computed. The flag is the
+// server's, so the check is per server: one started without it among several
+// with it would otherwise go unseen. One reply with a count settles it; 20 with
+// usage and none with a count most likely mean the flag is off (a coding
+// agent's second turn, or any request sharing a system prompt, is served from
+// the cache in part), unless the engine's own counters say that nothing was
+// served from its cache, which is what the flag's absent count says too. Once
+// settled the request path only reads these, so the cache line they share is
+// not written per reply.
+class CachedCountCheck {
+ public:
+  static constexpr std::uint64_t kExpectedWithin = 20;
+
+  // Notes one reply's usage. `engine_cached_nothing` says whether the
+  // engine's own counters show prompts read and none from the cache. True
+  // once: for the reply that makes the count's absence worth telling (the one
+  // to log it).
+  bool count(bool cached_count, bool engine_cached_nothing) noexcept {
+    if (seen_.load(std::memory_order_relaxed)) return false;
+    if (cached_count) {
+      seen_.store(true, std::memory_order_relaxed);
+      return false;
+    }
+    if (without_.load(std::memory_order_relaxed) < kExpectedWithin)
+      without_.fetch_add(1, std::memory_order_relaxed);
+    return missing(engine_cached_nothing) && !reported_.load(std::memory_order_relaxed) &&
+           !reported_.exchange(true, std::memory_order_relaxed);
+  }
+  bool missing(bool engine_cached_nothing) const noexcept {
+    return !seen_.load(std::memory_order_relaxed) &&
+           without_.load(std::memory_order_relaxed) >= kExpectedWithin && !engine_cached_nothing;
+  }
+
+ private:
+  std::atomic<bool> seen_{false};
+  std::atomic<bool> reported_{false};
+  std::atomic<std::uint64_t> without_{0};  // replies with usage and no count, up to kExpectedWithin
+};
+
 struct ModelTelemetry {
-  ModelTelemetry(std::string model_name, int replicas) : name(std::move(model_name)) {
-    for (int i = 0; i < replicas; ++i) replicas_.push_back(std::make_unique<ReplicaTelemetry>());
+  // One configured server of the model: its URL and its replicas (ranks).
+  struct Server {
+    std::string url;
+    int data_parallel_size = 1;
+  };
+
+  ModelTelemetry(std::string model_name, const std::vector<Server>& servers) : name(std::move(model_name)) {
+    for (const auto& s : servers) {
+      servers_.push_back(std::make_unique<ServerState>(s.url, replica_count(), s.data_parallel_size));
+      for (int rank = 0; rank < s.data_parallel_size; ++rank)
+        replicas_.push_back(std::make_unique<ReplicaTelemetry>());
+    }
   }
   // Replica `index`, or the "unassigned" bucket (index -1: requests whose rank
   // vLLM's own balancer picked, with affinity off).
@@ -69,35 +121,20 @@ struct ModelTelemetry {
 
   const std::string name;  // the model's, for what the warden logs of it
 
-  // Whether replies say how many prompt tokens came from the prefix cache.
-  // vLLM says so only when started with --enable-prompt-tokens-details (and
-  // leaves the count out when none did), so without it every prompt token is
-  // booked as computed. One reply with a count settles it; 20 with usage and
-  // none with a count most likely mean the flag is off: a coding agent's
-  // second turn, or any request sharing a system prompt, is served from the
-  // cache in part. Once settled either way the request path only reads these,
-  // so the cache line they share is not written per reply.
-  std::atomic<bool> cached_count_seen{false};
-  std::atomic<std::uint64_t> replies_without_cached_count{0};  // counted up to the threshold
-  static constexpr std::uint64_t kCachedCountExpectedWithin = 20;
-  // Notes one reply's usage; true once, for the reply that makes it likely
-  // the engine does not report cached counts (the one to log it).
-  bool count_usage(bool cached_count) noexcept {
-    if (cached_count) {
-      if (!cached_count_seen.load(std::memory_order_relaxed))
-        cached_count_seen.store(true, std::memory_order_relaxed);
-      return false;
-    }
-    if (replies_without_cached_count.load(std::memory_order_relaxed) >= kCachedCountExpectedWithin)
-      return false;
-    const std::uint64_t n =
-        replies_without_cached_count.fetch_add(1, std::memory_order_relaxed) + 1;
-    return n == kCachedCountExpectedWithin && !cached_count_seen.load(std::memory_order_relaxed);
+  // Notes the usage of one reply from server `server` (an index into the
+  // model's backends); true once per server, for the reply to log that its
+  // replies seem not to say how much of the prompt was cached.
+  bool count_usage(int server, bool cached_count) noexcept {
+    ServerState& s = *servers_[static_cast<std::size_t>(server)];
+    return s.cached_count.count(cached_count, engine_cached_nothing(s));
   }
-  bool cached_count_missing() const noexcept {
-    return !cached_count_seen.load(std::memory_order_relaxed) &&
-           replies_without_cached_count.load(std::memory_order_relaxed) >=
-               kCachedCountExpectedWithin;
+  const std::string& server_url(int server) const { return servers_[static_cast<std::size_t>(server)]->url; }
+  // The URLs of the servers whose replies seem not to say it (CachedCountCheck).
+  std::vector<std::string> cached_count_missing() const {
+    std::vector<std::string> urls;
+    for (const auto& s : servers_)
+      if (s->cached_count.missing(engine_cached_nothing(*s))) urls.push_back(s->url);
+    return urls;
   }
 
   telemetry::Histogram time_to_first_byte;
@@ -106,6 +143,23 @@ struct ModelTelemetry {
   telemetry::OpenRequests open_requests;
 
  private:
+  struct ServerState {
+    ServerState(std::string address, int first, int count)
+        : url(std::move(address)), first_replica(first), replicas(count) {}
+    const std::string url;
+    const int first_replica;  // its ranks are replicas first_replica .. + replicas - 1
+    const int replicas;
+    CachedCountCheck cached_count;
+  };
+  // Whether the scraper has read prompts on every rank of the server, and no
+  // prefix-cache hit on any.
+  bool engine_cached_nothing(const ServerState& s) const noexcept {
+    for (int i = s.first_replica; i < s.first_replica + s.replicas; ++i)
+      if (replica(i).prefix_hit_rate.load(std::memory_order_relaxed) != 0.0) return false;
+    return s.replicas > 0;
+  }
+
+  std::vector<std::unique_ptr<ServerState>> servers_;
   std::vector<std::unique_ptr<ReplicaTelemetry>> replicas_;
   ReplicaTelemetry unassigned_;
 };

@@ -86,12 +86,12 @@ void RequestAccounting::book() {
     r.unmeasured_requests.fetch_add(1, std::memory_order_relaxed);
     return close_open();
   }
-  if (model_.count_usage(usage.cached_reported))
+  if (model_.count_usage(server_, usage.cached_reported))
     spdlog::warn(
-        "model={}: {} replies reported usage and none how many prompt tokens came from the prefix "
-        "cache, so every prompt token counts as computed; vLLM reports the count only when started "
-        "with --enable-prompt-tokens-details",
-        model_.name, ModelTelemetry::kCachedCountExpectedWithin);
+        "model={} server={}: {} replies reported usage and none how many prompt tokens came from "
+        "the prefix cache, so every prompt token counts as computed; vLLM reports the count only "
+        "when started with --enable-prompt-tokens-details",
+        model_.name, model_.server_url(server_), CachedCountCheck::kExpectedWithin);
   const telemetry::TokenCounts counts{usage.cached_tokens, usage.computed_tokens(), usage.completion_tokens};
   r.prompt_cached.fetch_add(counts.cached, std::memory_order_relaxed);
   r.prompt_computed.fetch_add(counts.computed, std::memory_order_relaxed);

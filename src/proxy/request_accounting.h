@@ -26,9 +26,13 @@ class RequestAccounting final : public RelayObserver {
  public:
   // `replica`: where the request went (-1: unassigned); `done` runs once the
   // upstream reply has ended (the warden ends the in-flight count there).
-  RequestAccounting(ModelTelemetry& model, bool strip_injected_usage, int replica,
+  RequestAccounting(ModelTelemetry& model, bool strip_injected_usage, int replica, int server,
                     std::function<void()> done)
-      : model_(model), strip_(strip_injected_usage), replica_(replica), done_(std::move(done)) {}
+      : model_(model),
+        strip_(strip_injected_usage),
+        replica_(replica),
+        server_(server),
+        done_(std::move(done)) {}
   // A reply whose client left ends without on_upstream_done or on_cut_short:
   // the usage read until then is booked here (an Anthropic stream's
   // message_start carries its prompt's).
@@ -60,6 +64,7 @@ class RequestAccounting final : public RelayObserver {
   ModelTelemetry& model_;
   bool strip_;
   int replica_;
+  int server_;  // the index of the model's backend that serves it
   std::function<void()> done_;
   bool ok_status_ = false;
   std::chrono::steady_clock::time_point sent_{};  // the relay sends before any reply byte comes

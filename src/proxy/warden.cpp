@@ -125,6 +125,12 @@ Admission admit(const net::Request& request, Dialect dialect, const ModelSet& se
                     scan.has_stream_options, std::move(identity)}};
 }
 
+std::vector<ModelTelemetry::Server> telemetry_servers(const config::ModelConfig& model) {
+  std::vector<ModelTelemetry::Server> servers;
+  for (const auto& b : model.backends) servers.push_back({b.url, b.data_parallel_size});
+  return servers;
+}
+
 }  // namespace
 
 ModelState::ModelState(const config::ModelConfig& model)
@@ -132,7 +138,7 @@ ModelState::ModelState(const config::ModelConfig& model)
       identity{.sources = model.session_sources, .honor_client_rank = model.honor_client_rank},
       api_keys(resolve_api_keys(model)),
       routing(std::make_shared<RoutingState>(model)),
-      telemetry_owner(std::make_shared<ModelTelemetry>(model.name, model.replica_count())),
+      telemetry_owner(std::make_shared<ModelTelemetry>(model.name, telemetry_servers(model))),
       mutex(routing->mutex),
       router(routing->router),
       telemetry(*telemetry_owner) {}
@@ -580,7 +586,7 @@ net::Awaitable<void> Warden::run_attempts(Forward& f) {
 
     const auto accounting =
         std::make_unique<RequestAccounting>(f.model.telemetry, f.injected_usage, decision.replica,
-                                            [&in_flight] { in_flight.finish(); });
+                                            decision.backend, [&in_flight] { in_flight.finish(); });
     if (f.set->access_log) accounting->log_to(&f.log);
     AttemptContext ctx{f.exchange,      pool_for_this_thread(f.exchange), config.timeouts,
                        f.dialect,       f.exchange.remote_address(),      accounting.get(),

@@ -9,7 +9,8 @@
 // Replies carry usage like vLLM with --enable-prompt-tokens-details: a final
 // usage chunk when stream_options.include_usage is set, usage in the JSON body
 // of a non-streamed reply (100 prompt tokens, 64 cached, 2 completion; with
-// x-fake-no-cached-count: 1, no cached count, as without that flag).
+// x-fake-no-cached-count: 1, or after omit_cached_count(true), no cached count,
+// as without that flag).
 // GET /metrics reports per-rank gauges set with set_engine(); GET /health is
 // 200 until set_healthy(false); hang_metrics(true) makes /metrics never answer.
 #pragma once
@@ -66,6 +67,7 @@ class FakeVllm {
     return seen_;
   }
   void set_healthy(bool healthy) { healthy_ = healthy; }
+  void omit_cached_count(bool omit) { omit_cached_count_ = omit; }
   void hang_metrics(bool hang) { hang_metrics_ = hang; }
   void garbage_metrics(bool garbage) { garbage_metrics_ = garbage; }
   int metrics_hanging() const { return metrics_hanging_.load(); }
@@ -154,7 +156,7 @@ class FakeVllm {
       res.set(http::field::content_type, "application/json");
       // x-fake-no-cached-count: usage as vLLM without --enable-prompt-tokens-details.
       res.body() =
-          req["x-fake-no-cached-count"] == "1"
+          req["x-fake-no-cached-count"] == "1" || omit_cached_count_
               ? R"({"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":100,"total_tokens":102,"completion_tokens":2}})"
               : R"({"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":100,"total_tokens":102,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":64}}})";
       co_await ex.respond(std::move(res));
@@ -240,6 +242,7 @@ class FakeVllm {
   std::atomic<bool> released_{false};
   std::atomic<int> aborted_{0};
   std::atomic<bool> healthy_{true};
+  std::atomic<bool> omit_cached_count_{false};
   std::atomic<bool> hang_metrics_{false};
   std::atomic<bool> garbage_metrics_{false};
   std::atomic<int> metrics_hanging_{0};

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "fake_vllm.h"
+#include "proxy/model_telemetry.h"
 #include "running_warden.h"
 #include "telemetry/prometheus.h"
 #include "telemetry/warden_metrics.h"
@@ -163,41 +164,106 @@ json stats(std::uint16_t port) {
 // (vLLM without --enable-prompt-tokens-details): every prompt token counts as
 // computed, so from the 20th such reply the stats name the model, and the log
 // says why, once.
+// The warden's log lines, kept while it lives.
+class CapturedLog {
+ public:
+  CapturedLog() { spdlog::default_logger()->sinks().push_back(sink_); }
+  ~CapturedLog() { std::erase(spdlog::default_logger()->sinks(), sink_); }
+  CapturedLog(const CapturedLog&) = delete;
+  CapturedLog& operator=(const CapturedLog&) = delete;
+  std::vector<std::string> containing(std::string_view what) const {
+    std::vector<std::string> lines;
+    for (auto& line : sink_->last_formatted())
+      if (line.find(what) != std::string::npos) lines.push_back(std::move(line));
+    return lines;
+  }
+
+ private:
+  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_ =
+      std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(64);
+};
+
+constexpr std::string_view kCachedCountFlag = "--enable-prompt-tokens-details";
+
+void ask_unstreamed(std::uint16_t port, bool cached_count, const std::string& session = "") {
+  const json body = {{"model", "m"}, {"stream", false}, {"messages", json::array()}};
+  std::vector<std::pair<std::string, std::string>> headers;
+  if (!cached_count) headers.emplace_back("x-fake-no-cached-count", "1");
+  if (!session.empty()) headers.emplace_back("session-id", session);
+  ASSERT_EQ(http_request(port, http::verb::post, "/v1/chat/completions", body.dump(), headers).status, 200u);
+}
+
+std::string server_url(const FakeVllm& fake) { return "http://127.0.0.1:" + std::to_string(fake.port()); }
+
 TEST(ProxyTelemetry, RepliesThatNeverSayWhatWasCachedAreReportedFromTheTwentieth) {
   FakeVllm fake{1};
   RunningWarden warden{make_config({{fake.port(), 1}})};
-  auto log = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(64);
-  spdlog::default_logger()->sinks().push_back(log);
-  struct Detach {
-    std::shared_ptr<spdlog::sinks::sink> sink;
-    ~Detach() { std::erase(spdlog::default_logger()->sinks(), sink); }
-  } detach{log};
-  auto ask = [&](bool cached_count) {
-    const json body = {{"model", "m"}, {"stream", false}, {"messages", json::array()}};
-    std::vector<std::pair<std::string, std::string>> headers;
-    if (!cached_count) headers.emplace_back("x-fake-no-cached-count", "1");
-    ASSERT_EQ(http_request(warden.port(), http::verb::post, "/v1/chat/completions", body.dump(), headers)
-                  .status,
-              200u);
-  };
-  auto warnings = [&] {
-    int n = 0;
-    for (const auto& line : log->last_formatted())
-      n += line.find("--enable-prompt-tokens-details") != std::string::npos ? 1 : 0;
-    return n;
-  };
-  for (int i = 0; i < 19; ++i) ask(false);
+  CapturedLog log;
+  for (int i = 0; i < 19; ++i) ask_unstreamed(warden.port(), false);
   EXPECT_EQ(stats(warden.port())["cached_count_missing"], json::array());
-  EXPECT_EQ(warnings(), 0);
-  ask(false);
-  EXPECT_EQ(stats(warden.port())["cached_count_missing"], json::array({"m"}));
-  EXPECT_EQ(warnings(), 1);
-  for (int i = 0; i < 5; ++i) ask(false);
-  EXPECT_EQ(warnings(), 1) << "said once";
+  EXPECT_TRUE(log.containing(kCachedCountFlag).empty());
+  ask_unstreamed(warden.port(), false);
+  const json named = stats(warden.port());
+  EXPECT_EQ(named["cached_count_missing"], json::array({"m"}));
+  EXPECT_EQ(named["cached_count_missing_servers"], json::array({{{"model", "m"}, {"url", server_url(fake)}}}));
+  const auto warnings = log.containing(kCachedCountFlag);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("model=m server=" + server_url(fake) + ": 20 replies"), std::string::npos) << warnings[0];
+  for (int i = 0; i < 5; ++i) ask_unstreamed(warden.port(), false);
+  EXPECT_EQ(log.containing(kCachedCountFlag).size(), 1u) << "said once";
   EXPECT_EQ(metric(warden.port(), "lmwarden_prompt_tokens_total", {{"source", "computed"}}), 2500);
 
-  ask(true);  // one reply that says is enough: the engine does report it
+  ask_unstreamed(warden.port(), true);  // one reply that says is enough: the engine does report it
   EXPECT_EQ(stats(warden.port())["cached_count_missing"], json::array());
+  EXPECT_EQ(stats(warden.port())["cached_count_missing_servers"], json::array());
+}
+
+// The flag is a server's: one started without it among servers with it is
+// named, though the model's other replies all give a count.
+TEST(ProxyTelemetry, TheServerWhoseRepliesNeverSayWhatWasCachedIsNamedAmongOthersThatDo) {
+  FakeVllm bare{1}, counting{1};
+  bare.omit_cached_count(true);
+  RunningWarden warden{make_config({{bare.port(), 1}, {counting.port(), 1}})};
+  CapturedLog log;
+  // New conversations go to either server, by load; enough of them reach the bare one.
+  int sent = 0;
+  while (bare.seen().size() < proxy::CachedCountCheck::kExpectedWithin && sent < 400)
+    ask_unstreamed(warden.port(), true, "conversation-" + std::to_string(sent++));
+  ASSERT_EQ(bare.seen().size(), proxy::CachedCountCheck::kExpectedWithin);
+  ASSERT_GT(counting.seen().size(), 0u) << "both servers answered";
+  const json s = stats(warden.port());
+  EXPECT_EQ(s["cached_count_missing"], json::array({"m"}));
+  EXPECT_EQ(s["cached_count_missing_servers"], json::array({{{"model", "m"}, {"url", server_url(bare)}}}));
+  const auto warnings = log.containing(kCachedCountFlag);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("server=" + server_url(bare) + ":"), std::string::npos) << warnings[0];
+  EXPECT_GT(metric(warden.port(), "lmwarden_prompt_tokens_total", {{"source", "cached"}}), 0) << "the other server's";
+}
+
+// A missing count is also what the flag gives when nothing came from the
+// cache: while the engine's own counters say so, the server is not named.
+TEST(ProxyTelemetry, AServerWhoseEngineCachedNothingIsNotNamedUntilItsCountersShowAHit) {
+  FakeVllm fake{1};
+  fake.omit_cached_count(true);
+  fake.set_engine(0, 0, 0, 0.1, 100, 0);
+  RunningWarden warden{make_config({{fake.port(), 1}}), /*scrape=*/true};
+  CapturedLog log;
+  ASSERT_TRUE(eventually([&] { return !warden.card()["replicas"][0]["kv_used"].is_null(); }));  // the baseline
+  fake.set_engine(0, 0, 0, 0.1, 2600, 0);  // prompts read, none from the cache
+  ASSERT_TRUE(eventually([&] { return warden.card()["replicas"][0]["prefix_hit_rate"] == 0.0; }));
+  for (int i = 0; i < 25; ++i) ask_unstreamed(warden.port(), true);
+  EXPECT_EQ(stats(warden.port())["cached_count_missing_servers"], json::array());
+  EXPECT_TRUE(log.containing(kCachedCountFlag).empty());
+
+  fake.set_engine(0, 0, 0, 0.1, 2700, 64);  // now the engine served some from its cache
+  ASSERT_TRUE(eventually([&] {
+    const json rate = warden.card()["replicas"][0]["prefix_hit_rate"];
+    return rate.is_number() && rate.get<double>() > 0.0;
+  }));
+  EXPECT_EQ(stats(warden.port())["cached_count_missing_servers"],
+            json::array({{{"model", "m"}, {"url", server_url(fake)}}}));
+  ask_unstreamed(warden.port(), true);
+  EXPECT_EQ(log.containing(kCachedCountFlag).size(), 1u);
 }
 
 std::int64_t unix_now() {

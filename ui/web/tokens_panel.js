@@ -36,9 +36,9 @@ export class TokensPanel {
     this.chartBox = el('div', { class: 'tokens-chart', 'data-testid': 'tokens-chart' });
     this.empty = el('div', { class: 'chart-empty', hidden: true });
     this.error = el('div', { class: 'notice error', hidden: true, role: 'alert' });
-    // Models whose replies never say how many prompt tokens were cached: the
+    // Servers whose replies never say how many prompt tokens were cached: the
     // chart books all their prompt tokens as computed (GET /api/stats,
-    // cached_count_missing).
+    // cached_count_missing_servers).
     this.uncounted = el('div', { class: 'notice warn', hidden: true, role: 'status', 'data-testid': 'cached-count-missing' });
     container.append(this.summary, this.error, this.uncounted, this.empty, this.chartBox);
     this.chart = new TokensChart(this.chartBox, opts.heights);
@@ -82,7 +82,8 @@ export class TokensPanel {
     }
     if (want !== `${this.model}|${this.windowS}`) return;  // a control changed meanwhile
     this.error.hidden = true;
-    this.renderUncounted(s.cached_count_missing ?? []);
+    this.renderUncounted(s.cached_count_missing_servers
+      ?? (s.cached_count_missing ?? []).map((model) => ({ model, url: null })));
     this.opts.onStats?.(s);
     const t = s.totals;
     const prompt = t.prompt_cached + t.prompt_computed;
@@ -128,16 +129,21 @@ export class TokensPanel {
         el('span', {}, el('span', { class: 'swatch completion' }), `${si(t.completion)} completion tokens`)));
   }
 
-  renderUncounted(models) {
-    this.uncounted.hidden = models.length === 0;
-    const key = models.join('\n');
+  // servers: [{model, url}] whose replies never say how many prompt tokens were
+  // cached (a warden from before cached_count_missing_servers gives models only).
+  renderUncounted(servers) {
+    this.uncounted.hidden = servers.length === 0;
+    const key = servers.map((s) => `${s.model}|${s.url}`).join('\n');
     if (this.uncounted.dataset.key === key) return;
     this.uncounted.dataset.key = key;
-    if (!models.length) { this.uncounted.replaceChildren(); return; }
+    if (!servers.length) { this.uncounted.replaceChildren(); return; }
+    const name = (s) => (s.url
+      ? [el('code', { text: s.url }), ' (model ', el('code', { text: s.model }), ')']
+      : ['model ', el('code', { text: s.model })]);
     this.uncounted.replaceChildren(
-      models.length === 1 ? 'No reply of ' : 'No reply of the models ',
-      ...models.flatMap((m, i) => [i ? ', ' : '', el('code', { text: m })]),
-      ' has said how many of its prompt tokens came from the cache, so all of them show as computed. vLLM reports the count only when started with ',
+      'Replies from ',
+      ...servers.flatMap((s, i) => [i ? ', ' : '', ...name(s)]),
+      ' never say how many of their prompt tokens came from the cache, so the chart counts all of those as computed. vLLM reports the count only when started with ',
       el('code', { text: '--enable-prompt-tokens-details' }),
       '.');
   }
