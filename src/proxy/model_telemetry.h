@@ -61,20 +61,23 @@ class CachedCountCheck {
  public:
   static constexpr std::uint64_t kExpectedWithin = 20;
 
-  // Notes one reply's usage. `engine_cached_nothing` says whether the
-  // engine's own counters show prompts read and none from the cache. True
-  // once: for the reply that makes the count's absence worth telling (the one
-  // to log it).
-  bool count(bool cached_count, bool engine_cached_nothing) noexcept {
+  // Notes one reply's usage. `engine_cached_nothing()` says whether the
+  // engine's own counters show prompts read and none from the cache; it is
+  // asked only while the check is unsettled. True once: for the reply that
+  // makes the count's absence worth telling (the one to log it).
+  template <typename EngineCachedNothing>
+  bool count(bool cached_count, EngineCachedNothing&& engine_cached_nothing) noexcept {
     if (seen_.load(std::memory_order_relaxed)) return false;
     if (cached_count) {
       seen_.store(true, std::memory_order_relaxed);
       return false;
     }
-    if (without_.load(std::memory_order_relaxed) < kExpectedWithin)
-      without_.fetch_add(1, std::memory_order_relaxed);
-    return missing(engine_cached_nothing) && !reported_.load(std::memory_order_relaxed) &&
-           !reported_.exchange(true, std::memory_order_relaxed);
+    if (without_.load(std::memory_order_relaxed) < kExpectedWithin) {
+      if (without_.fetch_add(1, std::memory_order_relaxed) + 1 < kExpectedWithin) return false;
+    } else if (reported_.load(std::memory_order_relaxed)) {
+      return false;  // said already
+    }
+    return !engine_cached_nothing() && !reported_.exchange(true, std::memory_order_relaxed);
   }
   bool missing(bool engine_cached_nothing) const noexcept {
     return !seen_.load(std::memory_order_relaxed) &&
@@ -126,7 +129,7 @@ struct ModelTelemetry {
   // replies seem not to say how much of the prompt was cached.
   bool count_usage(int server, bool cached_count) noexcept {
     ServerState& s = *servers_[static_cast<std::size_t>(server)];
-    return s.cached_count.count(cached_count, engine_cached_nothing(s));
+    return s.cached_count.count(cached_count, [&] { return engine_cached_nothing(s); });
   }
   const std::string& server_url(int server) const { return servers_[static_cast<std::size_t>(server)]->url; }
   // The URLs of the servers whose replies seem not to say it (CachedCountCheck).
