@@ -73,13 +73,15 @@ constexpr auto kWriteTimeout = std::chrono::seconds(60);
 // without arming the stream's timer and without a coroutine: the usual case
 // for replies and SSE events), then send_rest for what it left, which a
 // client that reads slowly gets asynchronously under kWriteTimeout.
+// `counted` gains the bytes the socket took.
 Awaitable<beast::error_code> send_rest(Stream& stream, std::span<const asio::const_buffer> buffers,
-                                       std::size_t sent) {
+                                       std::size_t sent, std::uint64_t& counted) {
   beast::buffers_suffix<std::span<const asio::const_buffer>> rest(buffers);
   rest.consume(sent);
   stream.expires_after(kWriteTimeout);
   auto [wec, n] = co_await asio::async_write(stream, rest, kAsTuple);
   stream.expires_never();
+  counted += n;
   co_return wec;
 }
 
@@ -259,6 +261,7 @@ Awaitable<beast::error_code> Exchange::respond(Response response) {
   stream_.expires_after(std::chrono::seconds(60));
   auto [ec, n] = co_await http::async_write(stream_, response, kAsTuple);
   stream_.expires_never();
+  bytes_sent_ += n;
   if (ec) keep_alive_ = false;
   co_return ec;
 }
@@ -310,7 +313,8 @@ Awaitable<beast::error_code> Exchange::begin_stream(std::string_view head,
       asio::buffer(first_body), asio::const_buffer("\r\n", chunked_ && !first_body.empty() ? 2 : 0)};
   beast::error_code ec;
   const std::size_t sent = write_now(stream_.socket(), pieces, ec);
-  if (!ec && sent < asio::buffer_size(pieces)) ec = co_await send_rest(stream_, pieces, sent);
+  bytes_sent_ += sent;
+  if (!ec && sent < asio::buffer_size(pieces)) ec = co_await send_rest(stream_, pieces, sent, bytes_sent_);
   if (ec) keep_alive_ = false;
   co_return ec;
 }
@@ -347,6 +351,7 @@ bool Exchange::write_body_now(std::span<const std::string_view> pieces, beast::e
 bool Exchange::send_parts_now(std::size_t count, beast::error_code& ec) {
   const std::span<const asio::const_buffer> all(unsent_.data(), count);
   const std::size_t sent = write_now(stream_.socket(), all, ec);
+  bytes_sent_ += sent;
   if (ec) keep_alive_ = false;
   if (ec || sent == asio::buffer_size(all)) return true;
   unsent_count_ = count;
@@ -356,7 +361,7 @@ bool Exchange::send_parts_now(std::size_t count, beast::error_code& ec) {
 
 Awaitable<beast::error_code> Exchange::write_rest() {
   const std::span<const asio::const_buffer> all(unsent_.data(), unsent_count_);
-  const beast::error_code ec = co_await send_rest(stream_, all, unsent_sent_);
+  const beast::error_code ec = co_await send_rest(stream_, all, unsent_sent_, bytes_sent_);
   unsent_count_ = unsent_sent_ = 0;
   if (ec) keep_alive_ = false;
   co_return ec;

@@ -243,6 +243,9 @@ class Exchange {
   auto yield_to_ready_work() { return let_ready_work_run(stream_.get_executor()); }
 
   bool responded() const noexcept { return state_ != State::kNone; }
+  // Bytes of the reply the client's socket has taken so far: status line,
+  // header, body and chunk framing (nginx's $bytes_sent).
+  std::uint64_t bytes_sent() const noexcept { return bytes_sent_; }
   bool keep_alive() const noexcept { return keep_alive_ && !client_gone(); }
   void close_after() noexcept { keep_alive_ = false; }
 
@@ -258,6 +261,7 @@ class Exchange {
   ConnectionDeadline& deadline_;
   ClientRead& client_read_;
   State state_ = State::kNone;
+  std::uint64_t bytes_sent_ = 0;
   bool chunked_ = false;
   bool head_only_ = false;
   bool http10_;  // the client speaks HTTP/1.0: no chunked framing, keep-alive said aloud

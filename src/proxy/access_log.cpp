@@ -138,6 +138,8 @@ void format_line(std::string& out, std::uint64_t id, std::string_view client,
       .number_or_null(r.first_byte ? std::optional(millis(*r.first_byte - r.received))
                                    : std::nullopt);
   line.key("duration_ms").number(millis(ended_steady - r.received));
+  line.key("body_bytes").number(r.body_bytes);
+  line.key("sent_bytes").number(r.sent_bytes);
   const bool measured = r.usage && r.usage->cache_measured;
   const telemetry::RequestUsage& usage = measured ? *r.usage : telemetry::RequestUsage{};
   line.key("prompt_tokens").number_or_null(when(measured, usage.prompt_tokens));

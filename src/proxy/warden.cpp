@@ -413,8 +413,9 @@ struct Warden::Forward {
 };
 
 namespace {
-void write_access_log(const ModelSet& set, std::uint64_t id, net::Exchange& exchange, const AccessRecord& record) {
+void write_access_log(const ModelSet& set, std::uint64_t id, net::Exchange& exchange, AccessRecord& record) {
   if (!set.access_log) return;
+  record.sent_bytes = exchange.bytes_sent();
   const auto& request = exchange.request();
   set.access_log->write(id, exchange.remote_address(), request.method_string(), request.target(),
                         request[http::field::user_agent], record);
@@ -433,7 +434,7 @@ net::Awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dialect) {
     const unsigned status = admission.refusal->result_int();
     co_await exchange.respond(std::move(*admission.refusal));
     if (logged) {
-      AccessRecord record{.received = received, .status = status};
+      AccessRecord record{.received = received, .status = status, .body_bytes = request.body().size()};
       if (admission.model) record.model = admission.model->config.name;
       write_access_log(*set, next_request_id_.fetch_add(1, std::memory_order_relaxed), exchange, record);
     }
@@ -441,6 +442,7 @@ net::Awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dialect) {
   }
   ModelState* model = admission.model;
   core::RequestFacts& facts = admission.facts;
+  const std::size_t body_bytes = request.body().size();  // before any rewrite below
 
   // Ask for the usage chunk the client did not, so that every streamed request
   // is measured; the accounting strips it from what this client receives.
@@ -459,6 +461,7 @@ net::Awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dialect) {
   Forward f{std::move(set), exchange, dialect, *model, std::move(facts), injected_usage,
             next_request_id_.fetch_add(1, std::memory_order_relaxed)};
   f.log.received = received;
+  f.log.body_bytes = body_bytes;
   f.log.model = model->config.name;
   if (f.facts.identity.kind == core::IdentityKind::kSession) f.log.conversation = f.facts.identity.session_hash;
 

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "fake_vllm.h"
+#include "hostile_client.h"
 #include "running_warden.h"
 #include "scratch.h"
 
@@ -143,6 +144,47 @@ TEST(AccessLog, OneLinePerRequestWithWhereItWentWhatTheClientGotAndItsTokens) {
   const std::string text = read_all(log);
   EXPECT_EQ(text.find(secret), std::string::npos) << "a prompt's text reached the log";
   EXPECT_EQ(text.find("conv-1"), std::string::npos) << "the conversation appears as a hash only";
+}
+
+// What one request sent on a connection of its own brought back: every byte
+// the client received until the warden closed the connection.
+// `late`: the client starts reading only after a while, so that a large
+// reply fills the socket and the rest is sent as the client takes it.
+std::size_t bytes_received_for(std::uint16_t port, const std::string& target, const std::string& body,
+                                const std::string& extra_headers = "", bool late = false) {
+  RawClient client{port};
+  EXPECT_TRUE(client.send("POST " + target + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" +
+                          "Content-Type: application/json\r\n" + extra_headers +
+                          "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body));
+  if (late) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_TRUE(client.wait_closed(std::chrono::seconds(10)));
+  return client.unread().size();
+}
+
+TEST(AccessLog, EachLineSaysTheBodyBytesItReadAndTheBytesTheClientGot) {
+  FakeVllm fake{1};
+  TempDir dir{"lmwarden-access"};
+  const std::string log = dir.file("access.log");
+  RunningWarden warden{logged_config(fake.port(), 1, log)};
+  const std::string streamed = chat_body("m", "a streamed reply, chunked");
+  const std::string unstreamed = json{{"model", "m"}, {"stream", false}, {"messages", json::array()}}.dump();
+  const std::string unknown = chat_body("nope", "refused");
+  const std::size_t got_streamed = bytes_received_for(warden.port(), "/v1/chat/completions", streamed,
+                                                      "x-fake-events: 8000\r\n", /*late=*/true);
+  const std::size_t got_unstreamed = bytes_received_for(warden.port(), "/v1/chat/completions", unstreamed);
+  const std::size_t got_refused = bytes_received_for(warden.port(), "/v1/chat/completions", unknown);
+  EXPECT_GT(got_streamed, 8'000'000u) << "8,000 events of about 1 KB, more than the sockets hold";
+
+  auto lines = wait_for_lines(log, 3);
+  ASSERT_EQ(lines.size(), 3u);
+  std::ranges::sort(lines, {}, [](const json& l) { return l["id"].get<std::uint64_t>(); });
+  EXPECT_EQ(lines[0]["body_bytes"], streamed.size());
+  EXPECT_EQ(lines[0]["sent_bytes"], got_streamed);
+  EXPECT_EQ(lines[1]["body_bytes"], unstreamed.size());
+  EXPECT_EQ(lines[1]["sent_bytes"], got_unstreamed);
+  EXPECT_EQ(lines[2]["status"], 404);
+  EXPECT_EQ(lines[2]["body_bytes"], unknown.size());
+  EXPECT_EQ(lines[2]["sent_bytes"], got_refused);
 }
 
 TEST(AccessLog, LinesPastTheFirstFlushOfBytesFromEveryIoThreadAllReachTheFile) {

@@ -71,6 +71,8 @@ AccessRecord relayed() {
   usage.completion_tokens = 311;
   usage.cache_measured = true;
   r.usage = usage;
+  r.body_bytes = 412'877;
+  r.sent_bytes = 3'214;
   return r;
 }
 
@@ -88,7 +90,8 @@ TEST(AccessLogLine, HasEveryFieldInTheDocumentedOrder) {
             (std::vector<std::string>{"time", "id", "client", "method", "target", "user_agent",
                                       "model", "conversation", "route", "replica", "attempts",
                                       "status", "outcome", "error", "first_byte_ms", "duration_ms",
-                                      "prompt_tokens", "cached_tokens", "completion_tokens"}));
+                                      "body_bytes", "sent_bytes", "prompt_tokens", "cached_tokens",
+                                      "completion_tokens"}));
   EXPECT_EQ(line["id"], 17);
   EXPECT_EQ(line["client"], "127.0.0.1");
   EXPECT_EQ(line["target"], "/v1/messages?beta=true");
@@ -105,6 +108,8 @@ TEST(AccessLogLine, HasEveryFieldInTheDocumentedOrder) {
   EXPECT_EQ(line["prompt_tokens"], 48211);
   EXPECT_EQ(line["cached_tokens"], 47104);
   EXPECT_EQ(line["completion_tokens"], 311);
+  EXPECT_EQ(line["body_bytes"], 412'877);
+  EXPECT_EQ(line["sent_bytes"], 3'214);
 }
 
 TEST(AccessLogLine, ARequestRefusedBeforeRoutingHasNullsWhereItHasNoValue) {
