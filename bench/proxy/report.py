@@ -13,7 +13,9 @@ above 1 is better for requests/s and events/s, below 1 is better for latency
 and CPU.
 
 Each throughput run also has a .cpu record (run.sh): the proxy's and the
-responder's CPU time over the run and each CPU's busy, idle and steal ticks
+responder's CPU time over the run (the scheduler's own account in ns where
+the kernel gives it, else the ticks of /proc/PID/stat; cpu_us_per_request)
+and each CPU's busy, idle and steal ticks
 (steal: time a VM's host took away, not counted as busy). From it come the
 proxy's CPU time per request (lowest of the rounds), its user-space part
 (the proxy's own work, where the system time is mostly the kernel's socket
@@ -166,10 +168,23 @@ def rps(r):
 
 
 def cpu_us_per_request(r, who):
+    """CPU time per request of the proxy ("proxy"), its user part
+    ("proxy_user") or the responder ("responder"). From the scheduler's own
+    account (run.sh's "_ns" fields, since round 33) where the record has it:
+    the ticks of /proc/PID/stat sample a process that runs in bursts of
+    microseconds poorly. The user part is then that time in the ticks'
+    proportion of user to all, the only split the kernel gives."""
     c = r.get("cpu")
     if not c or not r["requests"] or who + "_ticks" not in c:
         return None
-    return c[who + "_ticks"] / c["ticks_per_s"] * 1e6 / r["requests"]
+    exact_ns = c.get(who.removesuffix("_user") + "_ns")
+    if exact_ns is None:
+        us = c[who + "_ticks"] / c["ticks_per_s"] * 1e6
+    elif who.endswith("_user"):
+        us = exact_ns / 1e3 * c[who + "_ticks"] / c["proxy_ticks"] if c["proxy_ticks"] else 0.0
+    else:
+        us = exact_ns / 1e3
+    return us / r["requests"]
 
 
 def switches_per_request(r, who):
@@ -279,6 +294,18 @@ def lowest(values):
     return round(min(values), 2) if values else None
 
 
+def cpu_time_source():
+    """"schedstat" when every throughput run's record has the scheduler's
+    own account, "ticks" when none has, "mixed" otherwise, None without
+    records."""
+    records = [run["cpu"] for (_, _, mode), runs in by_round.items() if mode == "load"
+               for run in runs.values() if run.get("cpu")]
+    if not records:
+        return None
+    exact = sum("proxy_ns" in c for c in records)
+    return "schedstat" if exact == len(records) else "ticks" if exact == 0 else "mixed"
+
+
 summary = {"cases": {}, "setup": {
     "cpus": os.cpu_count(), "kernel": platform.release(), "nginx": a.nginx_version,
     "lmwarden_commit": a.lmwarden_commit, "lmwarden_build": a.lmwarden_build,
@@ -291,6 +318,8 @@ summary = {"cases": {}, "setup": {
             "proxy": a.cpu_proxy or None,
             "wrk_latency_runs": a.cpu_wrk_latency or a.cpu_wrk or None,
             "proxy_latency_runs": a.cpu_proxy_latency or a.cpu_proxy or None, "load_side": LOAD_CPUS},
+    # Where the proxies' and the responder's CPU time comes from (cpu_us_per_request).
+    "cpu_time_from": cpu_time_source(),
     "load_generator": "wrk -t1", "wrk_timeout_s": a.wrk_timeout, "proxy_threads": a.threads or 1,
     "proxy_sched_policy": a.sched_policy}}
 for case in CASES:
@@ -437,6 +466,7 @@ print(f"\nrequests/s: wrk -t1 -c{a.connections} (sse256paced: -c{a.paced_connect
       f"latency: 1 connection, best of {a.rounds} × {a.latency_seconds}s"
       f"{' (the best of 1s slices, the targets taken in turn)' if sliced_runs else ''}; "
       f"proxies on {a.threads or 1} thread(s), {a.sched_policy}; CPUs: {placement}; "
+      f"CPU time from {summary['setup']['cpu_time_from'] or 'nothing recorded'}; "
       f"lmwarden {a.lmwarden_commit} ({a.lmwarden_build})\n")
 print("| case | target | requests/s | p50 µs | p99 µs | added p50 µs | added p99 µs | SSE events/s "
       "| proxy CPU µs/request | of it user µs | proxy CPU µs/event | responder CPU µs/request "

@@ -25,10 +25,11 @@ def wrk_record(requests, p50=100, p99=300, errors=None):
 
 
 def cpu_record(proxy_ticks, user_ticks, responder_ticks, shares, cpu_ids, proxy_switches=None,
-               responder_switches=None):
+               responder_switches=None, proxy_ns=None, responder_ns=None):
     """run.sh's .cpu record at 100 ticks/s over one second; `shares` gives
     each CPU's (busy, idle, steal) ticks, in `cpu_ids`' order. The switch
-    counts are left out when None, as records before round 28 have them."""
+    counts are left out when None, as records before round 28 have them,
+    and so are the scheduler's nanoseconds, as before round 33."""
     after = [t for triple in shares for t in triple]
     record = {"ticks_per_s": 100, "proxy_ticks": proxy_ticks, "proxy_user_ticks": user_ticks,
               "responder_ticks": responder_ticks, "cpu_ids": cpu_ids,
@@ -37,6 +38,8 @@ def cpu_record(proxy_ticks, user_ticks, responder_ticks, shares, cpu_ids, proxy_
         record["proxy_switches"] = proxy_switches
     if responder_switches is not None:
         record["responder_switches"] = responder_switches
+    if proxy_ns is not None:
+        record["proxy_ns"], record["responder_ns"] = proxy_ns, responder_ns
     return record
 
 
@@ -187,6 +190,10 @@ class BestOfAndRatios(unittest.TestCase):
 
     def test_no_warning_without_errors(self):
         self.assertNotIn("WARNING", self.printed)
+
+    def test_cpu_time_from_the_ticks_without_the_schedulers_account(self):
+        self.assertEqual(self.summary["setup"]["cpu_time_from"], "ticks")
+        self.assertIn("CPU time from ticks;", self.printed)
 
 
 class LayoutAndCpus(unittest.TestCase):
@@ -384,6 +391,40 @@ class ContextSwitches(unittest.TestCase):
         self.assertIsNone(small["lmwarden"]["proxy_switches_per_request"])
         self.assertIsNone(small["nginx"]["responder_switches_per_request"])
         self.assertIn("\n| small |  |  |  |  |  |\n", printed)
+
+
+class CpuTimeFromTheSchedulersAccount(unittest.TestCase):
+    """Records with the scheduler's nanoseconds (run.sh since round 33) give
+    the CPU figures, whatever the ticks say; the user part keeps the ticks'
+    proportion."""
+
+    def setUp(self):
+        self.r = Results()
+        for case in CASES:
+            for t in TARGETS:
+                # The ticks say 50 for either proxy (500 µs a request); the
+                # scheduler 450 ms for nginx and 300 for lmwarden over 1000 requests.
+                ns = {"direct": 0, "nginx": 450_000_000, "lmwarden": 300_000_000}[t]
+                self.r.set_cpu(case, t, 1, proxy_ns=ns, responder_ns=200_000_000)
+
+    def test_figures_from_the_nanoseconds(self):
+        summary, printed = run_report(self.r)
+        c = summary["cases"]["claude100k"]
+        self.assertEqual(c["nginx"]["proxy_cpu_us_per_request"], 450.0)
+        self.assertEqual(c["lmwarden"]["proxy_cpu_us_per_request"], 300.0)
+        # 20 user ticks of 50: 40 % of 300 µs.
+        self.assertEqual(c["lmwarden"]["proxy_user_cpu_us_per_request"], 120.0)
+        self.assertEqual(c["lmwarden"]["responder_cpu_us_per_request"], 200.0)
+        self.assertEqual(c["ratio_lmwarden_over_nginx"]["proxy_cpu_per_request"], 0.67)
+        self.assertIsNone(c["direct"]["proxy_cpu_us_per_request"])
+        self.assertEqual(summary["setup"]["cpu_time_from"], "schedstat")
+        self.assertIn("CPU time from schedstat;", printed)
+
+    def test_a_run_without_them_is_named(self):
+        self.r.set_cpu("small", "nginx", 1)  # this run's record has ticks only
+        summary, _ = run_report(self.r)
+        self.assertEqual(summary["setup"]["cpu_time_from"], "mixed")
+        self.assertEqual(summary["cases"]["small"]["nginx"]["proxy_cpu_us_per_request"], 500.0)
 
 
 if __name__ == "__main__":

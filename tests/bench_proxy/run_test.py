@@ -142,6 +142,17 @@ class ShortRun(unittest.TestCase):
         self.assertIsNone(sse["direct"]["proxy_switches_per_request"])
         self.assertIn("Context switches per request", self.done.stdout)
 
+    def test_cpu_time_from_the_schedulers_account(self):
+        # This kernel has schedstat, so every run's record has it, and the
+        # proxies' CPU per request comes from it.
+        if not os.access("/proc/self/schedstat", os.R_OK):
+            self.skipTest("no /proc/self/schedstat on this kernel")
+        self.assertEqual(self.summary["setup"]["cpu_time_from"], "schedstat")
+        for case in CASES:
+            for proxy in ("nginx", "lmwarden"):
+                with self.subTest(case=case, proxy=proxy):
+                    self.assertGreater(self.summary["cases"][case][proxy]["proxy_cpu_us_per_request"], 0)
+
     def test_replies_are_the_cases(self):
         cases = self.summary["cases"]
         # Through either proxy the client gets the responder's reply.
