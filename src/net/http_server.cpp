@@ -314,7 +314,8 @@ Awaitable<beast::error_code> Exchange::begin_stream(std::string_view head,
   beast::error_code ec;
   const std::size_t sent = write_now(stream_.socket(), pieces, ec);
   bytes_sent_ += sent;
-  if (!ec && sent < asio::buffer_size(pieces)) ec = co_await send_rest(stream_, pieces, sent, bytes_sent_);
+  if (!ec && sent < asio::buffer_size(pieces))
+    ec = co_await send_rest(stream_, pieces, sent, bytes_sent_);
   if (ec) keep_alive_ = false;
   co_return ec;
 }

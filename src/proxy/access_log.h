@@ -46,7 +46,8 @@ struct AccessRecord {
   std::optional<std::chrono::steady_clock::time_point> first_byte;  // of the reply's body
   std::optional<telemetry::RequestUsage> usage;                     // as the engine reported it
   std::uint64_t body_bytes = 0;  // the request's body, as the client sent it
-  std::uint64_t sent_bytes = 0;  // what the client's socket took of the reply, header and framing included
+  // What the client's socket took of the reply, header and framing included.
+  std::uint64_t sent_bytes = 0;
 };
 
 class AccessLog {

@@ -174,7 +174,8 @@ std::string stats_json(const ModelSet& models, std::string_view model, std::chro
     total.add(m->telemetry.window(now, window, step));
     const std::vector<std::string> uncounted = m->telemetry.cached_count_missing();
     if (!uncounted.empty()) cached_count_missing.push_back(m->config.name);
-    for (const auto& url : uncounted) cached_count_missing_servers.push_back({{"model", m->config.name}, {"url", url}});
+    for (const auto& url : uncounted)
+      cached_count_missing_servers.push_back({{"model", m->config.name}, {"url", url}});
   }
   const double per_s = static_cast<double>(total.step.count());
   json t = json::array(), cached = json::array(), computed = json::array(), completion = json::array();

@@ -97,9 +97,11 @@ struct ModelTelemetry {
     int data_parallel_size = 1;
   };
 
-  ModelTelemetry(std::string model_name, const std::vector<Server>& servers) : name(std::move(model_name)) {
+  ModelTelemetry(std::string model_name, const std::vector<Server>& servers)
+      : name(std::move(model_name)) {
     for (const auto& s : servers) {
-      servers_.push_back(std::make_unique<ServerState>(s.url, replica_count(), s.data_parallel_size));
+      servers_.push_back(
+          std::make_unique<ServerState>(s.url, replica_count(), s.data_parallel_size));
       for (int rank = 0; rank < s.data_parallel_size; ++rank)
         replicas_.push_back(std::make_unique<ReplicaTelemetry>());
     }
@@ -131,7 +133,9 @@ struct ModelTelemetry {
     ServerState& s = *servers_[static_cast<std::size_t>(server)];
     return s.cached_count.count(cached_count, [&] { return engine_cached_nothing(s); });
   }
-  const std::string& server_url(int server) const { return servers_[static_cast<std::size_t>(server)]->url; }
+  const std::string& server_url(int server) const {
+    return servers_[static_cast<std::size_t>(server)]->url;
+  }
   // The URLs of the servers whose replies seem not to say it (CachedCountCheck).
   std::vector<std::string> cached_count_missing() const {
     std::vector<std::string> urls;

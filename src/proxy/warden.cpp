@@ -413,7 +413,8 @@ struct Warden::Forward {
 };
 
 namespace {
-void write_access_log(const ModelSet& set, std::uint64_t id, net::Exchange& exchange, AccessRecord& record) {
+void write_access_log(const ModelSet& set, std::uint64_t id, net::Exchange& exchange,
+                      AccessRecord& record) {
   if (!set.access_log) return;
   record.sent_bytes = exchange.bytes_sent();
   const auto& request = exchange.request();
@@ -434,7 +435,8 @@ net::Awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dialect) {
     const unsigned status = admission.refusal->result_int();
     co_await exchange.respond(std::move(*admission.refusal));
     if (logged) {
-      AccessRecord record{.received = received, .status = status, .body_bytes = request.body().size()};
+      AccessRecord record{
+          .received = received, .status = status, .body_bytes = request.body().size()};
       if (admission.model) record.model = admission.model->config.name;
       write_access_log(*set, next_request_id_.fetch_add(1, std::memory_order_relaxed), exchange, record);
     }

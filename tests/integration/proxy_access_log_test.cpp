@@ -8,8 +8,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
 
@@ -150,8 +150,9 @@ TEST(AccessLog, OneLinePerRequestWithWhereItWentWhatTheClientGotAndItsTokens) {
 // the client received until the warden closed the connection.
 // `late`: the client starts reading only after a while, so that a large
 // reply fills the socket and the rest is sent as the client takes it.
-std::size_t bytes_received_for(std::uint16_t port, const std::string& target, const std::string& body,
-                                const std::string& extra_headers = "", bool late = false) {
+std::size_t bytes_received_for(std::uint16_t port, const std::string& target,
+                               const std::string& body, const std::string& extra_headers = "",
+                               bool late = false) {
   RawClient client{port};
   EXPECT_TRUE(client.send("POST " + target + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" +
                           "Content-Type: application/json\r\n" + extra_headers +
@@ -167,12 +168,15 @@ TEST(AccessLog, EachLineSaysTheBodyBytesItReadAndTheBytesTheClientGot) {
   const std::string log = dir.file("access.log");
   RunningWarden warden{logged_config(fake.port(), 1, log)};
   const std::string streamed = chat_body("m", "a streamed reply, chunked");
-  const std::string unstreamed = json{{"model", "m"}, {"stream", false}, {"messages", json::array()}}.dump();
+  const std::string unstreamed =
+      json{{"model", "m"}, {"stream", false}, {"messages", json::array()}}.dump();
   const std::string unknown = chat_body("nope", "refused");
-  const std::size_t got_streamed = bytes_received_for(warden.port(), "/v1/chat/completions", streamed,
-                                                      "x-fake-events: 8000\r\n", /*late=*/true);
-  const std::size_t got_unstreamed = bytes_received_for(warden.port(), "/v1/chat/completions", unstreamed);
-  const std::size_t got_refused = bytes_received_for(warden.port(), "/v1/chat/completions", unknown);
+  const std::size_t got_streamed = bytes_received_for(
+      warden.port(), "/v1/chat/completions", streamed, "x-fake-events: 8000\r\n", /*late=*/true);
+  const std::size_t got_unstreamed =
+      bytes_received_for(warden.port(), "/v1/chat/completions", unstreamed);
+  const std::size_t got_refused =
+      bytes_received_for(warden.port(), "/v1/chat/completions", unknown);
   EXPECT_GT(got_streamed, 8'000'000u) << "8,000 events of about 1 KB, more than the sockets hold";
 
   auto lines = wait_for_lines(log, 3);

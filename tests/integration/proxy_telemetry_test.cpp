@@ -190,10 +190,14 @@ void ask_unstreamed(std::uint16_t port, bool cached_count, const std::string& se
   std::vector<std::pair<std::string, std::string>> headers;
   if (!cached_count) headers.emplace_back("x-fake-no-cached-count", "1");
   if (!session.empty()) headers.emplace_back("session-id", session);
-  ASSERT_EQ(http_request(port, http::verb::post, "/v1/chat/completions", body.dump(), headers).status, 200u);
+  ASSERT_EQ(
+      http_request(port, http::verb::post, "/v1/chat/completions", body.dump(), headers).status,
+      200u);
 }
 
-std::string server_url(const FakeVllm& fake) { return "http://127.0.0.1:" + std::to_string(fake.port()); }
+std::string server_url(const FakeVllm& fake) {
+  return "http://127.0.0.1:" + std::to_string(fake.port());
+}
 
 TEST(ProxyTelemetry, RepliesThatNeverSayWhatWasCachedAreReportedFromTheTwentieth) {
   FakeVllm fake{1};
@@ -205,10 +209,13 @@ TEST(ProxyTelemetry, RepliesThatNeverSayWhatWasCachedAreReportedFromTheTwentieth
   ask_unstreamed(warden.port(), false);
   const json named = stats(warden.port());
   EXPECT_EQ(named["cached_count_missing"], json::array({"m"}));
-  EXPECT_EQ(named["cached_count_missing_servers"], json::array({{{"model", "m"}, {"url", server_url(fake)}}}));
+  EXPECT_EQ(named["cached_count_missing_servers"],
+            json::array({{{"model", "m"}, {"url", server_url(fake)}}}));
   const auto warnings = log.containing(kCachedCountFlag);
   ASSERT_EQ(warnings.size(), 1u);
-  EXPECT_NE(warnings[0].find("model=m server=" + server_url(fake) + ": 20 replies"), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[0].find("model=m server=" + server_url(fake) + ": 20 replies"),
+            std::string::npos)
+      << warnings[0];
   for (int i = 0; i < 5; ++i) ask_unstreamed(warden.port(), false);
   EXPECT_EQ(log.containing(kCachedCountFlag).size(), 1u) << "said once";
   EXPECT_EQ(metric(warden.port(), "lmwarden_prompt_tokens_total", {{"source", "computed"}}), 2500);
@@ -233,11 +240,13 @@ TEST(ProxyTelemetry, TheServerWhoseRepliesNeverSayWhatWasCachedIsNamedAmongOther
   ASSERT_GT(counting.seen().size(), 0u) << "both servers answered";
   const json s = stats(warden.port());
   EXPECT_EQ(s["cached_count_missing"], json::array({"m"}));
-  EXPECT_EQ(s["cached_count_missing_servers"], json::array({{{"model", "m"}, {"url", server_url(bare)}}}));
+  EXPECT_EQ(s["cached_count_missing_servers"],
+            json::array({{{"model", "m"}, {"url", server_url(bare)}}}));
   const auto warnings = log.containing(kCachedCountFlag);
   ASSERT_EQ(warnings.size(), 1u);
   EXPECT_NE(warnings[0].find("server=" + server_url(bare) + ":"), std::string::npos) << warnings[0];
-  EXPECT_GT(metric(warden.port(), "lmwarden_prompt_tokens_total", {{"source", "cached"}}), 0) << "the other server's";
+  EXPECT_GT(metric(warden.port(), "lmwarden_prompt_tokens_total", {{"source", "cached"}}), 0)
+      << "the other server's";
 }
 
 // A missing count is also what the flag gives when nothing came from the
@@ -248,7 +257,8 @@ TEST(ProxyTelemetry, AServerWhoseEngineCachedNothingIsNotNamedUntilItsCountersSh
   fake.set_engine(0, 0, 0, 0.1, 100, 0);
   RunningWarden warden{make_config({{fake.port(), 1}}), /*scrape=*/true};
   CapturedLog log;
-  ASSERT_TRUE(eventually([&] { return !warden.card()["replicas"][0]["kv_used"].is_null(); }));  // the baseline
+  ASSERT_TRUE(eventually(
+      [&] { return !warden.card()["replicas"][0]["kv_used"].is_null(); }));  // the baseline
   fake.set_engine(0, 0, 0, 0.1, 2600, 0);  // prompts read, none from the cache
   ASSERT_TRUE(eventually([&] { return warden.card()["replicas"][0]["prefix_hit_rate"] == 0.0; }));
   for (int i = 0; i < 25; ++i) ask_unstreamed(warden.port(), true);
