@@ -430,13 +430,13 @@ net::Awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dialect) {
   // Clock reads for the access log only (the request path otherwise reads coarse clocks).
   const bool logged = set->access_log != nullptr;
   const auto received = logged ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  const std::size_t body_bytes = request.body().size();  // as sent, before any rewrite below
   Admission admission = admit(request, dialect, *set);
   if (admission.refusal) {
     const unsigned status = admission.refusal->result_int();
     co_await exchange.respond(std::move(*admission.refusal));
     if (logged) {
-      AccessRecord record{
-          .received = received, .status = status, .body_bytes = request.body().size()};
+      AccessRecord record{.received = received, .status = status, .body_bytes = body_bytes};
       if (admission.model) record.model = admission.model->config.name;
       write_access_log(*set, next_request_id_.fetch_add(1, std::memory_order_relaxed), exchange, record);
     }
@@ -444,7 +444,6 @@ net::Awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dialect) {
   }
   ModelState* model = admission.model;
   core::RequestFacts& facts = admission.facts;
-  const std::size_t body_bytes = request.body().size();  // before any rewrite below
 
   // Ask for the usage chunk the client did not, so that every streamed request
   // is measured; the accounting strips it from what this client receives.

@@ -199,6 +199,19 @@ std::string server_url(const FakeVllm& fake) {
   return "http://127.0.0.1:" + std::to_string(fake.port());
 }
 
+// The stats name `fake`'s server of model "m", and the log has said so once.
+void expect_named_once(std::uint16_t port, const CapturedLog& log, const FakeVllm& fake) {
+  const json s = stats(port);
+  EXPECT_EQ(s["cached_count_missing"], json::array({"m"}));
+  EXPECT_EQ(s["cached_count_missing_servers"],
+            json::array({{{"model", "m"}, {"url", server_url(fake)}}}));
+  const auto warnings = log.containing(kCachedCountFlag);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("model=m server=" + server_url(fake) + ": 20 replies"),
+            std::string::npos)
+      << warnings[0];
+}
+
 TEST(ProxyTelemetry, RepliesThatNeverSayWhatWasCachedAreReportedFromTheTwentieth) {
   FakeVllm fake{1};
   RunningWarden warden{make_config({{fake.port(), 1}})};
@@ -207,15 +220,7 @@ TEST(ProxyTelemetry, RepliesThatNeverSayWhatWasCachedAreReportedFromTheTwentieth
   EXPECT_EQ(stats(warden.port())["cached_count_missing"], json::array());
   EXPECT_TRUE(log.containing(kCachedCountFlag).empty());
   ask_unstreamed(warden.port(), false);
-  const json named = stats(warden.port());
-  EXPECT_EQ(named["cached_count_missing"], json::array({"m"}));
-  EXPECT_EQ(named["cached_count_missing_servers"],
-            json::array({{{"model", "m"}, {"url", server_url(fake)}}}));
-  const auto warnings = log.containing(kCachedCountFlag);
-  ASSERT_EQ(warnings.size(), 1u);
-  EXPECT_NE(warnings[0].find("model=m server=" + server_url(fake) + ": 20 replies"),
-            std::string::npos)
-      << warnings[0];
+  expect_named_once(warden.port(), log, fake);
   for (int i = 0; i < 5; ++i) ask_unstreamed(warden.port(), false);
   EXPECT_EQ(log.containing(kCachedCountFlag).size(), 1u) << "said once";
   EXPECT_EQ(metric(warden.port(), "lmwarden_prompt_tokens_total", {{"source", "computed"}}), 2500);
@@ -238,13 +243,7 @@ TEST(ProxyTelemetry, TheServerWhoseRepliesNeverSayWhatWasCachedIsNamedAmongOther
     ask_unstreamed(warden.port(), true, "conversation-" + std::to_string(sent++));
   ASSERT_EQ(bare.seen().size(), proxy::CachedCountCheck::kExpectedWithin);
   ASSERT_GT(counting.seen().size(), 0u) << "both servers answered";
-  const json s = stats(warden.port());
-  EXPECT_EQ(s["cached_count_missing"], json::array({"m"}));
-  EXPECT_EQ(s["cached_count_missing_servers"],
-            json::array({{{"model", "m"}, {"url", server_url(bare)}}}));
-  const auto warnings = log.containing(kCachedCountFlag);
-  ASSERT_EQ(warnings.size(), 1u);
-  EXPECT_NE(warnings[0].find("server=" + server_url(bare) + ":"), std::string::npos) << warnings[0];
+  expect_named_once(warden.port(), log, bare);
   EXPECT_GT(metric(warden.port(), "lmwarden_prompt_tokens_total", {{"source", "cached"}}), 0)
       << "the other server's";
 }
@@ -272,8 +271,8 @@ TEST(ProxyTelemetry, AServerWhoseEngineCachedNothingIsNotNamedUntilItsCountersSh
   }));
   EXPECT_EQ(stats(warden.port())["cached_count_missing_servers"],
             json::array({{{"model", "m"}, {"url", server_url(fake)}}}));
-  ask_unstreamed(warden.port(), true);
-  EXPECT_EQ(log.containing(kCachedCountFlag).size(), 1u);
+  ask_unstreamed(warden.port(), true);  // the reply that now says it in the log
+  expect_named_once(warden.port(), log, fake);
 }
 
 std::int64_t unix_now() {

@@ -82,8 +82,7 @@ export class TokensPanel {
     }
     if (want !== `${this.model}|${this.windowS}`) return;  // a control changed meanwhile
     this.error.hidden = true;
-    this.renderUncounted(s.cached_count_missing_servers
-      ?? (s.cached_count_missing ?? []).map((model) => ({ model, url: null })));
+    this.renderUncounted(s.cached_count_missing_servers ?? []);
     this.opts.onStats?.(s);
     const t = s.totals;
     const prompt = t.prompt_cached + t.prompt_computed;
@@ -129,20 +128,17 @@ export class TokensPanel {
         el('span', {}, el('span', { class: 'swatch completion' }), `${si(t.completion)} completion tokens`)));
   }
 
-  // servers: [{model, url}] whose replies never say how many prompt tokens were
-  // cached (a warden from before cached_count_missing_servers gives models only).
+  // servers: [{model, url}] whose replies never say how many prompt tokens were cached.
   renderUncounted(servers) {
     this.uncounted.hidden = servers.length === 0;
     const key = servers.map((s) => `${s.model}|${s.url}`).join('\n');
     if (this.uncounted.dataset.key === key) return;
     this.uncounted.dataset.key = key;
     if (!servers.length) { this.uncounted.replaceChildren(); return; }
-    const name = (s) => (s.url
-      ? [el('code', { text: s.url }), ' (model ', el('code', { text: s.model }), ')']
-      : ['model ', el('code', { text: s.model })]);
     this.uncounted.replaceChildren(
       'Replies from ',
-      ...servers.flatMap((s, i) => [i ? ', ' : '', ...name(s)]),
+      ...servers.flatMap((s, i) => [i ? ', ' : '', el('code', { text: s.url }), ' (model ',
+        el('code', { text: s.model }), ')']),
       ' never say how many of their prompt tokens came from the cache, so the chart counts all of those as computed. vLLM reports the count only when started with ',
       el('code', { text: '--enable-prompt-tokens-details' }),
       '.');
