@@ -106,6 +106,11 @@ Result<config::Config, std::string> load(const ServeOptions& opts) {
     if (!address) return unexpected("--listen " + opts.listen + ": " + address.error());
     cfg.listen_host = address->host;
     cfg.listen_port = address->port;
+    for (const auto& model : cfg.models)
+      for (const auto& backend : model.backends)
+        if (config::is_own_address(*address, backend))
+          return unexpected("--listen " + opts.listen + ": model " + model.name + "'s backend " +
+                            backend.url + " is that address: every request would come back to it");
   }
   return cfg;
 }

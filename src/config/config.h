@@ -50,6 +50,7 @@ struct BackendConfig {
   // Name of an environment variable with an API key to send upstream as
   // `Authorization: Bearer …` instead of the client's own credentials.
   std::optional<std::string> api_key_env;
+  std::string api_key;  // its value, read when the configuration was loaded
 };
 
 // Weights of the "least loaded" score (see core/load_score.h):

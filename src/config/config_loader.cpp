@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <initializer_list>
@@ -96,7 +97,7 @@ std::string bound_text(Millis bound) {
 // How a value looked, for "got …" in messages.
 std::string shown(const YAML::Node& node) {
   if (node.IsNull()) return "nothing";
-  if (node.IsSequence()) return "a list";
+  if (node.IsSequence()) return node.size() == 0 ? "an empty list" : "a list";
   if (node.IsMap()) return "a mapping";
   std::string text = node.Scalar();
   constexpr std::size_t kMaxShown = 60;
@@ -379,6 +380,8 @@ class Loader {
     if (const Entry* e = map->find("access_log"))
       if (auto v = read_log_path(*e, "access_log")) config.access_log = *v;
 
+    own_address_ = ListenAddress{config.listen_host, config.listen_port};
+
     const Entry* models = map->find("models");
     if (!models) {
       add(root.Mark().line + 1, "models", "is required: list at least one model");
@@ -402,6 +405,18 @@ class Loader {
     error(e, path,
           fmt::format("must be an environment variable name (letters, digits, _), got {}",
                       shown(e.value)));
+    return std::nullopt;
+  }
+
+  // The value of the variable `name`, read once here; an unset or empty one
+  // is an error that says what it would have done.
+  std::optional<std::string> require_env(const YAML::Node& at, const std::string& path,
+                                         const std::string& name, std::string_view consequence) {
+    const char* value = std::getenv(name.c_str());
+    if (value && *value) return std::string(value);
+    error(at, path,
+          fmt::format("the environment variable {} is {}: {}", name, value ? "empty" : "not set",
+                      consequence));
     return std::nullopt;
   }
 
@@ -479,8 +494,14 @@ class Loader {
         model.inject_stream_usage = *v;
     if (const Entry* e = map->find("api_keys_env"))
       if (auto v = read_string_list(*e, child(path, "api_keys_env"), "environment variable names",
-                                    is_env_name))
+                                    is_env_name)) {
+        // A key that is not there would leave the model open while the file
+        // says it is closed: refused here rather than found out by a client.
+        for (std::size_t i = 0; i < v->size(); ++i)
+          require_env(e->value[i], index(child(path, "api_keys_env"), i), (*v)[i],
+                      "the key it should hold cannot be checked");
         model.api_keys_env = std::move(*v);
+      }
 
     const Entry* backends = map->find("backends");
     if (!backends) {
@@ -582,7 +603,12 @@ class Loader {
     if (const Entry* e = map->find("url")) {
       if (auto text = read_string(*e, child(path, "url"))) {
         auto parsed = parse_backend_url(*text);
-        if (parsed) {
+        if (parsed && is_own_address(own_address_, *parsed)) {
+          error(*e, child(path, "url"),
+                fmt::format("is this warden's own listen address: every request would come back "
+                            "to it, got {}",
+                            shown(e->value)));
+        } else if (parsed) {
           backend = std::move(*parsed);
         } else {
           error(*e, child(path, "url"), fmt::format("{}, got {}", parsed.error(), shown(e->value)));
@@ -595,7 +621,12 @@ class Loader {
       if (auto v = read_int(*e, child(path, "data_parallel_size"), 1, 1024))
         backend.data_parallel_size = static_cast<int>(*v);
     if (const Entry* e = map->find("api_key_env"))
-      if (auto v = read_env_name(*e, child(path, "api_key_env"))) backend.api_key_env = *v;
+      if (auto v = read_env_name(*e, child(path, "api_key_env"))) {
+        if (auto key = require_env(e->value, child(path, "api_key_env"), *v,
+                                   "the server would be sent an empty key"))
+          backend.api_key = std::move(*key);
+        backend.api_key_env = *v;
+      }
     return errors_.size() == errors_before;
   }
 
@@ -630,6 +661,7 @@ class Loader {
 
   std::string file_;
   std::vector<ConfigError> errors_;
+  ListenAddress own_address_;
 };
 
 }  // namespace
@@ -655,6 +687,16 @@ std::string ConfigErrors::message() const {
 }
 
 // ------------------------------------------------------------------ loading
+
+bool is_own_address(const ListenAddress& listen, const BackendConfig& backend) {
+  if (listen.port == 0 || backend.port != listen.port) return false;
+  const auto loopback = [](std::string_view host) {
+    return host == "localhost" || host.starts_with("127.") || host == "::1";
+  };
+  if (listen.host == "0.0.0.0" || listen.host == "::")
+    return loopback(backend.host) || backend.host == listen.host;
+  return backend.host == listen.host || (listen.host == "127.0.0.1" && backend.host == "localhost");
+}
 
 ConfigResult load_config_string(std::string_view text, std::string_view source_name) {
   return Loader(source_name).load(text);

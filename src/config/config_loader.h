@@ -79,4 +79,9 @@ std::optional<bool> parse_bool(std::string_view text);
 // Splits a backend URL: http://host[:port][/path]. https is refused for now.
 Result<BackendConfig, std::string> parse_backend_url(std::string_view url);
 
+// Whether a backend is the warden listening on `listen` (which would send
+// every request back to itself): the same address, or a loopback one on its
+// port when it listens on every address. Port 0 (the OS picks) is never.
+bool is_own_address(const ListenAddress& listen, const BackendConfig& backend);
+
 }  // namespace lmwarden::config

@@ -353,10 +353,7 @@ void write_upstream_head(std::string& out, const net::Request& request,
       append_field(out, f.name_string(), f.value());
   }
   if (rank >= 0) append_field(out, "X-data-parallel-rank", rank);
-  if (own_key) {
-    const char* key = std::getenv(backend.api_key_env->c_str());
-    net::append_all(out, "Authorization: Bearer "sv, key ? key : "", "\r\n"sv);
-  }
+  if (own_key) net::append_all(out, "Authorization: Bearer "sv, backend.api_key, "\r\n"sv);
   // Several X-Forwarded-For fields join into one list.
   if (!forwarded_for.empty()) chain.push_back(forwarded_for);
   for (std::size_t i = 0; i < chain.size(); ++i)

@@ -1,7 +1,9 @@
 // Every validation message of the YAML configuration: file, line, key, reason.
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "config/config_loader.h"
@@ -211,6 +213,28 @@ TEST(ConfigErrors, BackendUrls) {
   EXPECT_THAT(backend_error("http://:8000"), HasSubstr("the host is missing"));
 }
 
+// A backend at the warden's own address would send every request back to it
+// until max_connections ran out.
+TEST(ConfigErrors, ABackendThatIsTheWardenItself) {
+  auto loop_error = [](std::string_view listen, std::string_view url) {
+    return error_of(fmt::format("listen: {}\nmodels:\n  - name: m\n    backends:\n      - url: {}\n",
+                                listen, url));
+  };
+  EXPECT_EQ(loop_error("127.0.0.1:9000", "http://127.0.0.1:9000"),
+            "lmwarden.yaml:5: models[0].backends[0].url: is this warden's own listen address: "
+            "every request would come back to it, got \"http://127.0.0.1:9000\"");
+  EXPECT_THAT(loop_error("127.0.0.1:9000", "http://localhost:9000/v1"), HasSubstr("own listen"));
+  EXPECT_THAT(loop_error("0.0.0.0:9000", "http://127.0.0.1:9000"), HasSubstr("own listen"));
+  EXPECT_THAT(loop_error("'[::]:9000'", "http://[::1]:9000"), HasSubstr("own listen"));
+  // The default listen address is 127.0.0.1:8080.
+  EXPECT_THAT(error_of("models:\n  - name: m\n    backends: [{url: \"http://127.0.0.1:8080\"}]\n"),
+              HasSubstr("own listen"));
+  // Another port, another host, or a port the OS picks is not the warden.
+  load_ok("listen: 127.0.0.1:9000\nmodels:\n  - name: m\n    backends: [{url: \"http://127.0.0.1:9001\"}]\n");
+  load_ok("listen: 127.0.0.1:9000\nmodels:\n  - name: m\n    backends: [{url: \"http://10.0.0.2:9000\"}]\n");
+  load_ok("listen: 127.0.0.1:0\nmodels:\n  - name: m\n    backends: [{url: \"http://127.0.0.1:8080\"}]\n");
+}
+
 TEST(ConfigErrors, ImpossibleBackends) {
   EXPECT_EQ(
       error_of(R"(models:
@@ -230,7 +254,7 @@ TEST(ConfigErrors, ImpossibleBackends) {
             "data_parallel_size for its ranks");
   EXPECT_EQ(
       error_of("models:\n  - name: m\n    backends: []\n"),
-      "lmwarden.yaml:3: models[0].backends: must be a list of at least one backend, got a list");
+      "lmwarden.yaml:3: models[0].backends: must be a list of at least one backend, got an empty list");
   EXPECT_EQ(error_of("models:\n  - name: m\n"),
             "lmwarden.yaml:2: models[0].backends: is required: list at least one backend");
   EXPECT_EQ(error_of("models:\n  - backends: [{url: 'http://h:1'}]\n"),
@@ -244,7 +268,7 @@ TEST(ConfigErrors, NoModels) {
   EXPECT_EQ(error_of("listen: 127.0.0.1:1\n"),
             "lmwarden.yaml:1: models: is required: list at least one model");
   EXPECT_EQ(error_of("models: []\n"),
-            "lmwarden.yaml:1: models: must be a list of at least one model, got a list");
+            "lmwarden.yaml:1: models: must be a list of at least one model, got an empty list");
 }
 
 TEST(ConfigErrors, DuplicateNamesAndAliases) {
@@ -310,6 +334,7 @@ TEST(ConfigErrors, SessionSources) {
 }
 
 TEST(ConfigErrors, EnvironmentNamesAndTokens) {
+  ::setenv("GOOD", "a key", 1);
   EXPECT_THAT(error_of("admin_token_env: 1TOKEN\n" + std::string(kMinimal)),
               HasSubstr("admin_token_env: must be an environment variable name"));
   EXPECT_EQ(error_of("admin_token_env: T\nadmin_token: x\n" + std::string(kMinimal)),
@@ -321,6 +346,39 @@ TEST(ConfigErrors, EnvironmentNamesAndTokens) {
     backends: [{url: "http://h:1"}]
 )"),
       HasSubstr("lmwarden.yaml:3: models[0].api_keys_env[1]: must be environment variable names"));
+}
+
+// A key named but not there would leave a model open (or send the server an
+// empty key) while the file says otherwise.
+TEST(ConfigErrors, KeysNamedByEnvironmentVariablesMustBeThere) {
+  ::unsetenv("LMWARDEN_TEST_UNSET");
+  ::setenv("LMWARDEN_TEST_EMPTY", "", 1);
+  ::setenv("LMWARDEN_TEST_SET", "k", 1);
+  EXPECT_EQ(error_of(R"(models:
+  - name: m
+    api_keys_env: [LMWARDEN_TEST_UNSET]
+    backends: [{url: "http://h:1"}]
+)"),
+            "lmwarden.yaml:3: models[0].api_keys_env[0]: the environment variable "
+            "LMWARDEN_TEST_UNSET is not set: the key it should hold cannot be checked");
+  // One missing among several is refused too: that key would never work.
+  EXPECT_EQ(error_of(R"(models:
+  - name: m
+    api_keys_env: [LMWARDEN_TEST_SET, LMWARDEN_TEST_EMPTY]
+    backends: [{url: "http://h:1"}]
+)"),
+            "lmwarden.yaml:3: models[0].api_keys_env[1]: the environment variable "
+            "LMWARDEN_TEST_EMPTY is empty: the key it should hold cannot be checked");
+  EXPECT_EQ(error_of(R"(models:
+  - name: m
+    backends:
+      - url: http://h:1
+        api_key_env: LMWARDEN_TEST_UNSET
+)"),
+            "lmwarden.yaml:5: models[0].backends[0].api_key_env: the environment variable "
+            "LMWARDEN_TEST_UNSET is not set: the server would be sent an empty key");
+  ::unsetenv("LMWARDEN_TEST_EMPTY");
+  ::unsetenv("LMWARDEN_TEST_SET");
 }
 
 TEST(ConfigErrors, InvalidYamlSyntax) {

@@ -7,6 +7,7 @@
 
 #include "config_test_util.h"
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -73,6 +74,9 @@ TEST(ConfigLoader, MinimalFileTakesEveryDefault) {
 }
 
 TEST(ConfigLoader, FullFileSetsEveryKey) {
+  ::setenv("CLIENT_KEY_A", "a", 1);
+  ::setenv("CLIENT_KEY_B", "b", 1);
+  ::setenv("VLLM_KEY", "sk-vllm", 1);
   const Config config = load_ok(R"(
 listen: "[::1]:9090"
 threads: 6
@@ -145,6 +149,7 @@ models:
   EXPECT_EQ(model.backends[0].base_path, "/vllm");
   EXPECT_EQ(model.backends[0].data_parallel_size, 2);
   EXPECT_EQ(model.backends[0].api_key_env, "VLLM_KEY");
+  EXPECT_EQ(model.backends[0].api_key, "sk-vllm");  // read once, at load
   EXPECT_EQ(model.backends[1].host, "fd00::5");
   EXPECT_EQ(model.backends[1].port, 8002);
   EXPECT_EQ(model.replica_count(), 3);

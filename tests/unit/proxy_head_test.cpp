@@ -167,9 +167,9 @@ TEST(UpstreamHead, EveryConnectionFieldListsHopByHopFields) {
 }
 
 TEST(UpstreamHead, ABackendWithItsOwnKeyReplacesTheClientsCredentials) {
-  ::setenv("LMWARDEN_TEST_UPSTREAM_KEY", "sk-upstream", 1);
   auto with_key = backend("http://127.0.0.1:8000");
   with_key.api_key_env = "LMWARDEN_TEST_UPSTREAM_KEY";
+  with_key.api_key = "sk-upstream";  // as the loader reads it
   const auto request = client_request(http::verb::post, "/v1/messages",
                                       {{"authorization", "Bearer client"}, {"X-API-Key", "client-key"}},
                                       "{}");
@@ -179,7 +179,6 @@ TEST(UpstreamHead, ABackendWithItsOwnKeyReplacesTheClientsCredentials) {
   EXPECT_EQ(parsed.header.count(http::field::authorization), 1u);
   EXPECT_EQ(parsed.header[http::field::authorization], "Bearer sk-upstream");
   EXPECT_EQ(parsed.header.count("x-api-key"), 0u);
-  ::unsetenv("LMWARDEN_TEST_UPSTREAM_KEY");
 }
 
 TEST(UpstreamHead, ContentLengthFollowsTheBodyAndTheMethod) {
