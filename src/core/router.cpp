@@ -22,6 +22,7 @@ std::string_view to_string(RouteKind kind) noexcept {
     case RouteKind::kAnonymous: return "anonymous";
     case RouteKind::kRehomed: return "rehomed";
     case RouteKind::kBalanced: return "balanced";
+    case RouteKind::kRetried: return "retried";
   }
   return "unknown";
 }
@@ -109,9 +110,11 @@ RouteDecision Router::balanced(std::span<const int> exclude) {
   }
   if (best < 0) return {RouteDecision::Status::kNoHealthyReplica};
   Backend& be = backends_[static_cast<std::size_t>(best)];
-  if (be.ranks == 1) return to_replica(be.first_replica, RouteKind::kBalanced);
+  const RouteKind kind = counted_as(RouteKind::kBalanced, exclude);
+  if (be.ranks == 1) return to_replica(be.first_replica, kind);
   ++be.unassigned_in_flight;
-  return {RouteDecision::Status::kOk, RouteKind::kBalanced, -1, best, -1};
+  ++unassigned_counters_.routed[static_cast<int>(kind)];
+  return {RouteDecision::Status::kOk, kind, -1, best, -1};
 }
 
 RouteDecision Router::route(const Identity& identity, TimePoint now, std::span<const int> exclude) {
@@ -125,7 +128,7 @@ RouteDecision Router::route(const Identity& identity, TimePoint now, std::span<c
   if (identity.kind == IdentityKind::kAnonymous) {
     const int target = least_loaded(exclude);
     if (target < 0) return {RouteDecision::Status::kNoHealthyReplica};
-    return to_replica(target, RouteKind::kAnonymous);
+    return to_replica(target, counted_as(RouteKind::kAnonymous, exclude));
   }
 
   const std::uint64_t key = identity.session_hash;
@@ -134,27 +137,29 @@ RouteDecision Router::route(const Identity& identity, TimePoint now, std::span<c
     const int target = least_loaded(exclude);
     if (target < 0) return {RouteDecision::Status::kNoHealthyReplica};
     sessions_.assign(key, target, now);
-    return to_replica(target, RouteKind::kNew);
+    return to_replica(target, counted_as(RouteKind::kNew, exclude));
   }
   const Replica& h = replicas_[static_cast<std::size_t>(*home)];
   if (!h.healthy) {
     const int target = least_loaded(exclude);
     if (target < 0) return {RouteDecision::Status::kNoHealthyReplica};
     sessions_.assign(key, target, now);
-    return to_replica(target, RouteKind::kRehomed);
+    return to_replica(target, counted_as(RouteKind::kRehomed, exclude));
   }
   if (contains(exclude, *home)) {
     // A retry: the home just failed this request. Serve it elsewhere without
     // moving the conversation; health checking decides whether home is dead.
     const int target = least_loaded(exclude);
     if (target < 0) return {RouteDecision::Status::kNoHealthyReplica};
-    return to_replica(target, RouteKind::kSpilled);
+    return to_replica(target, RouteKind::kRetried);
   }
-  if (h.in_flight < spill_threshold()) return to_replica(*home, RouteKind::kSticky);
+  // (A retry of a request that had spilled and failed there can come home.)
+  if (h.in_flight < spill_threshold())
+    return to_replica(*home, counted_as(RouteKind::kSticky, exclude));
 
   const int target = least_loaded(exclude, placement_.key(*home));
-  if (target < 0) return to_replica(*home, RouteKind::kSticky);
-  return to_replica(target, RouteKind::kSpilled);
+  if (target < 0) return to_replica(*home, counted_as(RouteKind::kSticky, exclude));
+  return to_replica(target, counted_as(RouteKind::kSpilled, exclude));
 }
 
 void Router::finish(const RouteDecision& decision) noexcept {
@@ -209,6 +214,7 @@ RouterView Router::view() const {
     v.replicas.push_back(ReplicaView{i, r.backend, r.rank, r.healthy, r.in_flight,
                                      sessions_.live(i), score(i), r.counters, r.engine});
   }
+  v.unassigned = unassigned_counters_;
   if (sticky + moved > 0) v.sticky_ratio = static_cast<double>(sticky) / static_cast<double>(sticky + moved);
   return v;
 }

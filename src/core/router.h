@@ -42,8 +42,12 @@
 
 namespace lmwarden::core {
 
-enum class RouteKind : std::uint8_t { kNew, kSticky, kSpilled, kPinned, kAnonymous, kRehomed, kBalanced };
-inline constexpr int kRouteKinds = 7;
+// kRetried: a later attempt of a request whose earlier one failed (not a
+// spill: the home was not full, it failed), counted where the retry went.
+enum class RouteKind : std::uint8_t {
+  kNew, kSticky, kSpilled, kPinned, kAnonymous, kRehomed, kBalanced, kRetried
+};
+inline constexpr int kRouteKinds = 8;
 std::string_view to_string(RouteKind kind) noexcept;
 
 struct RouteDecision {
@@ -89,6 +93,7 @@ struct RouterView {
   std::size_t conversations = 0;
   std::optional<double> sticky_ratio;  // sticky / (sticky + spilled + rehomed)
   std::vector<ReplicaView> replicas;
+  ReplicaCounters unassigned;  // requests sent without a rank: the server's balancer picked
 };
 
 class Router final : private SessionTable::Listener {
@@ -99,7 +104,8 @@ class Router final : private SessionTable::Listener {
   Router& operator=(const Router&) = delete;
 
   // Decides where a request goes and counts it in flight there (when ok).
-  // `exclude` lists replicas already tried for this request.
+  // `exclude` lists replicas already tried for this request; a request with
+  // any is a retry, counted as kRetried wherever it goes.
   RouteDecision route(const Identity& identity, TimePoint now, std::span<const int> exclude = {});
   // Ends a routed request's in-flight count. Call exactly once per ok decision.
   void finish(const RouteDecision& decision) noexcept;
@@ -156,12 +162,16 @@ class Router final : private SessionTable::Listener {
   int least_loaded(std::span<const int> exclude, PlacementIndex::Key below = PlacementIndex::kUnavailable);
   RouteDecision balanced(std::span<const int> exclude);
   RouteDecision to_replica(int replica, RouteKind kind) noexcept;
+  static RouteKind counted_as(RouteKind kind, std::span<const int> exclude) noexcept {
+    return exclude.empty() ? kind : RouteKind::kRetried;
+  }
 
   config::LoadWeights weights_;
   bool affinity_;
   std::optional<int> spill_threshold_;
   std::vector<Replica> replicas_;
   std::vector<Backend> backends_;
+  ReplicaCounters unassigned_counters_;
   SessionTable sessions_;
   PlacementIndex placement_;
   std::unique_ptr<TieBreaker> tie_breaker_;

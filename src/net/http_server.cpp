@@ -457,6 +457,8 @@ Awaitable<void> HttpServer::serve_connection(Socket tcp_socket) {
   ConnectionDeadline deadline{stream.get_executor()};
   ClientRead client_read{stream.socket()};
   bool first = true;
+  // One request object for the connection: each request reuses its storage.
+  Request request;
 
   auto send_error = [&](std::string_view target, http::status status,
                         std::string_view message) -> Awaitable<void> {
@@ -468,6 +470,7 @@ Awaitable<void> HttpServer::serve_connection(Socket tcp_socket) {
     res.prepare_payload();
     stream.expires_after(std::chrono::seconds(5));
     auto [wec, wn] = co_await http::async_write(stream, res, kAsTuple);
+    if (options_.on_error_reply) options_.on_error_reply(request, remote.address, res.result_int(), wn);
     if (wec) co_return;
     // Lingering close: the client may still be sending the body we refused.
     // Closing now would reset the connection and lose our reply, so stop
@@ -486,8 +489,6 @@ Awaitable<void> HttpServer::serve_connection(Socket tcp_socket) {
     }
   };
 
-  // One request object for the connection: each request reuses its storage.
-  Request request;
   for (;;) {
     request.clear();
     RequestParser parser{request};

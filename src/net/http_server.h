@@ -70,6 +70,12 @@ struct ServerOptions {
   // handler ran; lets each application answer in its client's dialect.
   std::function<Response(std::string_view target, http::status, std::string_view message)>
       error_response;
+  // Told of each of those replies once written: the request as far as it was
+  // read (method and target empty when its first line was not), the client's
+  // address, the status and the bytes the socket took. For an access log.
+  std::function<void(const Request& request, std::string_view client, unsigned status,
+                     std::size_t sent_bytes)>
+      on_error_reply;
 };
 
 // Writes what the socket takes at once, without suspending and without a trip

@@ -72,7 +72,7 @@ std::string api_models_json(const ModelSet& models_in_force) {
   return json{{"models", models}}.dump();
 }
 
-std::string model_card_json(const ModelState& model, std::chrono::system_clock::time_point since) {
+std::string model_card_json(const ModelState& model) {
   core::RouterView v;
   {
     std::lock_guard lock{model.mutex};
@@ -95,6 +95,7 @@ std::string model_card_json(const ModelState& model, std::chrono::system_clock::
                         {"rehomed", r.counters.count(RouteKind::kRehomed)},
                         {"anonymous", r.counters.count(RouteKind::kAnonymous)},
                         {"balanced", r.counters.count(RouteKind::kBalanced)},
+                        {"retried", r.counters.count(RouteKind::kRetried)},
                         {"load_score", r.score},
                         {"running", count_or_null(r.engine.running)},
                         {"waiting", count_or_null(r.engine.waiting)},
@@ -111,7 +112,7 @@ std::string model_card_json(const ModelState& model, std::chrono::system_clock::
               {"sticky_ratio", v.sticky_ratio ? json(*v.sticky_ratio) : json(nullptr)},
               {"in_flight", v.in_flight},
               {"conversations", v.conversations},
-              {"since", iso8601(since)},
+              {"since", iso8601(model.routing->since)},
               {"backends", backends},
               {"replicas", replicas}}
       .dump();
@@ -126,8 +127,7 @@ bool constant_time_equal(std::string_view a, std::string_view b) noexcept {
 }
 
 net::Response patch_model(ModelState& model, const net::Request& request,
-                          const std::optional<std::string>& admin_token,
-                          std::chrono::system_clock::time_point since) {
+                          const std::optional<std::string>& admin_token) {
   const auto error = [](http::status s, std::string_view m) { return error_response(Dialect::kOpenAi, s, m); };
   if (!admin_token)
     return error(http::status::forbidden,
@@ -168,7 +168,7 @@ net::Response patch_model(ModelState& model, const net::Request& request,
   if (threshold)
     spdlog::info("model={} spill threshold set to {}", model.config.name,
                  *threshold ? std::to_string(**threshold) : std::string("auto"));
-  return json_response(http::status::ok, model_card_json(model, since));
+  return json_response(http::status::ok, model_card_json(model));
 }
 
 }  // namespace lmwarden::proxy

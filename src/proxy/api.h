@@ -19,13 +19,13 @@ net::Response json_response(net::http::status status, std::string body);
 std::string models_list_json(const ModelSet& models, std::chrono::system_clock::time_point created);
 // GET /api/models
 std::string api_models_json(const ModelSet& models);
-// GET /api/models/{name}: the routing card.
-std::string model_card_json(const ModelState& model, std::chrono::system_clock::time_point since);
+// GET /api/models/{name}: the routing card, its counters since the model's
+// routing state began (the warden's start, or the reload that replaced it).
+std::string model_card_json(const ModelState& model);
 // PATCH /api/models/{name} with {"affinity": bool, "spill_threshold": int|"auto"},
 // guarded by `Authorization: Bearer <admin token>` (401 without, 403 wrong).
 net::Response patch_model(ModelState& model, const net::Request& request,
-                          const std::optional<std::string>& admin_token,
-                          std::chrono::system_clock::time_point since);
+                          const std::optional<std::string>& admin_token);
 
 // Constant-time comparison, so a token cannot be guessed byte by byte from timing.
 bool constant_time_equal(std::string_view a, std::string_view b) noexcept;

@@ -1,5 +1,6 @@
 #include "proxy/metrics_export.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -43,16 +44,21 @@ std::string warden_metrics_text(const ModelSet& models) {
   }
 
   family("lmwarden_requests_total");
-  for (const auto& [m, v] : snaps)
-    for (const auto& r : v.replicas) {
-      const std::string replica = replica_label(r.index);
-      for (int k = 0; k < core::kRouteKinds; ++k) {
-        const auto kind = static_cast<core::RouteKind>(k);
-        w.sample("lmwarden_requests_total",
-                 {{"model", m->config.name}, {"replica", replica}, {"route", core::to_string(kind)}},
-                 static_cast<double>(r.counters.count(kind)));
-      }
+  auto routed = [&](const ModelState& m, int index, const core::ReplicaCounters& counters) {
+    const std::string replica = replica_label(index);
+    for (int k = 0; k < core::kRouteKinds; ++k) {
+      const auto kind = static_cast<core::RouteKind>(k);
+      w.sample("lmwarden_requests_total",
+               {{"model", m.config.name}, {"replica", replica}, {"route", core::to_string(kind)}},
+               static_cast<double>(counters.count(kind)));
     }
+  };
+  for (const auto& [m, v] : snaps) {
+    for (const auto& r : v.replicas) routed(*m, r.index, r.counters);
+    // Requests whose rank the server's own balancer picked (affinity off).
+    if (std::ranges::any_of(v.unassigned.routed, [](std::uint64_t n) { return n > 0; }))
+      routed(*m, -1, v.unassigned);
+  }
   family("lmwarden_in_flight");
   for (const auto& [m, v] : snaps) {
     int assigned = 0;

@@ -30,7 +30,8 @@ class WardenRuntime {
   // Requests being served (in any configuration, current or retired).
   int in_flight() const { return warden_->requests_in_progress(); }
   // Publishes a new configuration (see Warden::reload) and restarts the
-  // scraper's loops for it. Returns the settings that need a restart.
+  // scraper's loops for it. Returns what the operator should hear of it (see
+  // Warden::reload).
   std::vector<std::string> reload(config::Config config);
   void shutdown();
 

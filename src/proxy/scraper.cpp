@@ -56,6 +56,8 @@ net::Awaitable<void> Scraper::watch(std::shared_ptr<ModelState> model_ptr, int b
     if (warden_.models()->generation != generation) co_return;  // a reload took over
 
     std::string problem;
+    std::vector<core::EngineStats> engines(static_cast<std::size_t>(ranks));  // unknown until read
+    bool metrics_read = false;
     if (health.error || health.status != 200) problem = "/health: " + describe(health);
     if (metrics.error || metrics.status != 200) {
       problem += (problem.empty() ? "" : "; ") + std::string("/metrics: ") + describe(metrics);
@@ -64,15 +66,15 @@ net::Awaitable<void> Scraper::watch(std::shared_ptr<ModelState> model_ptr, int b
       if (snapshot.ranks.empty()) {
         problem += (problem.empty() ? "" : "; ") + std::string("/metrics has no vLLM samples");
       } else {
+        metrics_read = true;
         std::lock_guard lock{model.mutex};
         for (const auto& m : snapshot.ranks) {
           if (m.rank < 0 || m.rank >= ranks) continue;
           const int replica = first + m.rank;
-          core::EngineStats stats;
+          core::EngineStats& stats = engines[static_cast<std::size_t>(m.rank)];
           stats.running = m.running ? static_cast<int>(*m.running) : -1;
           stats.waiting = m.waiting ? static_cast<int>(*m.waiting) : -1;
           stats.kv_used = m.kv_cache_usage.value_or(std::nan(""));
-          model.router.set_engine_stats(replica, stats);
           auto& rt = model.telemetry.replica(replica);
           rt.engine_counters.observe(m);
           rt.prefix_hit_rate.store(rt.engine_counters.totals().prefix_cache_hit_rate().value_or(-1.0));
@@ -92,6 +94,15 @@ net::Awaitable<void> Scraper::watch(std::shared_ptr<ModelState> model_ptr, int b
       was = model.router.backend_healthy(backend_index);
       now = problem.empty() || (failures < unhealthy_after_ && was);
       model.router.set_backend_healthy(backend_index, now);
+      // What the engine said this round. A failed /metrics keeps the last
+      // figures while the server stays in service (one slow scrape should not
+      // blank its KV out of the load score); out of service, a dead engine's
+      // last queue is no longer news: the card and /metrics show none.
+      if (!now || metrics_read)
+        for (int rank = 0; rank < ranks; ++rank)
+          model.router.set_engine_stats(first + rank,
+                                        now ? engines[static_cast<std::size_t>(rank)]
+                                            : core::EngineStats{});
       if (backend_index == 0) model.router.expire(core::Clock::now());
     }
     if (now && !was) {

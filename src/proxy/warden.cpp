@@ -1,6 +1,7 @@
 #include "proxy/warden.h"
 
 #include <algorithm>
+#include <charconv>
 #include <boost/container/small_vector.hpp>
 #include <optional>
 #include <span>
@@ -42,6 +43,22 @@ bool client_key_accepted(const net::Request& request, const std::vector<std::str
   return ok;
 }
 
+// %XX escapes decoded; in a query (form encoding) '+' is a space too.
+std::string percent_decoded(std::string_view v, bool plus_is_space) {
+  const auto hex = [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; };
+  std::string out;
+  out.reserve(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (v[i] == '%' && i + 2 < v.size() && hex(v[i + 1]) && hex(v[i + 2])) {
+      out += static_cast<char>(std::stoi(std::string(v.substr(i + 1, 2)), nullptr, 16));
+      i += 2;
+    } else {
+      out += plus_is_space && v[i] == '+' ? ' ' : v[i];
+    }
+  }
+  return out;
+}
+
 std::string query_param(std::string_view target, std::string_view name) {
   const auto q = target.find('?');
   if (q == std::string_view::npos) return {};
@@ -50,24 +67,41 @@ std::string query_param(std::string_view target, std::string_view name) {
     const auto amp = rest.find('&');
     const std::string_view pair = rest.substr(0, amp);
     const auto eq = pair.find('=');
-    if (pair.substr(0, eq) == name && eq != std::string_view::npos) {
-      std::string out;
-      const std::string_view v = pair.substr(eq + 1);
-      for (std::size_t i = 0; i < v.size(); ++i) {
-        if (v[i] == '%' && i + 2 < v.size() && std::isxdigit(static_cast<unsigned char>(v[i + 1])) &&
-            std::isxdigit(static_cast<unsigned char>(v[i + 2]))) {
-          out += static_cast<char>(std::stoi(std::string(v.substr(i + 1, 2)), nullptr, 16));
-          i += 2;
-        } else {
-          out += v[i] == '+' ? ' ' : v[i];
-        }
-      }
-      return out;
-    }
+    if (pair.substr(0, eq) == name && eq != std::string_view::npos)
+      return percent_decoded(pair.substr(eq + 1), true);
     if (amp == std::string_view::npos) break;
     rest = rest.substr(amp + 1);
   }
   return {};
+}
+
+void write_access_log(const ModelSet& set, std::uint64_t id, net::Exchange& exchange,
+                      AccessRecord& record) {
+  if (!set.access_log) return;
+  record.sent_bytes = exchange.bytes_sent();
+  const auto& request = exchange.request();
+  set.access_log->write(id, exchange.remote_address(), request.method_string(), request.target(),
+                        request[http::field::user_agent], record);
+}
+
+// The methods a local route answers, for a 405's Allow; "" for no such route.
+std::string_view allowed_methods(std::string_view path) {
+  if (path == "/health" || path == "/metrics" || path == "/v1/models" || path == "/api/models" ||
+      path == "/api/stats")
+    return "GET";
+  if (path.starts_with("/api/models/")) return "GET, PATCH";
+  return {};
+}
+
+// 405 naming the methods that would do (RFC 9110 wants them in Allow), or
+// 404 for a path that is no route at all.
+net::Response no_such_route(Dialect dialect, std::string_view path, std::string_view allow) {
+  if (allow.empty())
+    return error_response(dialect, http::status::not_found, "no route " + std::string(path));
+  auto res = error_response(dialect, http::status::method_not_allowed,
+                            fmt::format("use {} for {}", allow, path));
+  res.set(http::field::allow, allow);
+  return res;
 }
 
 // A dashboard file, revalidated by ETag on every load.
@@ -248,7 +282,14 @@ Warden::Warden(config::Config config, net::IoThreads& io)
   io.on_stop([this](net::asio::io_context& ctx) { pools_.at(&ctx)->close_idle(); });
 }
 
-net::ServerOptions Warden::server_options() const { return server_options_; }
+net::ServerOptions Warden::server_options() {
+  net::ServerOptions o = server_options_;
+  o.on_error_reply = [this](const net::Request& request, std::string_view client, unsigned status,
+                            std::size_t sent_bytes) {
+    log_server_error(request, client, status, sent_bytes);
+  };
+  return o;
+}
 
 std::shared_ptr<const ModelSet> Warden::models() const {
   std::lock_guard lock{models_mutex_};
@@ -282,6 +323,14 @@ std::vector<std::string> Warden::reload(config::Config next) {
   next.unhealthy_after = now.unhealthy_after;
 
   std::shared_ptr<const ModelSet> set = make_model_set(std::move(next), current.get());
+  // A model kept by name whose replicas changed could not carry its routing
+  // state over: say so, as its card and chart restart from nothing.
+  for (const auto& m : set->models)
+    for (const auto& p : current->models)
+      if (p->config.name == m->config.name && p->routing != m->routing)
+        kept.push_back("model " + m->config.name +
+                       ": its replicas changed, so its conversations, counters and chart start "
+                       "afresh");
   {
     std::lock_guard lock{models_mutex_};
     models_ = set;
@@ -317,8 +366,7 @@ net::Awaitable<void> Warden::serve_local(net::Exchange& exchange) {
   const auto method = request.method();
 
   if (is_forwarded_route(path)) {  // not a POST
-    co_await exchange.respond(error_response(dialect_of(target), http::status::method_not_allowed,
-                                             "use POST for " + std::string(path)));
+    co_await respond_logged(exchange, no_such_route(dialect_of(target), path, "POST"));
     co_return;
   }
   if (method == http::verb::get) {
@@ -346,8 +394,38 @@ net::Awaitable<void> Warden::serve_local(net::Exchange& exchange) {
     co_await handle_api(exchange, path);
     co_return;
   }
-  co_await exchange.respond(error_response(dialect_of(target), http::status::not_found,
-                                           "no route " + std::string(path)));
+  auto refusal = no_such_route(dialect_of(target), path, allowed_methods(path));
+  // A client of the inference API that asked for a route there is none of
+  // is in the access log, as the requests it did route are.
+  if (path.starts_with("/v1/")) {
+    co_await respond_logged(exchange, std::move(refusal));
+  } else {
+    co_await exchange.respond(std::move(refusal));
+  }
+}
+
+net::Awaitable<void> Warden::respond_logged(net::Exchange& exchange, net::Response res) {
+  const auto set = models();
+  const auto received = std::chrono::steady_clock::now();
+  const unsigned status = res.result_int();
+  co_await exchange.respond(std::move(res));
+  if (!set->access_log) co_return;
+  AccessRecord record{
+      .received = received, .status = status, .body_bytes = exchange.request().body().size()};
+  write_access_log(*set, next_request_id_.fetch_add(1, std::memory_order_relaxed), exchange, record);
+}
+
+void Warden::log_server_error(const net::Request& request, std::string_view client,
+                              unsigned status, std::size_t sent_bytes) {
+  const auto set = models();
+  if (!set->access_log) return;
+  const AccessRecord record{.received = std::chrono::steady_clock::now(),
+                            .status = status,
+                            .body_bytes = request.body().size(),
+                            .sent_bytes = sent_bytes};
+  set->access_log->write(next_request_id_.fetch_add(1, std::memory_order_relaxed), client,
+                         request.method_string(), request.target(),
+                         request[http::field::user_agent], record);
 }
 
 net::Awaitable<void> Warden::handle_api(net::Exchange& exchange, std::string_view path) {
@@ -359,19 +437,22 @@ net::Awaitable<void> Warden::handle_api(net::Exchange& exchange, std::string_vie
   }
   if (path == "/api/stats" && request.method() == http::verb::get) {
     const std::string target(request.target());
-    const std::string model = query_param(target, "model");
-    if (!model.empty() && !set->find(model)) {
-      co_await exchange.respond(error_response(Dialect::kOpenAi, http::status::not_found, "unknown model " + model));
-      co_return;
+    std::string model = query_param(target, "model");
+    if (!model.empty()) {
+      const ModelState* named = set->find(model);
+      if (!named) {
+        co_await exchange.respond(error_response(Dialect::kOpenAi, http::status::not_found, "unknown model " + model));
+        co_return;
+      }
+      model = named->config.name;  // an alias names its model's series
     }
     const std::string window = query_param(target, "window");
     long seconds = 3600;
     if (!window.empty()) {
-      char* end = nullptr;
-      seconds = std::strtol(window.c_str(), &end, 10);
-      if (*end != '\0' || seconds <= 0) {
+      const auto [end, ec] = std::from_chars(window.data(), window.data() + window.size(), seconds);
+      if (ec != std::errc{} || end != window.data() + window.size() || seconds <= 0) {
         co_await exchange.respond(error_response(Dialect::kOpenAi, http::status::bad_request,
-                                                 "window must be a whole number of seconds"));
+                                                 "window must be a whole number of seconds from 1"));
         co_return;
       }
     }
@@ -380,23 +461,24 @@ net::Awaitable<void> Warden::handle_api(net::Exchange& exchange, std::string_vie
   }
   constexpr std::string_view kModelPrefix = "/api/models/";
   if (path.starts_with(kModelPrefix)) {
-    ModelState* model = set->find(path.substr(kModelPrefix.size()));
+    // The dashboard escapes the name as one path segment ("qwen3%3A4b").
+    const std::string name = percent_decoded(path.substr(kModelPrefix.size()), false);
+    ModelState* model = set->find(name);
     if (!model) {
-      co_await exchange.respond(error_response(Dialect::kOpenAi, http::status::not_found,
-                                               "unknown model " + std::string(path.substr(kModelPrefix.size()))));
+      co_await exchange.respond(
+          error_response(Dialect::kOpenAi, http::status::not_found, "unknown model " + name));
       co_return;
     }
     if (request.method() == http::verb::get) {
-      co_await exchange.respond(json_response(http::status::ok, model_card_json(*model, started_)));
+      co_await exchange.respond(json_response(http::status::ok, model_card_json(*model)));
       co_return;
     }
     if (request.method() == http::verb::patch) {
-      co_await exchange.respond(patch_model(*model, request, admin_token(set->config), started_));
+      co_await exchange.respond(patch_model(*model, request, admin_token(set->config)));
       co_return;
     }
   }
-  co_await exchange.respond(error_response(Dialect::kOpenAi, http::status::not_found,
-                                           "no API route " + std::string(path)));
+  co_await exchange.respond(no_such_route(Dialect::kOpenAi, path, allowed_methods(path)));
 }
 
 // Everything one forwarded request carries through its attempts.
@@ -411,17 +493,6 @@ struct Warden::Forward {
   net::Stream* live_upstream = nullptr;
   AccessRecord log{};  // filled as the request goes; written when the set has an access log
 };
-
-namespace {
-void write_access_log(const ModelSet& set, std::uint64_t id, net::Exchange& exchange,
-                      AccessRecord& record) {
-  if (!set.access_log) return;
-  record.sent_bytes = exchange.bytes_sent();
-  const auto& request = exchange.request();
-  set.access_log->write(id, exchange.remote_address(), request.method_string(), request.target(),
-                        request[http::field::user_agent], record);
-}
-}  // namespace
 
 net::Awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dialect) {
   auto& request = exchange.request();

@@ -33,6 +33,8 @@ struct RoutingState {
   explicit RoutingState(const config::ModelConfig& model) : router(model) {}
   std::mutex mutex;
   core::Router router;  // guarded by mutex
+  // When its counters began: the warden's start, or the reload that made it.
+  const std::chrono::system_clock::time_point since = std::chrono::system_clock::now();
 };
 
 // One configured model: its settings as loaded, and its routing state.
@@ -94,7 +96,7 @@ class Warden {
  public:
   Warden(config::Config config, net::IoThreads& io);
 
-  net::ServerOptions server_options() const;
+  net::ServerOptions server_options();  // its error replies logged to the access log
   net::Awaitable<void> handle(net::Exchange& exchange);
 
   // The configuration and models in force now.
@@ -102,8 +104,9 @@ class Warden {
   // Publishes a new configuration. A model keeps its conversations, counts and
   // telemetry when its replica layout (backend URLs and ranks, in order) is
   // unchanged; otherwise it starts afresh. Settings only a restart can change
-  // (listen address, threads, client limits) keep their running values; the
-  // returned lines say which were asked to change.
+  // (listen address, threads, client limits) keep their running values. The
+  // returned lines (logged as warnings) say which were asked to change, and
+  // which models started afresh.
   std::vector<std::string> reload(config::Config next);
   // Requests between reading their body and their last reply byte, in all
   // configurations, including ones a reload has retired.
@@ -125,6 +128,13 @@ class Warden {
   net::Awaitable<void> forward(net::Exchange& exchange, Dialect dialect);
   // Everything the warden answers itself: health, metrics, the UI, the API.
   net::Awaitable<void> serve_local(net::Exchange& exchange);
+  // Answers with `res` and, with an access log, writes the request's line
+  // (refused, no model): for errors on inference routes answered here.
+  net::Awaitable<void> respond_logged(net::Exchange& exchange, net::Response res);
+  // The access log's line of an error reply the HTTP server sent itself
+  // (400, 408, 413, 431: before a whole request was read).
+  void log_server_error(const net::Request& request, std::string_view client, unsigned status,
+                        std::size_t sent_bytes);
   net::Awaitable<void> run_attempts(Forward& f);
   net::Awaitable<void> handle_api(net::Exchange& exchange, std::string_view path);
   UpstreamPool& pool_for_this_thread(net::Exchange& exchange);

@@ -21,13 +21,15 @@ struct MetricSpec {
 
 inline constexpr std::array<MetricSpec, 15> kWardenMetrics = {{
     {"lmwarden_requests_total", MetricType::kCounter, "model,replica,route",
-     "Requests routed, by route: new, sticky, spilled, pinned, anonymous, rehomed, balanced."},
+     "Requests sent upstream, by route: new, sticky, spilled, pinned, anonymous, rehomed, "
+     "balanced, retried (an attempt after a failed one)."},
     {"lmwarden_in_flight", MetricType::kGauge, "model,replica",
      "Requests sent to the replica that have not finished."},
     {"lmwarden_live_conversations", MetricType::kGauge, "model,replica",
      "Conversations homed on the replica and seen within their idle TTL."},
     {"lmwarden_upstream_errors_total", MetricType::kCounter, "model,replica,kind",
-     "Failed upstream exchanges, by kind (connect, timeout, status, reset, ...)."},
+     "Failed upstream exchanges, by kind (connect, connect_timeout, first_byte_timeout, "
+     "idle_timeout, status_5xx, protocol, reset)."},
     {"lmwarden_prompt_tokens_total", MetricType::kCounter, "model,replica,source",
      "Prompt tokens of relayed requests, by source: cached (prefix cache) or computed."},
     {"lmwarden_completion_tokens_total", MetricType::kCounter, "model,replica",

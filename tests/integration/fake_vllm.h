@@ -68,6 +68,8 @@ class FakeVllm {
   }
   void set_healthy(bool healthy) { healthy_ = healthy; }
   void omit_cached_count(bool omit) { omit_cached_count_ = omit; }
+  // Every request answered with this status (0: as usual), /health and /metrics still fine.
+  void fail_with(int status) { fail_status_ = status; }
   void hang_metrics(bool hang) { hang_metrics_ = hang; }
   void garbage_metrics(bool garbage) { garbage_metrics_ = garbage; }
   int metrics_hanging() const { return metrics_hanging_.load(); }
@@ -139,7 +141,8 @@ class FakeVllm {
     }
     const bool hold = req["x-fake-hold"] == "1";
     const std::string bulk = std::string(req["x-fake-events"]);
-    const std::string status = std::string(req["x-fake-status"]);
+    std::string status = std::string(req["x-fake-status"]);
+    if (status.empty() && fail_status_ > 0) status = std::to_string(fail_status_.load());
     {
       std::lock_guard lock{mutex_};
       seen_.push_back(s);
@@ -243,6 +246,7 @@ class FakeVllm {
   std::atomic<int> aborted_{0};
   std::atomic<bool> healthy_{true};
   std::atomic<bool> omit_cached_count_{false};
+  std::atomic<int> fail_status_{0};
   std::atomic<bool> hang_metrics_{false};
   std::atomic<bool> garbage_metrics_{false};
   std::atomic<int> metrics_hanging_{0};

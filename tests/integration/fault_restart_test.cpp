@@ -10,6 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 
 #include "fake_vllm.h"
 #include "http_test_client.h"
@@ -140,6 +141,7 @@ TEST(ServeRestart, SighupReloadsWithoutDroppingConnectionsAndRefusesABrokenFile)
   ASSERT_EQ(turn("alpha").status, 200u);
   ASSERT_EQ(turn("alpha").status, 200u);
   const int home = fake.seen().back().rank;
+  const std::string since = serve.card()["since"];
   HttpConnection stream{serve.port()};
   stream.send(http::verb::post, "/v1/chat/completions", chat_body(true), {{"x-fake-hold", "1"}});
   ASSERT_EQ(stream.read_header().status, 200u);
@@ -155,6 +157,7 @@ TEST(ServeRestart, SighupReloadsWithoutDroppingConnectionsAndRefusesABrokenFile)
   EXPECT_EQ(card["conversations"], 1) << "a model whose replicas did not change keeps its conversations";
   EXPECT_EQ(card["replicas"][home]["sticky"], 1) << "and its counters";
   EXPECT_EQ(card["in_flight"], 1) << "and the count of the stream still in flight";
+  EXPECT_EQ(card["since"], since) << "and the time its counters began";
   EXPECT_EQ(serve.card("m2")["name"], "m2") << serve.card("m2").dump() << serve.log();
 
   ASSERT_EQ(turn("alpha").status, 200u) << "the keep-alive connection survives the reload";
@@ -174,10 +177,17 @@ TEST(ServeRestart, SighupReloadsWithoutDroppingConnectionsAndRefusesABrokenFile)
   EXPECT_EQ(turn("alpha").status, 200u);
   EXPECT_TRUE(serve.process().running());
 
-  // A new layout (one rank fewer) starts the model afresh, still without a restart.
+  // A new layout (one rank fewer) starts the model afresh, still without a
+  // restart, and the card and the log say so.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // `since` has whole seconds
   serve.write_config(serve_yaml(fake.port(), 1));
   ::kill(serve.pid(), SIGHUP);
   ASSERT_TRUE(eventually([&] { return serve.card()["replicas"].size() == 1; })) << serve.log();
+  EXPECT_GT(serve.card()["since"].get<std::string>(), since);
+  EXPECT_TRUE(eventually([&] {
+    return serve.log().find("reload: model m: its replicas changed, so its conversations, "
+                            "counters and chart start afresh") != std::string::npos;
+  })) << serve.log();
   EXPECT_EQ(turn("alpha").status, 200u);
   EXPECT_EQ(serve.card()["in_flight"], 0);
   EXPECT_EQ(http_request(serve.port(), http::verb::get, "/api/models/m2").status, 404u);

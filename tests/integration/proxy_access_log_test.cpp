@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include "fake_vllm.h"
 #include "hostile_client.h"
@@ -189,6 +190,52 @@ TEST(AccessLog, EachLineSaysTheBodyBytesItReadAndTheBytesTheClientGot) {
   EXPECT_EQ(lines[2]["status"], 404);
   EXPECT_EQ(lines[2]["body_bytes"], unknown.size());
   EXPECT_EQ(lines[2]["sent_bytes"], got_refused);
+}
+
+// Errors on the inference API that the warden answers before it knows the
+// model are logged too, as refused; its own routes' are not.
+TEST(AccessLog, ErrorsAnsweredBeforeAnyModelIsKnownAreLoggedAsRefused) {
+  FakeVllm fake{1};
+  TempDir dir{"lmwarden-access"};
+  const std::string log = dir.file("access.log");
+  RunningWarden warden{logged_config(fake.port(), 1, log)};  // max_body_bytes: 1MiB
+  // Not logged: the API's and the metrics' own errors.
+  EXPECT_EQ(http_request(warden.port(), http::verb::post, "/api/models/m").status, 405u);
+  EXPECT_EQ(http_request(warden.port(), http::verb::delete_, "/metrics").status, 405u);
+
+  const std::string body(2 * 1024 * 1024, 'x');
+  const std::size_t got_413 = bytes_received_for(warden.port(), "/v1/chat/completions", body);
+  const std::size_t got_431 = bytes_received_for(warden.port(), "/v1/messages", "{}",
+                                                 "X-Big: " + std::string(70'000, 'h') + "\r\n");
+  RawClient get{warden.port()};
+  ASSERT_TRUE(get.send("GET /v1/chat/completions HTTP/1.1\r\nHost: x\r\nUser-Agent: probe/1\r\n"
+                       "Connection: close\r\n\r\n"));
+  ASSERT_TRUE(get.wait_closed(std::chrono::seconds(10)));
+  const std::size_t got_404 = bytes_received_for(warden.port(), "/v1/nothing", "{}");
+
+  auto lines = wait_for_lines(log, 4);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // past a flush
+  lines = lines_of(log);
+  ASSERT_EQ(lines.size(), 4u) << read_all(log);
+  std::ranges::sort(lines, {}, [](const json& l) { return l["id"].get<std::uint64_t>(); });
+  const std::tuple<unsigned, std::string, std::string, std::size_t> expected[] = {
+      {413, "POST", "/v1/chat/completions", got_413},
+      {431, "POST", "/v1/messages", got_431},
+      {405, "GET", "/v1/chat/completions", get.unread().size()},
+      {404, "POST", "/v1/nothing", got_404}};
+  for (std::size_t i = 0; i < 4; ++i) {
+    const auto& [status, method, target, sent] = expected[i];
+    EXPECT_EQ(lines[i]["status"], status) << lines[i];
+    EXPECT_EQ(lines[i]["outcome"], "refused") << lines[i];
+    EXPECT_EQ(lines[i]["method"], method) << lines[i];
+    EXPECT_EQ(lines[i]["target"], target) << lines[i];
+    EXPECT_TRUE(lines[i]["model"].is_null()) << lines[i];
+    EXPECT_TRUE(lines[i]["route"].is_null()) << lines[i];
+    EXPECT_EQ(lines[i]["client"], "127.0.0.1");
+    EXPECT_EQ(lines[i]["sent_bytes"], sent) << lines[i];
+  }
+  EXPECT_EQ(lines[2]["user_agent"], "probe/1");
+  EXPECT_EQ(lines[3]["body_bytes"], 2);
 }
 
 TEST(AccessLog, LinesPastTheFirstFlushOfBytesFromEveryIoThreadAllReachTheFile) {

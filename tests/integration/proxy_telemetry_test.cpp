@@ -6,6 +6,7 @@
 #include <spdlog/sinks/ringbuffer_sink.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -370,6 +371,18 @@ TEST(ProxyTelemetry, ScraperKeepsOneConnectionToEachServer) {
   }
 }
 
+// How many samples of a warden metric have labels that all match.
+int metric_count(std::uint16_t port, const std::string& name,
+                 const std::map<std::string, std::string>& labels) {
+  const auto parsed = telemetry::parse_exposition(http_request(port, http::verb::get, "/metrics").body);
+  return static_cast<int>(std::ranges::count_if(parsed.samples, [&](const auto& s) {
+    return s.name == name && std::ranges::all_of(labels, [&](const auto& l) {
+             const std::string* value = s.label(l.first);
+             return value != nullptr && *value == l.second;
+           });
+  }));
+}
+
 TEST(ProxyTelemetry, UnhealthyServerLosesItsConversationsAndComesBack) {
   FakeVllm a{1}, b{1};
   a.set_engine(0, 0, 0, 0, 0, 0);
@@ -381,8 +394,15 @@ TEST(ProxyTelemetry, UnhealthyServerLosesItsConversationsAndComesBack) {
   FakeVllm& home = a.seen().empty() ? b : a;
   FakeVllm& other = a.seen().empty() ? a : b;
   const int home_index = a.seen().empty() ? 1 : 0;
+  ASSERT_TRUE(eventually([&] { return warden.card()["replicas"][home_index]["running"] == 0; }));
   home.set_healthy(false);
   ASSERT_TRUE(eventually([&] { return warden.card()["replicas"][home_index]["healthy"] == false; }));
+  // Out of service, the engine's last figures are shown as unknown, not as news.
+  const json out = warden.card()["replicas"][home_index];
+  EXPECT_TRUE(out["running"].is_null()) << out;
+  EXPECT_TRUE(out["waiting"].is_null()) << out;
+  EXPECT_TRUE(out["kv_used"].is_null()) << out;
+  EXPECT_EQ(metric_count(warden.port(), "lmwarden_replica_running", {{"replica", std::to_string(home_index)}}), 0);
   ASSERT_EQ(http_request(warden.port(), http::verb::post, "/v1/chat/completions", stream_body(false), {{"session-id", "c"}}).status, 200u);
   EXPECT_EQ(other.seen().size(), 1u) << "the conversation should have re-homed";
   EXPECT_EQ(warden.card()["replicas"][1 - home_index]["rehomed"], 1);

@@ -245,6 +245,69 @@ TEST(Router, AffinityOffOnADpServerLeavesTheRankToVllm) {
   EXPECT_EQ(router.conversations(), 0u);  // nothing remembered while off
 }
 
+TEST(Router, RequestsTheServersBalancerPlacesAreCountedUnassigned) {
+  auto m = dp_model(4);
+  m.affinity = false;
+  Router router = make_router(m);
+  router.finish(router.route(session("a"), t0));
+  router.finish(router.route(anonymous(), t0));
+  const RouterView v = router.view();
+  EXPECT_EQ(v.unassigned.count(RouteKind::kBalanced), 2u);
+  for (const auto& r : v.replicas) EXPECT_EQ(r.counters.count(RouteKind::kBalanced), 0u);
+}
+
+// A retry is not a spill (its home was not full, it failed): it is counted
+// as retried where it went, and the conversation keeps its home.
+TEST(Router, ARetryIsCountedAsRetriedAndLeavesTheHome) {
+  Router router = make_router(dp_model(3));
+  const auto first = router.route(session("a"), t0);
+  ASSERT_EQ(first.kind, RouteKind::kNew);
+  router.finish(first);
+  const auto home = router.route(session("a"), t0);
+  ASSERT_EQ(home.kind, RouteKind::kSticky);
+  router.finish(home);  // failed
+  const int tried[] = {home.replica};
+  const auto retry = router.route(session("a"), t0, tried);
+  ASSERT_TRUE(retry.ok());
+  EXPECT_EQ(retry.kind, RouteKind::kRetried);
+  EXPECT_NE(retry.replica, home.replica);
+  router.finish(retry);
+  const RouterView v = router.view();
+  EXPECT_EQ(v.replicas[static_cast<std::size_t>(retry.replica)].counters.count(RouteKind::kRetried), 1u);
+  int spilled = 0;
+  for (const auto& r : v.replicas) spilled += static_cast<int>(r.counters.count(RouteKind::kSpilled));
+  EXPECT_EQ(spilled, 0);
+  EXPECT_EQ(v.sticky_ratio, 1.0);  // the sticky attempt only: a retry moves nothing
+  EXPECT_EQ(router.route(session("a"), t0).replica, home.replica);
+}
+
+TEST(Router, EveryKindOfRetryIsCountedAsRetried) {
+  // A spilled request that failed where it spilled to can come home: retried, not sticky.
+  Router router = make_router(dp_model(2, /*spill=*/1));
+  const auto home = router.route(session("a"), t0);  // new, in flight at home
+  const auto spill = router.route(session("a"), t0);
+  ASSERT_EQ(spill.kind, RouteKind::kSpilled);
+  router.finish(home);
+  router.finish(spill);  // failed
+  const int tried[] = {spill.replica};
+  const auto back = router.route(session("a"), t0, tried);
+  EXPECT_EQ(back.replica, home.replica);
+  EXPECT_EQ(back.kind, RouteKind::kRetried);
+  router.finish(back);
+  // Anonymous and balanced requests too.
+  const auto anon = router.route(anonymous(), t0);
+  router.finish(anon);
+  const int anon_tried[] = {anon.replica};
+  EXPECT_EQ(router.route(anonymous(), t0, anon_tried).kind, RouteKind::kRetried);
+  auto off = separate_servers(2);
+  off.affinity = false;
+  Router balanced = make_router(off);
+  const auto b = balanced.route(anonymous(), t0);
+  balanced.finish(b);
+  const int b_tried[] = {b.replica};
+  EXPECT_EQ(balanced.route(anonymous(), t0, b_tried).kind, RouteKind::kRetried);
+}
+
 TEST(Router, AffinityOffOnSeparateServersPicksFewestInFlight) {
   auto m = separate_servers(3);
   m.affinity = false;
@@ -282,18 +345,6 @@ TEST(Router, ReconfigureUndoesRunTimeChanges) {
   EXPECT_TRUE(router.affinity());
   EXPECT_TRUE(router.view().spill_threshold_auto);
   EXPECT_EQ(router.spill_threshold(), config::kAutoSpillThreshold);
-}
-
-TEST(Router, RetryExcludesTheFailedReplicaWithoutMovingHome) {
-  Router router = make_router(dp_model(3));
-  auto first = router.route(session("a"), t0);
-  const int failed[] = {first.replica};
-  router.finish(first);
-  auto retry = router.route(session("a"), t0, failed);
-  EXPECT_NE(retry.replica, first.replica);
-  EXPECT_EQ(retry.kind, RouteKind::kSpilled);
-  router.finish(retry);
-  EXPECT_EQ(router.route(session("a"), t0).replica, first.replica);
 }
 
 TEST(Router, HybridTopologyMapsReplicasToServerAndRank) {

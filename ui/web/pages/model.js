@@ -14,7 +14,7 @@ const COLUMNS = [
   ['sticky', 'Sticky', 'Requests of a known conversation served by its home'],
   ['spilled_in', 'Spilled in', 'Requests sent here because their home was at the spill threshold'],
   ['client_pinned', 'Client-pinned', 'Requests whose client sent X-data-parallel-rank itself'],
-  ['new', 'Placed by load', 'Requests placed here as the least-loaded replica: new conversations, re-homed ones, anonymous requests and, with affinity off, balanced ones'],
+  ['new', 'Placed by load', 'Requests placed here as the least-loaded replica: new conversations, re-homed ones, anonymous requests, retries of requests that failed elsewhere and, with affinity off, balanced ones'],
   ['running', 'Running', 'Requests the engine is running (scraped)'],
   ['waiting', 'Waiting', 'Requests queued in the engine (scraped)'],
   ['kv_used', 'KV used', 'Share of the KV cache in use (scraped)'],
@@ -265,7 +265,7 @@ export function mountModel(root, { name }, ctx) {
         }
         c.td.title = v == null ? 'not scraped yet' : '';
       } else {
-        const n = f === 'new' ? (r.new ?? 0) + (r.anonymous ?? 0) + (r.balanced ?? 0) + (r.rehomed ?? 0) : v;
+        const n = f === 'new' ? (r.new ?? 0) + (r.anonymous ?? 0) + (r.balanced ?? 0) + (r.rehomed ?? 0) + (r.retried ?? 0) : v;
         setText(c.text, int(n));
         c.td.classList.toggle('zero', n === 0 || n == null);
       }

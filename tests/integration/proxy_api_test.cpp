@@ -1,0 +1,156 @@
+// The warden's own routes over real sockets: model names as the dashboard
+// escapes them, the methods each route takes, the stats query, and how
+// retries and the server's own balancing are counted.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "fake_vllm.h"
+#include "http_test_client.h"
+#include "running_warden.h"
+#include "telemetry/prometheus.h"
+
+namespace lmwarden::testing {
+namespace {
+
+using nlohmann::json;
+
+std::string chat_body(const std::string& model) {
+  return json{{"model", model}, {"stream", false}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}}
+      .dump();
+}
+
+// lmwarden_requests_total by route, summed over the model's replicas.
+std::map<std::string, double> routed(std::uint16_t port) {
+  std::map<std::string, double> by_route;
+  const auto text = http_request(port, http::verb::get, "/metrics").body;
+  for (const auto& s : telemetry::parse_exposition(text).samples)
+    if (s.name == "lmwarden_requests_total") by_route[*s.label("route")] += s.value;
+  return by_route;
+}
+
+// Ollama-style names ("qwen3:4b") and names with spaces reach the API as the
+// dashboard sends them: one path segment, percent-escaped.
+TEST(ProxyApi, AModelNameIsReadAsAnEscapedPathSegment) {
+  FakeVllm fake{1};
+  auto cfg = config::load_config_string(
+      "listen: 127.0.0.1:0\nadmin_token: s3cret\nmodels:\n  - name: \"qwen3:4b q+\"\n"
+      "    backends:\n      - url: http://127.0.0.1:" + std::to_string(fake.port()) + "\n",
+      "test.yaml");
+  ASSERT_TRUE(cfg) << cfg.error().message();
+  RunningWarden warden{std::move(cfg).value()};
+  const std::string escaped = "/api/models/qwen3%3A4b%20q%2B";
+  auto card = http_request(warden.port(), http::verb::get, escaped);
+  ASSERT_EQ(card.status, 200u) << card.body;
+  EXPECT_EQ(json::parse(card.body)["name"], "qwen3:4b q+");
+  auto patched = http_request(warden.port(), http::verb::patch, escaped, R"({"spill_threshold":3})",
+                              {{"Authorization", "Bearer s3cret"}});
+  ASSERT_EQ(patched.status, 200u) << patched.body;
+  EXPECT_EQ(json::parse(patched.body)["spill_threshold"], 3);
+  // In a path '+' is itself; the unknown name is said decoded.
+  auto unknown = http_request(warden.port(), http::verb::get, "/api/models/qwen3%3A4b+q+");
+  EXPECT_EQ(unknown.status, 404u);
+  EXPECT_EQ(json::parse(unknown.body)["error"]["message"], "unknown model qwen3:4b+q+");
+}
+
+// A route that exists answers another method with 405 and the methods it
+// takes (RFC 9110 15.5.6); a path that is no route at all, with 404.
+TEST(ProxyApi, AWrongMethodGets405WithTheMethodsThatWould) {
+  FakeVllm fake{1};
+  RunningWarden warden{make_config({{fake.port(), 1}})};
+  struct Case {
+    http::verb method;
+    std::string target;
+    unsigned status;
+    std::string allow;
+  };
+  const Case cases[] = {
+      {http::verb::get, "/v1/chat/completions", 405, "POST"},
+      {http::verb::put, "/v1/messages?beta=true", 405, "POST"},
+      {http::verb::put, "/v1/models", 405, "GET"},
+      {http::verb::delete_, "/metrics", 405, "GET"},
+      {http::verb::post, "/api/stats", 405, "GET"},
+      {http::verb::post, "/api/models/m", 405, "GET, PATCH"},
+      {http::verb::delete_, "/api/models/m", 405, "GET, PATCH"},
+      {http::verb::post, "/v1/nothing", 404, ""},
+      {http::verb::get, "/api/nothing", 404, ""},
+  };
+  for (const auto& c : cases) {
+    const auto r = http_request(warden.port(), c.method, c.target);
+    EXPECT_EQ(r.status, c.status) << c.target;
+    EXPECT_EQ(r.headers.contains("allow") ? r.headers.at("allow") : "", c.allow) << c.target;
+  }
+  // In the client's dialect: an Anthropic route's error is Anthropic-shaped.
+  const auto anthropic = http_request(warden.port(), http::verb::get, "/v1/messages");
+  EXPECT_EQ(json::parse(anthropic.body)["type"], "error") << anthropic.body;
+  EXPECT_EQ(json::parse(anthropic.body)["error"]["message"], "use POST for /v1/messages");
+}
+
+TEST(ProxyApi, StatsOfAnAliasAreItsModelsAndAWindowIsWholeSeconds) {
+  FakeVllm fake{1};
+  RunningWarden warden{make_config({{fake.port(), 1}})};
+  ASSERT_EQ(http_request(warden.port(), http::verb::post, "/v1/chat/completions", chat_body("m")).status,
+            200u);
+  auto totals = [&](const std::string& query) {
+    const auto r = http_request(warden.port(), http::verb::get, "/api/stats?" + query);
+    EXPECT_EQ(r.status, 200u) << query << ": " << r.body;
+    return json::parse(r.body)["totals"];
+  };
+  const json of_model = totals("model=m");
+  EXPECT_EQ(of_model["prompt_cached"], 64) << of_model;
+  EXPECT_EQ(totals("model=m-alias"), of_model);
+  for (const std::string bad : {"0", "-5", "+90", "%2090", "90s", "1e3"}) {
+    const auto r = http_request(warden.port(), http::verb::get, "/api/stats?window=" + bad);
+    EXPECT_EQ(r.status, 400u) << bad;
+    EXPECT_EQ(json::parse(r.body)["error"]["message"], "window must be a whole number of seconds from 1")
+        << bad;
+  }
+}
+
+// A retry is not a spill: a conversation whose home answers 500 is served
+// by the retry elsewhere, counted there as `retried`, and every other route
+// counts each client request once.
+TEST(ProxyApi, ARetryIsCountedAsRetriedAndNotAsASpill) {
+  FakeVllm a{1}, b{1};
+  RunningWarden warden{make_config({{a.port(), 1}, {b.port(), 1}})};
+  auto turn = [&] {
+    return http_request(warden.port(), http::verb::post, "/v1/chat/completions", chat_body("m"),
+                        {{"session-id", "conv"}});
+  };
+  ASSERT_EQ(turn().status, 200u);
+  FakeVllm& home = a.seen().empty() ? b : a;
+  home.fail_with(500);
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(turn().status, 200u);
+  auto by_route = routed(warden.port());
+  EXPECT_EQ(by_route["new"], 1);
+  EXPECT_EQ(by_route["sticky"], 3);  // each turn tried its home first
+  EXPECT_EQ(by_route["retried"], 3);
+  EXPECT_EQ(by_route["spilled"], 0);
+  const json card = warden.card();
+  EXPECT_EQ(card["sticky_ratio"], 1.0) << card;  // a retry moves nothing
+  int retried = 0;
+  for (const auto& r : card["replicas"]) retried += r["retried"].get<int>();
+  EXPECT_EQ(retried, 3);
+}
+
+// With affinity off, a server with ranks balances for itself; its requests
+// are counted under replica "unassigned", as their tokens and in-flight are.
+TEST(ProxyApi, RequestsTheServerBalancesAreCountedUnassigned) {
+  FakeVllm fake{2};
+  RunningWarden warden{make_config({{fake.port(), 2}}, std::nullopt, "", "    affinity: false\n")};
+  for (int i = 0; i < 2; ++i)
+    ASSERT_EQ(http_request(warden.port(), http::verb::post, "/v1/chat/completions", chat_body("m")).status,
+              200u);
+  const auto text = http_request(warden.port(), http::verb::get, "/metrics").body;
+  double unassigned = 0;
+  for (const auto& s : telemetry::parse_exposition(text).samples)
+    if (s.name == "lmwarden_requests_total" && *s.label("replica") == "unassigned" &&
+        *s.label("route") == "balanced")
+      unassigned += s.value;
+  EXPECT_EQ(unassigned, 2) << text;
+}
+
+}  // namespace
+}  // namespace lmwarden::testing
