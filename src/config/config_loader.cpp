@@ -2,8 +2,8 @@
 // sizes, addresses, URLs) are in value_parsers.cpp.
 #include "config/config_loader.h"
 
-#include <fmt/format.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 

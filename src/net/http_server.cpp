@@ -470,7 +470,8 @@ Awaitable<void> HttpServer::serve_connection(Socket tcp_socket) {
     res.prepare_payload();
     stream.expires_after(std::chrono::seconds(5));
     auto [wec, wn] = co_await http::async_write(stream, res, kAsTuple);
-    if (options_.on_error_reply) options_.on_error_reply(request, remote.address, res.result_int(), wn);
+    if (options_.on_error_reply)
+      options_.on_error_reply(request, remote.address, res.result_int(), wn);
     if (wec) co_return;
     // Lingering close: the client may still be sending the body we refused.
     // Closing now would reset the connection and lose our reply, so stop

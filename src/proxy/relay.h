@@ -52,7 +52,8 @@ struct AttemptResult {
   Outcome outcome = Outcome::kRelayed;
   net::http::status status = net::http::status::ok;  // for kRetryable/kFailed
   std::string message;                                // for the error reply and logs
-  std::string error_kind;  // connect, connect_timeout, first_byte_timeout, idle_timeout, status_5xx, protocol, reset
+  std::string error_kind;  // connect, connect_timeout, first_byte_timeout, idle_timeout,
+                           // status_5xx, protocol, reset
   // The server could not be reached at all (connection refused, no route, or
   // no answer within the connect timeout): every rank it serves failed, not
   // only the one tried.

@@ -83,7 +83,7 @@ void RequestAccounting::book() {
   if (!usage.cache_measured) {
     // No usage read: the prompt's size is not known here, so no tokens are
     // booked; the count says how many replies went unmeasured.
-    r.unmeasured_requests.fetch_add(1, std::memory_order_relaxed);
+    if (usage_expected_) r.unmeasured_requests.fetch_add(1, std::memory_order_relaxed);
     return close_open();
   }
   if (model_.count_usage(server_, usage.cached_reported))

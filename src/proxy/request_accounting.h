@@ -43,6 +43,9 @@ class RequestAccounting final : public RelayObserver {
   // Also notes the reply's status, first byte and usage in `record` (the
   // access log's), which must outlive this.
   void log_to(AccessRecord* record) noexcept { record_ = record; }
+  // A reply of a route that reports no usage (count_tokens, tokenize) is not
+  // counted as unmeasured when it has none: it had no tokens to chart.
+  void expect_no_usage() noexcept { usage_expected_ = false; }
 
   void on_request_sent() noexcept override { sent_ = std::chrono::steady_clock::now(); }
   void on_response_header(unsigned status, std::string_view content_type, bool chunked) override;
@@ -65,6 +68,7 @@ class RequestAccounting final : public RelayObserver {
   bool strip_;
   int replica_;
   int server_;  // the index of the model's backend that serves it
+  bool usage_expected_ = true;
   std::function<void()> done_;
   bool ok_status_ = false;
   std::chrono::steady_clock::time_point sent_{};  // the relay sends before any reply byte comes

@@ -100,9 +100,8 @@ net::Awaitable<void> Scraper::watch(std::shared_ptr<ModelState> model_ptr, int b
       // last queue is no longer news: the card and /metrics show none.
       if (!now || metrics_read)
         for (int rank = 0; rank < ranks; ++rank)
-          model.router.set_engine_stats(first + rank,
-                                        now ? engines[static_cast<std::size_t>(rank)]
-                                            : core::EngineStats{});
+          model.router.set_engine_stats(
+              first + rank, now ? engines[static_cast<std::size_t>(rank)] : core::EngineStats{});
       if (backend_index == 0) model.router.expire(core::Clock::now());
     }
     if (now && !was) {

@@ -8,6 +8,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -19,8 +21,8 @@
 #include "core/identity.h"
 #include "core/router.h"
 #include "net/http_server.h"
-#include "proxy/dialect.h"
 #include "proxy/access_log.h"
+#include "proxy/dialect.h"
 #include "proxy/model_telemetry.h"
 #include "proxy/upstream_pool.h"
 
@@ -51,6 +53,10 @@ struct ModelState {
   std::mutex& mutex;
   core::Router& router;  // guarded by mutex
   ModelTelemetry& telemetry;
+  // 503s for want of a healthy replica: logged a line per 10 s, not per
+  // request, with how many were refused since the last line.
+  std::atomic<std::int64_t> unavailable_logged_at{std::numeric_limits<std::int64_t>::min()};
+  std::atomic<std::uint64_t> unavailable_unlogged{0};
 };
 
 // The configuration in force and its models. Immutable once published: a
@@ -75,6 +81,11 @@ struct ModelSet {
 
   ModelState* find(std::string_view name_or_alias) const noexcept;
 };
+
+// Writes the exchange's line to the set's access log, when it has one, with
+// the bytes the client's socket took.
+void write_access_log(const ModelSet& set, std::uint64_t id, net::Exchange& exchange,
+                      AccessRecord& record);
 
 // Decision plus the guarantee that its in-flight count ends exactly once.
 class InFlight {

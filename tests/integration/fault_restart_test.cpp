@@ -185,8 +185,9 @@ TEST(ServeRestart, SighupReloadsWithoutDroppingConnectionsAndRefusesABrokenFile)
   ASSERT_TRUE(eventually([&] { return serve.card()["replicas"].size() == 1; })) << serve.log();
   EXPECT_GT(serve.card()["since"].get<std::string>(), since);
   EXPECT_TRUE(eventually([&] {
-    return serve.log().find("reload: model m: its replicas changed, so its conversations, "
-                            "counters and chart start afresh") != std::string::npos;
+    return serve.log().find(
+               "reload: model m: its replicas changed, so its conversations, "
+               "counters and chart start afresh") != std::string::npos;
   })) << serve.log();
   EXPECT_EQ(turn("alpha").status, 200u);
   EXPECT_EQ(serve.card()["in_flight"], 0);

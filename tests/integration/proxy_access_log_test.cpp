@@ -208,8 +208,9 @@ TEST(AccessLog, ErrorsAnsweredBeforeAnyModelIsKnownAreLoggedAsRefused) {
   const std::size_t got_431 = bytes_received_for(warden.port(), "/v1/messages", "{}",
                                                  "X-Big: " + std::string(70'000, 'h') + "\r\n");
   RawClient get{warden.port()};
-  ASSERT_TRUE(get.send("GET /v1/chat/completions HTTP/1.1\r\nHost: x\r\nUser-Agent: probe/1\r\n"
-                       "Connection: close\r\n\r\n"));
+  ASSERT_TRUE(
+      get.send("GET /v1/chat/completions HTTP/1.1\r\nHost: x\r\nUser-Agent: probe/1\r\n"
+               "Connection: close\r\n\r\n"));
   ASSERT_TRUE(get.wait_closed(std::chrono::seconds(10)));
   const std::size_t got_404 = bytes_received_for(warden.port(), "/v1/nothing", "{}");
 

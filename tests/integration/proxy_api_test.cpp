@@ -18,7 +18,8 @@ namespace {
 using nlohmann::json;
 
 std::string chat_body(const std::string& model) {
-  return json{{"model", model}, {"stream", false}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}}
+  return json{
+      {"model", model}, {"stream", false}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}}
       .dump();
 }
 
@@ -37,7 +38,8 @@ TEST(ProxyApi, AModelNameIsReadAsAnEscapedPathSegment) {
   FakeVllm fake{1};
   auto cfg = config::load_config_string(
       "listen: 127.0.0.1:0\nadmin_token: s3cret\nmodels:\n  - name: \"qwen3:4b q+\"\n"
-      "    backends:\n      - url: http://127.0.0.1:" + std::to_string(fake.port()) + "\n",
+      "    backends:\n      - url: http://127.0.0.1:" +
+          std::to_string(fake.port()) + "\n",
       "test.yaml");
   ASSERT_TRUE(cfg) << cfg.error().message();
   RunningWarden warden{std::move(cfg).value()};
@@ -88,11 +90,33 @@ TEST(ProxyApi, AWrongMethodGets405WithTheMethodsThatWould) {
   EXPECT_EQ(json::parse(anthropic.body)["error"]["message"], "use POST for /v1/messages");
 }
 
+// With several models, a body whose "model" is missing or not a string says
+// what it needs.
+TEST(ProxyApi, ARequestWithoutAModelStringIsToldWhatItNeeds) {
+  FakeVllm fake{1};
+  const std::string url = "http://127.0.0.1:" + std::to_string(fake.port());
+  auto cfg = config::load_config_string(
+      "listen: 127.0.0.1:0\nmodels:\n  - name: a\n    backends: [{url: " + url +
+          "}]\n  - name: b\n    backends: [{url: " + url + "}]\n",
+      "test.yaml");
+  ASSERT_TRUE(cfg) << cfg.error().message();
+  RunningWarden warden{std::move(cfg).value()};
+  for (const std::string body : {R"({"model":5,"messages":[]})", R"({"messages":[]})"}) {
+    const auto r = http_request(warden.port(), http::verb::post, "/v1/chat/completions", body);
+    EXPECT_EQ(r.status, 400u) << body;
+    EXPECT_EQ(json::parse(r.body)["error"]["message"],
+              "the request names no model: its body needs \"model\": \"NAME\" (see GET /v1/models)")
+        << body;
+  }
+  EXPECT_TRUE(fake.seen().empty());
+}
+
 TEST(ProxyApi, StatsOfAnAliasAreItsModelsAndAWindowIsWholeSeconds) {
   FakeVllm fake{1};
   RunningWarden warden{make_config({{fake.port(), 1}})};
-  ASSERT_EQ(http_request(warden.port(), http::verb::post, "/v1/chat/completions", chat_body("m")).status,
-            200u);
+  ASSERT_EQ(
+      http_request(warden.port(), http::verb::post, "/v1/chat/completions", chat_body("m")).status,
+      200u);
   auto totals = [&](const std::string& query) {
     const auto r = http_request(warden.port(), http::verb::get, "/api/stats?" + query);
     EXPECT_EQ(r.status, 200u) << query << ": " << r.body;
@@ -104,7 +128,8 @@ TEST(ProxyApi, StatsOfAnAliasAreItsModelsAndAWindowIsWholeSeconds) {
   for (const std::string bad : {"0", "-5", "+90", "%2090", "90s", "1e3"}) {
     const auto r = http_request(warden.port(), http::verb::get, "/api/stats?window=" + bad);
     EXPECT_EQ(r.status, 400u) << bad;
-    EXPECT_EQ(json::parse(r.body)["error"]["message"], "window must be a whole number of seconds from 1")
+    EXPECT_EQ(json::parse(r.body)["error"]["message"],
+              "window must be a whole number of seconds from 1")
         << bad;
   }
 }
@@ -141,7 +166,8 @@ TEST(ProxyApi, RequestsTheServerBalancesAreCountedUnassigned) {
   FakeVllm fake{2};
   RunningWarden warden{make_config({{fake.port(), 2}}, std::nullopt, "", "    affinity: false\n")};
   for (int i = 0; i < 2; ++i)
-    ASSERT_EQ(http_request(warden.port(), http::verb::post, "/v1/chat/completions", chat_body("m")).status,
+    ASSERT_EQ(http_request(warden.port(), http::verb::post, "/v1/chat/completions", chat_body("m"))
+                  .status,
               200u);
   const auto text = http_request(warden.port(), http::verb::get, "/metrics").body;
   double unassigned = 0;

@@ -2,7 +2,6 @@
 // stream usage, the warden's /metrics and /api/stats, scraping and health,
 // and the run-time control and client-key guards.
 #include <gtest/gtest.h>
-
 #include <spdlog/sinks/ringbuffer_sink.h>
 #include <spdlog/spdlog.h>
 
@@ -88,6 +87,24 @@ TEST(ProxyTelemetry, AStreamWithoutUsageIsCountedAsUnmeasured) {
   ASSERT_EQ(http_request(warden.port(), http::verb::post, "/v1/chat/completions", stream_body(false)).status, 200u);
   EXPECT_TRUE(eventually([&] { return metric(warden.port(), "lmwarden_unmeasured_requests_total", {}) == 1; }));
   EXPECT_EQ(metric(warden.port(), "lmwarden_prompt_tokens_total", {}), 0);
+}
+
+// Routes that only count tokens have no usage to chart: their replies are
+// not "unmeasured", which would say the chart misses traffic.
+TEST(ProxyTelemetry, RepliesOfRoutesThatOnlyCountAreNotUnmeasured) {
+  FakeVllm fake{1};
+  RunningWarden warden{make_config({{fake.port(), 1}})};
+  for (const std::string path : {"/v1/messages/count_tokens", "/tokenize", "/detokenize"})
+    ASSERT_EQ(http_request(warden.port(), http::verb::post, path, stream_body(false)).status, 200u);
+  // A chat reply without usage after them: counted, so the three were looked at.
+  ASSERT_EQ(
+      http_request(warden.port(), http::verb::post, "/v1/chat/completions", stream_body(false))
+          .status,
+      200u);
+  EXPECT_TRUE(eventually(
+      [&] { return metric(warden.port(), "lmwarden_unmeasured_requests_total", {}) >= 1; }));
+  EXPECT_EQ(metric(warden.port(), "lmwarden_unmeasured_requests_total", {}), 1);
+  EXPECT_EQ(fake.seen().size(), 4u);
 }
 
 TEST(ProxyTelemetry, NonStreamedUsageIsBookedToo) {
@@ -374,7 +391,8 @@ TEST(ProxyTelemetry, ScraperKeepsOneConnectionToEachServer) {
 // How many samples of a warden metric have labels that all match.
 int metric_count(std::uint16_t port, const std::string& name,
                  const std::map<std::string, std::string>& labels) {
-  const auto parsed = telemetry::parse_exposition(http_request(port, http::verb::get, "/metrics").body);
+  const auto parsed =
+      telemetry::parse_exposition(http_request(port, http::verb::get, "/metrics").body);
   return static_cast<int>(std::ranges::count_if(parsed.samples, [&](const auto& s) {
     return s.name == name && std::ranges::all_of(labels, [&](const auto& l) {
              const std::string* value = s.label(l.first);
@@ -402,7 +420,9 @@ TEST(ProxyTelemetry, UnhealthyServerLosesItsConversationsAndComesBack) {
   EXPECT_TRUE(out["running"].is_null()) << out;
   EXPECT_TRUE(out["waiting"].is_null()) << out;
   EXPECT_TRUE(out["kv_used"].is_null()) << out;
-  EXPECT_EQ(metric_count(warden.port(), "lmwarden_replica_running", {{"replica", std::to_string(home_index)}}), 0);
+  EXPECT_EQ(metric_count(warden.port(), "lmwarden_replica_running",
+                         {{"replica", std::to_string(home_index)}}),
+            0);
   ASSERT_EQ(http_request(warden.port(), http::verb::post, "/v1/chat/completions", stream_body(false), {{"session-id", "c"}}).status, 200u);
   EXPECT_EQ(other.seen().size(), 1u) << "the conversation should have re-homed";
   EXPECT_EQ(warden.card()["replicas"][1 - home_index]["rehomed"], 1);
@@ -411,6 +431,29 @@ TEST(ProxyTelemetry, UnhealthyServerLosesItsConversationsAndComesBack) {
   // Back in service: a new conversation lands on the less loaded (recovered) replica.
   ASSERT_EQ(http_request(warden.port(), http::verb::post, "/v1/chat/completions", stream_body(false), {{"session-id", "new"}}).status, 200u);
   EXPECT_EQ(home.seen().size(), 2u);
+}
+
+// Every request refused while a model is down would flood the log: one line
+// per 10 s, with the count since the last.
+TEST(ProxyTelemetry, AModelWithNoHealthyReplicaIsLoggedOnceNotPerRequest) {
+  FakeVllm fake{1};
+  fake.set_healthy(false);
+  RunningWarden warden{
+      make_config({{fake.port(), 1}}, std::nullopt, "scrape_interval: 100ms\nunhealthy_after: 1\n"),
+      true};
+  ASSERT_TRUE(eventually([&] { return warden.card()["replicas"][0]["healthy"] == false; }));
+  CapturedLog log;
+  for (int i = 0; i < 30; ++i)
+    ASSERT_EQ(
+        http_request(warden.port(), http::verb::post, "/v1/chat/completions", stream_body(false))
+            .status,
+        503u);
+  const auto lines = log.containing("no healthy replica");
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find(
+                "model=m no healthy replica: answered 503 (1 request(s) since the last such line)"),
+            std::string::npos)
+      << lines[0];
 }
 
 TEST(ProxyTelemetry, HangingMetricsDoNotDelayProxiedRequests) {

@@ -217,8 +217,8 @@ TEST(ConfigErrors, BackendUrls) {
 // until max_connections ran out.
 TEST(ConfigErrors, ABackendThatIsTheWardenItself) {
   auto loop_error = [](std::string_view listen, std::string_view url) {
-    return error_of(fmt::format("listen: {}\nmodels:\n  - name: m\n    backends:\n      - url: {}\n",
-                                listen, url));
+    return error_of(fmt::format(
+        "listen: {}\nmodels:\n  - name: m\n    backends:\n      - url: {}\n", listen, url));
   };
   EXPECT_EQ(loop_error("127.0.0.1:9000", "http://127.0.0.1:9000"),
             "lmwarden.yaml:5: models[0].backends[0].url: is this warden's own listen address: "
@@ -230,9 +230,15 @@ TEST(ConfigErrors, ABackendThatIsTheWardenItself) {
   EXPECT_THAT(error_of("models:\n  - name: m\n    backends: [{url: \"http://127.0.0.1:8080\"}]\n"),
               HasSubstr("own listen"));
   // Another port, another host, or a port the OS picks is not the warden.
-  load_ok("listen: 127.0.0.1:9000\nmodels:\n  - name: m\n    backends: [{url: \"http://127.0.0.1:9001\"}]\n");
-  load_ok("listen: 127.0.0.1:9000\nmodels:\n  - name: m\n    backends: [{url: \"http://10.0.0.2:9000\"}]\n");
-  load_ok("listen: 127.0.0.1:0\nmodels:\n  - name: m\n    backends: [{url: \"http://127.0.0.1:8080\"}]\n");
+  load_ok(
+      "listen: 127.0.0.1:9000\nmodels:\n  - name: m\n    backends: [{url: "
+      "\"http://127.0.0.1:9001\"}]\n");
+  load_ok(
+      "listen: 127.0.0.1:9000\nmodels:\n  - name: m\n    backends: [{url: "
+      "\"http://10.0.0.2:9000\"}]\n");
+  load_ok(
+      "listen: 127.0.0.1:0\nmodels:\n  - name: m\n    backends: [{url: "
+      "\"http://127.0.0.1:8080\"}]\n");
 }
 
 TEST(ConfigErrors, ImpossibleBackends) {
@@ -252,9 +258,9 @@ TEST(ConfigErrors, ImpossibleBackends) {
 )"),
             "lmwarden.yaml:5: models[0].backends[1].url: the same server is listed twice; use "
             "data_parallel_size for its ranks");
-  EXPECT_EQ(
-      error_of("models:\n  - name: m\n    backends: []\n"),
-      "lmwarden.yaml:3: models[0].backends: must be a list of at least one backend, got an empty list");
+  EXPECT_EQ(error_of("models:\n  - name: m\n    backends: []\n"),
+            "lmwarden.yaml:3: models[0].backends: must be a list of at least one backend, got an "
+            "empty list");
   EXPECT_EQ(error_of("models:\n  - name: m\n"),
             "lmwarden.yaml:2: models[0].backends: is required: list at least one backend");
   EXPECT_EQ(error_of("models:\n  - backends: [{url: 'http://h:1'}]\n"),

@@ -4,15 +4,14 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
-#include "config_test_util.h"
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
-#include <unistd.h>
+#include "config_test_util.h"
 
 namespace lmwarden::config {
 namespace {

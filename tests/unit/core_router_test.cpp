@@ -273,9 +273,11 @@ TEST(Router, ARetryIsCountedAsRetriedAndLeavesTheHome) {
   EXPECT_NE(retry.replica, home.replica);
   router.finish(retry);
   const RouterView v = router.view();
-  EXPECT_EQ(v.replicas[static_cast<std::size_t>(retry.replica)].counters.count(RouteKind::kRetried), 1u);
+  EXPECT_EQ(v.replicas[static_cast<std::size_t>(retry.replica)].counters.count(RouteKind::kRetried),
+            1u);
   int spilled = 0;
-  for (const auto& r : v.replicas) spilled += static_cast<int>(r.counters.count(RouteKind::kSpilled));
+  for (const auto& r : v.replicas)
+    spilled += static_cast<int>(r.counters.count(RouteKind::kSpilled));
   EXPECT_EQ(spilled, 0);
   EXPECT_EQ(v.sticky_ratio, 1.0);  // the sticky attempt only: a retry moves nothing
   EXPECT_EQ(router.route(session("a"), t0).replica, home.replica);
