@@ -16,6 +16,7 @@
 #include "app/commands.h"
 #include "common/result.h"
 #include "config/config_loader.h"
+#include "proxy/api.h"
 #include "proxy/runtime.h"
 
 #ifdef LMWARDEN_WITH_JEMALLOC
@@ -197,6 +198,11 @@ int serve(const ServeOptions& opts) {
   std::fflush(stdout);
   spdlog::info("memory allocator: {}", allocator_name());
   log_scheduling_policy();
+  if (!proxy::admin_token(cfg))
+    spdlog::info("run-time control (PATCH /api/models/NAME, the dashboard's controls) is off: {}",
+                 cfg.admin_token_env.empty()
+                     ? std::string("no admin token is configured")
+                     : "the environment variable " + cfg.admin_token_env + " is not set");
   for (const auto& m : cfg.models)
     spdlog::info("model {}: {} replica(s) on {} server(s), affinity {}, spill threshold {}", m.name,
                  m.replica_count(), m.backends.size(), m.affinity ? "on" : "off",

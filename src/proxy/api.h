@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "config/config.h"
 #include "net/http_server.h"
 
 namespace lmwarden::proxy {
@@ -26,6 +27,10 @@ std::string model_card_json(const ModelState& model);
 // guarded by `Authorization: Bearer <admin token>` (401 without, 403 wrong).
 net::Response patch_model(ModelState& model, const net::Request& request,
                           const std::optional<std::string>& admin_token);
+
+// The admin token in force: admin_token_env's variable, else admin_token;
+// none (run-time control off) when neither gives one.
+std::optional<std::string> admin_token(const config::Config& config);
 
 // Constant-time comparison, so a token cannot be guessed byte by byte from timing.
 bool constant_time_equal(std::string_view a, std::string_view b) noexcept;

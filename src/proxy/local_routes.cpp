@@ -84,14 +84,15 @@ net::Response ui_response(const ui::Asset& asset, std::string_view if_none_match
   return res;
 }
 
+
+}  // namespace
+
 std::optional<std::string> admin_token(const config::Config& config) {
   if (!config.admin_token_env.empty()) {
     if (const char* v = std::getenv(config.admin_token_env.c_str()); v && *v) return std::string(v);
   }
   return config.admin_token;
 }
-
-}  // namespace
 
 net::Awaitable<void> Warden::serve_local(net::Exchange& exchange) {
   auto& request = exchange.request();

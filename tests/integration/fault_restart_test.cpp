@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -87,7 +88,13 @@ std::optional<int> exit_status(SimProcess& p, std::chrono::milliseconds deadline
 
 TEST(ServeRestart, SigtermStopsAcceptingLetsTheStreamFinishAndExitsZero) {
   FakeVllm fake{1};
+  ::unsetenv("LMWARDEN_ADMIN_TOKEN");  // so the process starts without run-time control
   ServeProcess serve{serve_yaml(fake.port(), 1)};
+  EXPECT_TRUE(eventually([&] {
+    return serve.log().find("run-time control (PATCH /api/models/NAME, the dashboard's controls) "
+                            "is off: the environment variable LMWARDEN_ADMIN_TOKEN is not set") !=
+           std::string::npos;
+  })) << serve.log();
   HttpConnection stream{serve.port()};
   stream.send(http::verb::post, "/v1/chat/completions", chat_body(true), {{"x-fake-hold", "1"}});
   ASSERT_EQ(stream.read_header().status, 200u);
