@@ -15,6 +15,7 @@
 
 #include "fake_vllm.h"
 #include "http_test_client.h"
+#include "scratch.h"
 #include "sim_test_client.h"
 
 namespace lmwarden::testing {
@@ -199,6 +200,27 @@ TEST(ServeRestart, SighupReloadsWithoutDroppingConnectionsAndRefusesABrokenFile)
   EXPECT_EQ(turn("alpha").status, 200u);
   EXPECT_EQ(serve.card()["in_flight"], 0);
   EXPECT_EQ(http_request(serve.port(), http::verb::get, "/api/models/m2").status, 404u);
+}
+
+// The file's backends are checked against its own listen address; one
+// that --listen makes the warden itself is refused too, before it starts.
+TEST(ServeRestart, AListenAddressThatMakesABackendTheWardenItselfIsRefused) {
+  TempDir dir{"lmwarden-loop"};
+  const std::string port = std::to_string(closed_port());
+  std::ofstream(dir.file("lmwarden.yaml"))
+      << "listen: 127.0.0.1:0\nmodels:\n  - name: m\n    backends:\n      - url: http://127.0.0.1:"
+      << port << "\n";
+  const std::string out = dir.file("out.log");
+  const std::string command = "timeout 20 " + std::string(LMWARDEN_BINARY) + " serve --config " +
+                              dir.file("lmwarden.yaml") + " --listen 127.0.0.1:" + port + " >" +
+                              out + " 2>&1";
+  const int status = std::system(command.c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  std::ifstream in(out);
+  const std::string said{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  EXPECT_EQ(said, "lmwarden: --listen 127.0.0.1:" + port + ": model m's backend http://127.0.0.1:" +
+                      port + " is that address: every request would come back to it\n");
 }
 
 }  // namespace
