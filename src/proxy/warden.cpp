@@ -225,9 +225,9 @@ std::shared_ptr<const ModelSet> Warden::models() const {
 std::vector<std::string> Warden::reload(config::Config next) {
   const auto current = models();
   const config::Config& now = current->config;
-  std::vector<std::string> kept;
+  std::vector<std::string> notes;  // for the operator, logged as warnings
   auto keep = [&](bool changed, std::string what) {
-    if (changed) kept.push_back(std::move(what) + " changed; it takes effect at the next restart");
+    if (changed) notes.push_back(std::move(what) + " changed; it takes effect at the next restart");
   };
   keep(next.listen_host != now.listen_host || next.listen_port != now.listen_port, "listen");
   keep(next.threads != now.threads, "threads");
@@ -254,7 +254,7 @@ std::vector<std::string> Warden::reload(config::Config next) {
   for (const auto& m : set->models)
     for (const auto& p : current->models)
       if (p->config.name == m->config.name && p->routing != m->routing)
-        kept.push_back("model " + m->config.name +
+        notes.push_back("model " + m->config.name +
                        ": its replicas changed, so its conversations, counters and chart start "
                        "afresh");
   {
@@ -267,7 +267,7 @@ std::vector<std::string> Warden::reload(config::Config next) {
     std::lock_guard lock{m->mutex};
     m->router.reconfigure(m->config);
   }
-  return kept;
+  return notes;
 }
 
 UpstreamPool& Warden::pool_for_this_thread(net::Exchange& exchange) {
