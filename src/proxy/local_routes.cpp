@@ -144,6 +144,7 @@ net::Awaitable<void> Warden::respond_logged(net::Exchange& exchange, net::Respon
   const auto set = models();
   const auto received = std::chrono::steady_clock::now();
   const unsigned status = res.result_int();
+  set->refusals->count("", status == 405 ? "method_not_allowed" : "no_route");
   co_await exchange.respond(std::move(res));
   if (!set->access_log) co_return;
   AccessRecord record{
@@ -155,6 +156,10 @@ net::Awaitable<void> Warden::respond_logged(net::Exchange& exchange, net::Respon
 void Warden::log_server_error(const net::Request& request, std::string_view client, unsigned status,
                               std::size_t sent_bytes) {
   const auto set = models();
+  set->refusals->count("", status == 413   ? "body_too_large"
+                           : status == 431 ? "header_too_large"
+                           : status == 408 ? "timeout"
+                                           : "bad_request");
   if (!set->access_log) return;
   const AccessRecord record{.received = std::chrono::steady_clock::now(),
                             .status = status,

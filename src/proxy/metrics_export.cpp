@@ -145,6 +145,10 @@ std::string warden_metrics_text(const ModelSet& models) {
                {{"model", m->config.name}, {"replica", replica_label(r.index)},
                 {"url", m->config.backends[static_cast<std::size_t>(r.backend)].url}, {"rank", std::to_string(r.rank)}},
                1.0);
+  family("lmwarden_refused_requests_total");
+  for (const auto& r : models.refusals->snapshot())
+    w.sample("lmwarden_refused_requests_total", {{"model", r.model}, {"reason", r.reason}},
+             static_cast<double>(r.n));
   family("lmwarden_access_log_dropped_total");
   if (models.access_log)
     w.sample("lmwarden_access_log_dropped_total", {},

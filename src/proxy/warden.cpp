@@ -48,6 +48,7 @@ struct Admission {
   ModelState* model = nullptr;
   core::RequestFacts facts;
   std::optional<net::Response> refusal;
+  std::string_view reason;  // of the refusal, as lmwarden_refused_requests_total says it
 };
 
 Admission admit(const net::Request& request, Dialect dialect, const ModelSet& set) {
@@ -56,7 +57,8 @@ Admission admit(const net::Request& request, Dialect dialect, const ModelSet& se
   core::BodyScan scan = core::scan_body(request.body(), request.body().capacity(), set.body_fields);
   if (scan.error != core::BodyError::kNone)
     return {.refusal = error_response(dialect, http::status::bad_request,
-                                      "invalid request body: " + scan.error_detail)};
+                                      "invalid request body: " + scan.error_detail),
+            .reason = "invalid_body"};
   ModelState* model = nullptr;
   if (scan.model.empty()) {
     if (set.models.size() == 1) model = set.models.front().get();
@@ -67,13 +69,18 @@ Admission admit(const net::Request& request, Dialect dialect, const ModelSet& se
     if (scan.model.empty())
       return {.refusal = error_response(dialect, http::status::bad_request,
                                         "the request names no model: its body needs \"model\": "
-                                        "\"NAME\" (see GET /v1/models)")};
+                                        "\"NAME\" (see GET /v1/models)"),
+              .reason = "no_model"};
     return {.refusal = error_response(dialect, http::status::not_found,
-                                      "model '" + scan.model + "' is not served here")};
+                                      "model '" + scan.model + "' is not served here"),
+            .reason = "unknown_model"};
   }
   if (!model->api_keys.empty() && !client_key_accepted(request, model->api_keys))
-    return {.refusal = error_response(dialect, http::status::unauthorized,
-                                      "a valid API key is required (Authorization: Bearer or x-api-key)")};
+    return {.model = model,
+            .refusal =
+                error_response(dialect, http::status::unauthorized,
+                               "a valid API key is required (Authorization: Bearer or x-api-key)"),
+            .reason = "unauthorized"};
   boost::container::small_vector<core::HeaderField, 32> headers;
   for (const auto& field : request) headers.emplace_back(field.name_string(), field.value());
   core::Identity identity = core::resolve_identity(core::HeaderList(headers.data(), headers.size()),
@@ -181,6 +188,7 @@ std::shared_ptr<ModelSet> make_model_set(config::Config config, const ModelSet* 
     set->body_fields.add(state->identity.sources);
   }
   if (!set->config.access_log.empty()) set->access_log = AccessLog::open(set->config.access_log);
+  set->refusals = previous ? previous->refusals : std::make_shared<Refusals>();
   return set;
 }
 
@@ -310,6 +318,7 @@ net::Awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dialect) {
   Admission admission = admit(request, dialect, *set);
   if (admission.refusal) {
     const unsigned status = admission.refusal->result_int();
+    set->refusals->count(admission.model ? admission.model->config.name : "", admission.reason);
     co_await exchange.respond(std::move(*admission.refusal));
     if (logged) {
       AccessRecord record{.received = received, .status = status, .body_bytes = body_bytes};
@@ -457,6 +466,10 @@ net::Awaitable<void> Warden::run_attempts(Forward& f) {
     if (!decision.ok()) {
       if (attempt > 0) break;  // retries exhausted the healthy replicas: report the upstream error
       f.log.outcome = "refused";
+      f.set->refusals->count(f.model.config.name,
+                             decision.status == core::RouteDecision::Status::kUnknownRank
+                                 ? "unknown_rank"
+                                 : "no_healthy_replica");
       if (decision.status == core::RouteDecision::Status::kUnknownRank) {
         f.log.status = 400;
         f.log.error = "unknown_rank";

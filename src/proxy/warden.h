@@ -24,6 +24,7 @@
 #include "proxy/access_log.h"
 #include "proxy/dialect.h"
 #include "proxy/model_telemetry.h"
+#include "proxy/refusals.h"
 #include "proxy/upstream_pool.h"
 
 namespace lmwarden::proxy {
@@ -78,6 +79,8 @@ struct ModelSet {
   // Opened with the set, so a reload reopens the file (a rotated log is
   // followed); null when the configuration names none.
   std::shared_ptr<AccessLog> access_log;
+  // Kept from one configuration to the next, as the counters of a process.
+  std::shared_ptr<Refusals> refusals;
 
   ModelState* find(std::string_view name_or_alias) const noexcept;
 };

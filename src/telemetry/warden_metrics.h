@@ -19,7 +19,7 @@ struct MetricSpec {
   std::string_view help;
 };
 
-inline constexpr std::array<MetricSpec, 15> kWardenMetrics = {{
+inline constexpr std::array<MetricSpec, 16> kWardenMetrics = {{
     {"lmwarden_requests_total", MetricType::kCounter, "model,replica,route",
      "Requests sent upstream, by route: new, sticky, spilled, pinned, anonymous, rehomed, "
      "balanced, retried (an attempt after a failed one)."},
@@ -50,6 +50,9 @@ inline constexpr std::array<MetricSpec, 15> kWardenMetrics = {{
      "1 when the replica takes new work, 0 when it is marked unhealthy."},
     {"lmwarden_replica_info", MetricType::kGauge, "model,replica,url,rank",
      "Always 1; labels say where the replica lives."},
+    {"lmwarden_refused_requests_total", MetricType::kCounter, "model,reason",
+     "Requests answered with the warden's own error before any replica was tried, by reason; "
+     "model empty when none was known."},
     {"lmwarden_access_log_dropped_total", MetricType::kCounter, "",
      "Access log lines lost: the disk fell 4 MiB behind, or a write failed."},
 }};

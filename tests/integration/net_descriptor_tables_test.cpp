@@ -131,7 +131,9 @@ boost::system::error_code connect_until_refused(std::uint16_t port) {
     asio::io_context io;
     tcp::socket s{io};
     s.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port), ec);
-    if (ec) break;
+    // A reset: the handshake reached a backlog that its socket's close then
+    // dropped (the close racing this connect); the next try says which it is.
+    if (ec && ec != asio::error::connection_reset) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return ec;

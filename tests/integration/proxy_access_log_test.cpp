@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -18,6 +19,7 @@
 #include "hostile_client.h"
 #include "running_warden.h"
 #include "scratch.h"
+#include "telemetry/prometheus.h"
 
 namespace lmwarden::testing {
 namespace {
@@ -237,6 +239,14 @@ TEST(AccessLog, ErrorsAnsweredBeforeAnyModelIsKnownAreLoggedAsRefused) {
   }
   EXPECT_EQ(lines[2]["user_agent"], "probe/1");
   EXPECT_EQ(lines[3]["body_bytes"], 2);
+  // And counted, by reason; the API's and the metrics' own errors are not.
+  std::map<std::string, double> refused;
+  const auto text = http_request(warden.port(), http::verb::get, "/metrics").body;
+  for (const auto& s : telemetry::parse_exposition(text).samples)
+    if (s.name == "lmwarden_refused_requests_total") refused[*s.label("reason")] += s.value;
+  const std::map<std::string, double> expected_reasons = {
+      {"body_too_large", 1}, {"header_too_large", 1}, {"method_not_allowed", 1}, {"no_route", 1}};
+  EXPECT_EQ(refused, expected_reasons) << text;
 }
 
 TEST(AccessLog, LinesPastTheFirstFlushOfBytesFromEveryIoThreadAllReachTheFile) {

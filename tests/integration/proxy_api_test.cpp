@@ -32,6 +32,18 @@ std::map<std::string, double> routed(std::uint16_t port) {
   return by_route;
 }
 
+// lmwarden_refused_requests_total by (model, reason).
+std::map<std::pair<std::string, std::string>, double> refused(std::uint16_t port) {
+  std::map<std::pair<std::string, std::string>, double> out;
+  const auto text = http_request(port, http::verb::get, "/metrics").body;
+  for (const auto& s : telemetry::parse_exposition(text).samples)
+    if (s.name == "lmwarden_refused_requests_total") {
+      const std::string* model = s.label("model");
+      out[{model ? *model : "", *s.label("reason")}] += s.value;
+    }
+  return out;
+}
+
 // Ollama-style names ("qwen3:4b") and names with spaces reach the API as the
 // dashboard sends them: one path segment, percent-escaped.
 TEST(ProxyApi, AModelNameIsReadAsAnEscapedPathSegment) {
@@ -132,6 +144,28 @@ TEST(ProxyApi, StatsOfAnAliasAreItsModelsAndAWindowIsWholeSeconds) {
               "window must be a whole number of seconds from 1")
         << bad;
   }
+}
+
+// Each error the warden answers itself, before any replica, is counted by
+// reason, with the model when one was known.
+TEST(ProxyApi, RefusalsAreCountedByModelAndReason) {
+  FakeVllm fake{2};
+  RunningWarden warden{make_config({{fake.port(), 2}})};
+  auto post = [&](const std::string& body,
+                  std::vector<std::pair<std::string, std::string>> h = {}) {
+    return http_request(warden.port(), http::verb::post, "/v1/chat/completions", body, h).status;
+  };
+  EXPECT_EQ(post(chat_body("nope")), 404u);
+  EXPECT_EQ(post(chat_body("nope")), 404u);
+  EXPECT_EQ(post("{\"model\":"), 400u);
+  EXPECT_EQ(post(chat_body("m"), {{"X-data-parallel-rank", "7"}}), 400u);
+  EXPECT_EQ(post(chat_body("m")), 200u);  // not a refusal
+  const std::map<std::pair<std::string, std::string>, double> expected = {
+      {{"", "unknown_model"}, 2}, {{"", "invalid_body"}, 1}, {{"m", "unknown_rank"}, 1}};
+  EXPECT_EQ(refused(warden.port()), expected);
+  // A reload keeps them, as the counters of the process they are.
+  warden.reload(make_config({{fake.port(), 2}}, 3));
+  EXPECT_EQ(refused(warden.port()), expected);
 }
 
 // A retry is not a spill: a conversation whose home answers 500 is served

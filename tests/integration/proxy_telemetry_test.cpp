@@ -448,6 +448,9 @@ TEST(ProxyTelemetry, AModelWithNoHealthyReplicaIsLoggedOnceNotPerRequest) {
         http_request(warden.port(), http::verb::post, "/v1/chat/completions", stream_body(false))
             .status,
         503u);
+  EXPECT_EQ(metric(warden.port(), "lmwarden_refused_requests_total",
+                   {{"model", "m"}, {"reason", "no_healthy_replica"}}),
+            30);
   const auto lines = log.containing("no healthy replica");
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_NE(lines[0].find(
@@ -501,6 +504,9 @@ TEST(ProxyTelemetry, ClientApiKeysAreEnforcedInTheClientsDialect) {
   EXPECT_EQ(http_request(warden.port(), http::verb::post, "/v1/chat/completions", stream_body(false),
                          {{"Authorization", "Bearer client-key"}}).status, 200u);
   EXPECT_EQ(fake.seen().size(), 2u);
+  EXPECT_EQ(metric(warden.port(), "lmwarden_refused_requests_total",
+                   {{"model", "m"}, {"reason", "unauthorized"}}),
+            1);
 }
 
 }  // namespace

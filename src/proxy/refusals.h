@@ -1,0 +1,43 @@
+// Requests the warden answered with an error of its own before any replica
+// was tried, by model and reason: lmwarden_refused_requests_total. Counted
+// on error paths only, never on a routed request's, so one lock will do.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace lmwarden::proxy {
+
+class Refusals {
+ public:
+  struct Count {
+    std::string model;  // empty when no model was known
+    std::string reason;
+    std::uint64_t n = 0;
+  };
+
+  void count(std::string_view model, std::string_view reason) {
+    std::lock_guard lock{mutex_};
+    ++counts_[{std::string(model), std::string(reason)}];
+  }
+
+  // Every (model, reason) counted so far, in order.
+  std::vector<Count> snapshot() const {
+    std::lock_guard lock{mutex_};
+    std::vector<Count> out;
+    out.reserve(counts_.size());
+    for (const auto& [key, n] : counts_) out.push_back({key.first, key.second, n});
+    return out;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<std::pair<std::string, std::string>, std::uint64_t> counts_;
+};
+
+}  // namespace lmwarden::proxy
