@@ -27,14 +27,6 @@ namespace {
 
 // ------------------------------------------------------------ small helpers
 
-bool is_env_name(std::string_view s) noexcept {
-  const auto digit = [](char c) { return c >= '0' && c <= '9'; };
-  if (s.empty() || digit(s.front())) return false;
-  return std::all_of(s.begin(), s.end(), [&](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || digit(c) || c == '_';
-  });
-}
-
 std::size_t edit_distance(std::string_view a, std::string_view b) {
   std::vector<std::size_t> row(b.size() + 1);
   for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
@@ -687,16 +679,6 @@ std::string ConfigErrors::message() const {
 }
 
 // ------------------------------------------------------------------ loading
-
-bool is_own_address(const ListenAddress& listen, const BackendConfig& backend) {
-  if (listen.port == 0 || backend.port != listen.port) return false;
-  const auto loopback = [](std::string_view host) {
-    return host == "localhost" || host.starts_with("127.") || host == "::1";
-  };
-  if (listen.host == "0.0.0.0" || listen.host == "::")
-    return loopback(backend.host) || backend.host == listen.host;
-  return backend.host == listen.host || (listen.host == "127.0.0.1" && backend.host == "localhost");
-}
 
 ConfigResult load_config_string(std::string_view text, std::string_view source_name) {
   return Loader(source_name).load(text);

@@ -79,6 +79,9 @@ std::optional<bool> parse_bool(std::string_view text);
 // Splits a backend URL: http://host[:port][/path]. https is refused for now.
 Result<BackendConfig, std::string> parse_backend_url(std::string_view url);
 
+// Letters, digits and '_', not starting with a digit.
+bool is_env_name(std::string_view s) noexcept;
+
 // Whether a backend is the warden listening on `listen` (which would send
 // every request back to itself): the same address, or a loopback one on its
 // port when it listens on every address. Port 0 (the OS picks) is never.

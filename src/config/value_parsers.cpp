@@ -1,5 +1,6 @@
 // The value parsers of the configuration (durations, byte sizes, listen
-// addresses, backend URLs, session sources), shared with the command line.
+// addresses, backend URLs, session sources, environment variable names) and
+// the checks of one value against another, shared with the command line.
 #include <arpa/inet.h>
 #include <fmt/format.h>
 
@@ -261,6 +262,24 @@ Result<BackendConfig, std::string> parse_backend_url(std::string_view url) {
   const bool ipv6 = backend.host.find(':') != std::string::npos;
   backend.authority = (ipv6 ? "[" + backend.host + "]" : backend.host) + ":" + std::to_string(backend.port);
   return backend;
+}
+
+bool is_env_name(std::string_view s) noexcept {
+  const auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  if (s.empty() || digit(s.front())) return false;
+  return std::all_of(s.begin(), s.end(), [&](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || digit(c) || c == '_';
+  });
+}
+
+bool is_own_address(const ListenAddress& listen, const BackendConfig& backend) {
+  if (listen.port == 0 || backend.port != listen.port) return false;
+  const auto loopback = [](std::string_view host) {
+    return host == "localhost" || host.starts_with("127.") || host == "::1";
+  };
+  if (listen.host == "0.0.0.0" || listen.host == "::")
+    return loopback(backend.host) || backend.host == listen.host;
+  return backend.host == listen.host || (listen.host == "127.0.0.1" && backend.host == "localhost");
 }
 
 }  // namespace lmwarden::config

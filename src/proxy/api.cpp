@@ -1,9 +1,11 @@
 #include "proxy/api.h"
 
+#include <spdlog/spdlog.h>
+
 #include <cmath>
+#include <cstdlib>
 #include <ctime>
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
 
 #include "proxy/dialect.h"
 #include "proxy/warden.h"
@@ -116,6 +118,13 @@ std::string model_card_json(const ModelState& model) {
               {"backends", backends},
               {"replicas", replicas}}
       .dump();
+}
+
+std::optional<std::string> admin_token(const config::Config& config) {
+  if (!config.admin_token_env.empty()) {
+    if (const char* v = std::getenv(config.admin_token_env.c_str()); v && *v) return std::string(v);
+  }
+  return config.admin_token;
 }
 
 bool constant_time_equal(std::string_view a, std::string_view b) noexcept {

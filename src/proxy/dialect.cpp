@@ -59,8 +59,7 @@ bool is_forwarded_route(std::string_view path) noexcept {
 }
 
 bool reports_usage(std::string_view path) noexcept {
-  return is_forwarded_route(path) && path != "/v1/messages/count_tokens" && path != "/tokenize" &&
-         path != "/detokenize";
+  return path != "/v1/messages/count_tokens" && path != "/tokenize" && path != "/detokenize";
 }
 
 std::string error_body(Dialect dialect, Status status, std::string_view message) {

@@ -19,8 +19,8 @@ std::string_view path_of(std::string_view target) noexcept;
 
 // Routes that carry inference work and are forwarded to a replica.
 bool is_forwarded_route(std::string_view path) noexcept;
-// Forwarded routes whose replies carry token usage: not count_tokens,
-// tokenize or detokenize, which only count.
+// Of the forwarded routes (the caller has checked), whether its replies
+// carry token usage: not count_tokens, tokenize or detokenize, which only count.
 bool reports_usage(std::string_view path) noexcept;
 
 std::string error_body(Dialect dialect, net::http::status status, std::string_view message);

@@ -24,7 +24,9 @@ std::string percent_decoded(std::string_view v, bool plus_is_space) {
   out.reserve(v.size());
   for (std::size_t i = 0; i < v.size(); ++i) {
     if (v[i] == '%' && i + 2 < v.size() && hex(v[i + 1]) && hex(v[i + 2])) {
-      out += static_cast<char>(std::stoi(std::string(v.substr(i + 1, 2)), nullptr, 16));
+      unsigned byte = 0;
+      std::from_chars(v.data() + i + 1, v.data() + i + 3, byte, 16);
+      out += static_cast<char>(byte);
       i += 2;
     } else {
       out += plus_is_space && v[i] == '+' ? ' ' : v[i];
@@ -86,13 +88,6 @@ net::Response ui_response(const ui::Asset& asset, std::string_view if_none_match
 
 
 }  // namespace
-
-std::optional<std::string> admin_token(const config::Config& config) {
-  if (!config.admin_token_env.empty()) {
-    if (const char* v = std::getenv(config.admin_token_env.c_str()); v && *v) return std::string(v);
-  }
-  return config.admin_token;
-}
 
 net::Awaitable<void> Warden::serve_local(net::Exchange& exchange) {
   auto& request = exchange.request();

@@ -48,13 +48,10 @@ std::map<std::pair<std::string, std::string>, double> refused(std::uint16_t port
 // dashboard sends them: one path segment, percent-escaped.
 TEST(ProxyApi, AModelNameIsReadAsAnEscapedPathSegment) {
   FakeVllm fake{1};
-  auto cfg = config::load_config_string(
+  RunningWarden warden{load_test_config(
       "listen: 127.0.0.1:0\nadmin_token: s3cret\nmodels:\n  - name: \"qwen3:4b q+\"\n"
       "    backends:\n      - url: http://127.0.0.1:" +
-          std::to_string(fake.port()) + "\n",
-      "test.yaml");
-  ASSERT_TRUE(cfg) << cfg.error().message();
-  RunningWarden warden{std::move(cfg).value()};
+      std::to_string(fake.port()) + "\n")};
   const std::string escaped = "/api/models/qwen3%3A4b%20q%2B";
   auto card = http_request(warden.port(), http::verb::get, escaped);
   ASSERT_EQ(card.status, 200u) << card.body;
@@ -107,12 +104,9 @@ TEST(ProxyApi, AWrongMethodGets405WithTheMethodsThatWould) {
 TEST(ProxyApi, ARequestWithoutAModelStringIsToldWhatItNeeds) {
   FakeVllm fake{1};
   const std::string url = "http://127.0.0.1:" + std::to_string(fake.port());
-  auto cfg = config::load_config_string(
-      "listen: 127.0.0.1:0\nmodels:\n  - name: a\n    backends: [{url: " + url +
-          "}]\n  - name: b\n    backends: [{url: " + url + "}]\n",
-      "test.yaml");
-  ASSERT_TRUE(cfg) << cfg.error().message();
-  RunningWarden warden{std::move(cfg).value()};
+  RunningWarden warden{
+      load_test_config("listen: 127.0.0.1:0\nmodels:\n  - name: a\n    backends: [{url: " + url +
+                       "}]\n  - name: b\n    backends: [{url: " + url + "}]\n")};
   for (const std::string body : {R"({"model":5,"messages":[]})", R"({"messages":[]})"}) {
     const auto r = http_request(warden.port(), http::verb::post, "/v1/chat/completions", body);
     EXPECT_EQ(r.status, 400u) << body;

@@ -67,13 +67,10 @@ TEST(ProxyRouting, BackendNamedByHostNameIsResolvedAndReached) {
   // addresses that accepts (localhost may list ::1 first; the fake listens
   // on 127.0.0.1 only).
   FakeVllm fake{1};
-  auto cfg = config::load_config_string(
+  RunningWarden warden{load_test_config(
       "listen: 127.0.0.1:0\ntimeouts:\n  connect: 2s\nmodels:\n  - name: m\n    backends:\n"
       "      - url: http://localhost:" +
-          std::to_string(fake.port()) + "\n",
-      "test.yaml");
-  ASSERT_TRUE(cfg) << cfg.error().message();
-  RunningWarden warden{std::move(cfg).value()};
+      std::to_string(fake.port()) + "\n")};
   for (int turn = 0; turn < 2; ++turn) {
     auto r = chat(warden.port(), "conv-named");
     ASSERT_EQ(r.status, 200u) << r.body;

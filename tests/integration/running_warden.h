@@ -31,6 +31,14 @@ class RunningWarden {
   std::uint16_t port_ = 0;
 };
 
+// A configuration from YAML written by a test; throws with the messages when
+// it does not load.
+inline config::Config load_test_config(const std::string& yaml) {
+  auto cfg = config::load_config_string(yaml, "test.yaml");
+  if (!cfg) throw std::runtime_error(cfg.error().message());
+  return std::move(cfg).value();
+}
+
 // `top` and `model_extra` are YAML lines added at the top level and to the
 // model; `timeouts` the lines under `timeouts:` besides `connect: 2s`.
 inline config::Config make_config(const std::vector<std::pair<std::uint16_t, int>>& backends,
@@ -44,9 +52,7 @@ inline config::Config make_config(const std::vector<std::pair<std::uint16_t, int
   for (auto [port, ranks] : backends)
     yaml += "      - url: http://127.0.0.1:" + std::to_string(port) +
             "\n        data_parallel_size: " + std::to_string(ranks) + "\n";
-  auto cfg = config::load_config_string(yaml, "test.yaml");
-  if (!cfg) throw std::runtime_error(cfg.error().message());
-  return std::move(cfg).value();
+  return load_test_config(yaml);
 }
 
 }  // namespace lmwarden::testing

@@ -360,19 +360,15 @@ TEST(ConfigErrors, KeysNamedByEnvironmentVariablesMustBeThere) {
   ::unsetenv("LMWARDEN_TEST_UNSET");
   ::setenv("LMWARDEN_TEST_EMPTY", "", 1);
   ::setenv("LMWARDEN_TEST_SET", "k", 1);
-  EXPECT_EQ(error_of(R"(models:
-  - name: m
-    api_keys_env: [LMWARDEN_TEST_UNSET]
-    backends: [{url: "http://h:1"}]
-)"),
+  auto client_keys_error = [](std::string_view names) {
+    return error_of("models:\n  - name: m\n    api_keys_env: [" + std::string(names) +
+                    "]\n    backends: [{url: \"http://h:1\"}]\n");
+  };
+  EXPECT_EQ(client_keys_error("LMWARDEN_TEST_UNSET"),
             "lmwarden.yaml:3: models[0].api_keys_env[0]: the environment variable "
             "LMWARDEN_TEST_UNSET is not set: the key it should hold cannot be checked");
   // One missing among several is refused too: that key would never work.
-  EXPECT_EQ(error_of(R"(models:
-  - name: m
-    api_keys_env: [LMWARDEN_TEST_SET, LMWARDEN_TEST_EMPTY]
-    backends: [{url: "http://h:1"}]
-)"),
+  EXPECT_EQ(client_keys_error("LMWARDEN_TEST_SET, LMWARDEN_TEST_EMPTY"),
             "lmwarden.yaml:3: models[0].api_keys_env[1]: the environment variable "
             "LMWARDEN_TEST_EMPTY is empty: the key it should hold cannot be checked");
   EXPECT_EQ(error_of(R"(models:
