@@ -124,6 +124,7 @@ void reload(proxy::WardenRuntime& runtime, const ServeOptions& opts) {
   if (!cfg) {
     spdlog::error("reload of {} refused; still serving the previous configuration: {}",
                   opts.config_path, cfg.error());
+    runtime.warden().reload_refused();
     return;
   }
   std::string summary;

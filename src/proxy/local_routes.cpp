@@ -112,7 +112,7 @@ net::Awaitable<void> Warden::serve_local(net::Exchange& exchange) {
   if (path == "/metrics" && method == http::verb::get) {
     net::Response res{http::status::ok, 11};
     res.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
-    res.body() = warden_metrics_text(*models());
+    res.body() = warden_metrics_text(*models(), reloads_);
     co_await exchange.respond(std::move(res));
     co_return;
   }

@@ -26,7 +26,7 @@ std::string replica_label(int index) { return index < 0 ? "unassigned" : std::to
 
 }  // namespace
 
-std::string warden_metrics_text(const ModelSet& models) {
+std::string warden_metrics_text(const ModelSet& models, const ConfigReloads& reloads) {
   telemetry::PrometheusWriter w;
   auto family = [&](std::string_view name) {
     const auto& s = spec(name);
@@ -153,6 +153,16 @@ std::string warden_metrics_text(const ModelSet& models) {
   if (models.access_log)
     w.sample("lmwarden_access_log_dropped_total", {},
              static_cast<double>(AccessLog::dropped_total(models.access_log.get())));
+  family("lmwarden_config_reloads_total");
+  w.sample("lmwarden_config_reloads_total", {{"result", "applied"}},
+           static_cast<double>(reloads.applied_count()));
+  w.sample("lmwarden_config_reloads_total", {{"result", "refused"}},
+           static_cast<double>(reloads.refused_count()));
+  family("lmwarden_config_last_reload_successful");
+  w.sample("lmwarden_config_last_reload_successful", {}, reloads.last_ok() ? 1.0 : 0.0);
+  family("lmwarden_config_last_reload_success_timestamp_seconds");
+  w.sample("lmwarden_config_last_reload_success_timestamp_seconds", {},
+           static_cast<double>(reloads.last_applied_unix_s()));
   return w.take();
 }
 

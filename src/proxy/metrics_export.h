@@ -9,8 +9,9 @@
 namespace lmwarden::proxy {
 
 struct ModelSet;
+class ConfigReloads;
 
-std::string warden_metrics_text(const ModelSet& models);
+std::string warden_metrics_text(const ModelSet& models, const ConfigReloads& reloads);
 
 // `model` empty: all models summed. `window` is clamped to what the series
 // keep (six hours); the step is 1 s up to an hour and coarser beyond, so a

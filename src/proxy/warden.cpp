@@ -275,6 +275,7 @@ std::vector<std::string> Warden::reload(config::Config next) {
     std::lock_guard lock{m->mutex};
     m->router.reconfigure(m->config);
   }
+  reloads_.applied(std::chrono::system_clock::now());
   return notes;
 }
 

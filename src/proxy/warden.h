@@ -22,6 +22,7 @@
 #include "core/router.h"
 #include "net/http_server.h"
 #include "proxy/access_log.h"
+#include "proxy/config_reloads.h"
 #include "proxy/dialect.h"
 #include "proxy/model_telemetry.h"
 #include "proxy/refusals.h"
@@ -122,6 +123,9 @@ class Warden {
   // returned lines (logged as warnings) say which were asked to change, and
   // which models started afresh.
   std::vector<std::string> reload(config::Config next);
+  // A reload whose file did not load: the configuration in force stays.
+  void reload_refused() noexcept { reloads_.refused(); }
+  const ConfigReloads& reloads() const noexcept { return reloads_; }
   // Requests between reading their body and their last reply byte, in all
   // configurations, including ones a reload has retired.
   int requests_in_progress() const noexcept { return in_progress_.load(std::memory_order_relaxed); }
@@ -161,6 +165,7 @@ class Warden {
   std::atomic<std::uint64_t> next_request_id_{1};
   std::atomic<int> in_progress_{0};
   std::atomic<bool> health_probed_{false};
+  ConfigReloads reloads_{started_};
 };
 
 }  // namespace lmwarden::proxy

@@ -19,7 +19,7 @@ struct MetricSpec {
   std::string_view help;
 };
 
-inline constexpr std::array<MetricSpec, 16> kWardenMetrics = {{
+inline constexpr std::array<MetricSpec, 19> kWardenMetrics = {{
     {"lmwarden_requests_total", MetricType::kCounter, "model,replica,route",
      "Requests sent upstream, by route: new, sticky, spilled, pinned, anonymous, rehomed, "
      "balanced, retried (an attempt after a failed one)."},
@@ -55,6 +55,15 @@ inline constexpr std::array<MetricSpec, 16> kWardenMetrics = {{
      "model empty when none was known."},
     {"lmwarden_access_log_dropped_total", MetricType::kCounter, "",
      "Access log lines lost: the disk fell 4 MiB behind, or a write failed."},
+    {"lmwarden_config_reloads_total", MetricType::kCounter, "result",
+     "Reloads of the configuration file (SIGHUP), by result: applied, or refused (the file did "
+     "not load, and the configuration in force stayed)."},
+    {"lmwarden_config_last_reload_successful", MetricType::kGauge, "",
+     "0 when the last reload was refused, so the file on disk is not the configuration in force; "
+     "1 otherwise."},
+    {"lmwarden_config_last_reload_success_timestamp_seconds", MetricType::kGauge, "",
+     "When the configuration in force was read (Unix time): the start, or the last reload "
+     "applied."},
 }};
 
 }  // namespace lmwarden::telemetry

@@ -15,6 +15,7 @@
 
 #include "fake_vllm.h"
 #include "http_test_client.h"
+#include "metric_probe.h"
 #include "scratch.h"
 #include "sim_test_client.h"
 
@@ -149,6 +150,19 @@ TEST(ServeRestart, SighupReloadsWithoutDroppingConnectionsAndRefusesABrokenFile)
   ASSERT_EQ(turn("alpha").status, 200u);
   ASSERT_EQ(turn("alpha").status, 200u);
   const int home = fake.seen().back().rank;
+  // What /metrics says of the reloads: none yet, and the file is in force.
+  auto reloads = [&](const std::string& result) {
+    return metric(serve.port(), "lmwarden_config_reloads_total", {{"result", result}});
+  };
+  auto last_ok = [&] { return metric(serve.port(), "lmwarden_config_last_reload_successful"); };
+  auto loaded_at = [&] {
+    return metric(serve.port(), "lmwarden_config_last_reload_success_timestamp_seconds");
+  };
+  EXPECT_EQ(reloads("applied"), 0);
+  EXPECT_EQ(reloads("refused"), 0);
+  EXPECT_EQ(last_ok(), 1);
+  const double started_at = loaded_at();
+  EXPECT_GT(started_at, 1.7e9) << "Unix seconds of the start";
   const std::string since = serve.card()["since"];
   HttpConnection stream{serve.port()};
   stream.send(http::verb::post, "/v1/chat/completions", chat_body(true), {{"x-fake-hold", "1"}});
@@ -167,6 +181,8 @@ TEST(ServeRestart, SighupReloadsWithoutDroppingConnectionsAndRefusesABrokenFile)
   EXPECT_EQ(card["in_flight"], 1) << "and the count of the stream still in flight";
   EXPECT_EQ(card["since"], since) << "and the time its counters began";
   EXPECT_EQ(serve.card("m2")["name"], "m2") << serve.card("m2").dump() << serve.log();
+  EXPECT_EQ(reloads("applied"), 1);
+  EXPECT_GE(loaded_at(), started_at);
 
   ASSERT_EQ(turn("alpha").status, 200u) << "the keep-alive connection survives the reload";
   EXPECT_EQ(fake.seen().back().rank, home) << "the conversation keeps its home";
@@ -184,6 +200,10 @@ TEST(ServeRestart, SighupReloadsWithoutDroppingConnectionsAndRefusesABrokenFile)
   EXPECT_EQ(serve.card()["spill_threshold"], 3);
   EXPECT_EQ(turn("alpha").status, 200u);
   EXPECT_TRUE(serve.process().running());
+  EXPECT_EQ(reloads("refused"), 1);
+  EXPECT_EQ(reloads("applied"), 1);
+  EXPECT_EQ(last_ok(), 0) << "the file on disk is not the configuration in force";
+  const double applied_at = loaded_at();
 
   // A new layout (one rank fewer) starts the model afresh, still without a
   // restart, and the card and the log say so.
@@ -192,6 +212,9 @@ TEST(ServeRestart, SighupReloadsWithoutDroppingConnectionsAndRefusesABrokenFile)
   ::kill(serve.pid(), SIGHUP);
   ASSERT_TRUE(eventually([&] { return serve.card()["replicas"].size() == 1; })) << serve.log();
   EXPECT_GT(serve.card()["since"].get<std::string>(), since);
+  EXPECT_EQ(reloads("applied"), 2);
+  EXPECT_EQ(last_ok(), 1) << "an applied reload clears the refused one";
+  EXPECT_GT(loaded_at(), applied_at) << "more than a second after the last one applied";
   EXPECT_TRUE(eventually([&] {
     return serve.log().find(
                "reload: model m: its replicas changed, so its conversations, "

@@ -12,9 +12,9 @@
 #include "fake_vllm.h"
 #include "hostile_client.h"
 #include "http_test_client.h"
+#include "metric_probe.h"
 #include "running_warden.h"
 #include "scratch.h"
-#include "telemetry/prometheus.h"
 
 namespace lmwarden::testing {
 namespace {
@@ -276,17 +276,6 @@ TEST(ProxyRouting, AliasRoutesToTheModelAndLocalRoutesAnswer) {
   EXPECT_EQ(fake.seen().back().forwarded_for, "127.0.0.1");
 }
 
-// The warden's samples of metric `name` whose `kind` label is `kind`, summed.
-double metric_sum(std::uint16_t port, const std::string& name, const std::string& kind) {
-  const auto parsed = telemetry::parse_exposition(http_request(port, http::verb::get, "/metrics").body);
-  double sum = 0;
-  for (const auto& sample : parsed.samples) {
-    const std::string* k = sample.label("kind");
-    if (sample.name == name && k != nullptr && *k == kind) sum += sample.value;
-  }
-  return sum;
-}
-
 // A streamed reply's header comes at once and its first event after the
 // engine's queue and prefill: that wait is the first-byte timeout's, not the
 // idle timeout's (which is for the silences between events).
@@ -313,7 +302,9 @@ TEST(ProxyRouting, FirstEventOfAStreamWaitsUnderTheFirstByteTimeout) {
     const auto events = parse_sse(r.body);
     ASSERT_EQ(events.size(), 1u) << r.body;
     EXPECT_NE(events[0].data.find("first-byte timeout"), std::string::npos) << r.body;
-    EXPECT_EQ(metric_sum(warden.port(), "lmwarden_upstream_errors_total", "first_byte_timeout"), 1);
+    EXPECT_EQ(
+        metric(warden.port(), "lmwarden_upstream_errors_total", {{"kind", "first_byte_timeout"}}),
+        1);
   }
 }
 
@@ -374,7 +365,7 @@ TEST(ProxyRouting, A5xxWithNowhereElseToGoReachesTheClientAsIs) {
   EXPECT_EQ(r.status, 503u);
   EXPECT_EQ(r.body, R"({"error":"fake failure"})");
   EXPECT_EQ(fake.seen().size(), 3u);
-  EXPECT_EQ(metric_sum(warden.port(), "lmwarden_upstream_errors_total", "status_5xx"), 3);
+  EXPECT_EQ(metric(warden.port(), "lmwarden_upstream_errors_total", {{"kind", "status_5xx"}}), 3);
 }
 
 // HTTP/1.0 has no chunked framing: a streamed reply reaches an HTTP/1.0

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "fake_vllm.h"
+#include "metric_probe.h"
 #include "proxy/model_telemetry.h"
 #include "running_warden.h"
 #include "telemetry/prometheus.h"
@@ -27,23 +28,6 @@ std::string stream_body(bool include_usage) {
   json j = {{"model", "m"}, {"stream", true}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}};
   if (include_usage) j["stream_options"] = {{"include_usage", true}};
   return j.dump();
-}
-
-// Sum of a warden metric's samples whose labels all match.
-double metric(std::uint16_t port, const std::string& name, const std::map<std::string, std::string>& labels) {
-  const auto text = http_request(port, http::verb::get, "/metrics").body;
-  const auto parsed = telemetry::parse_exposition(text);
-  double sum = 0;
-  for (const auto& s : parsed.samples) {
-    if (s.name != name) continue;
-    bool match = true;
-    for (const auto& [k, v] : labels) {
-      const std::string* value = s.label(k);
-      match &= value != nullptr && *value == v;
-    }
-    if (match) sum += s.value;
-  }
-  return sum;
 }
 
 TEST(ProxyTelemetry, StreamedUsageIsBookedAsCachedAndComputed) {
