@@ -39,17 +39,36 @@ net::Response json_response(http::status status, std::string body) {
   return res;
 }
 
+namespace {
+
+// One model of /v1/models, OpenAI's shape; an alias names its model as `root`.
+json model_object(std::string_view id, const ModelState& model,
+                  std::chrono::system_clock::time_point started) {
+  json j = {{"id", id},
+            {"object", "model"},
+            {"created",
+             std::chrono::duration_cast<std::chrono::seconds>(started.time_since_epoch()).count()},
+            {"owned_by", "lmwarden"}};
+  if (id != model.config.name) j["root"] = model.config.name;
+  return j;
+}
+
+}  // namespace
+
 std::string models_list_json(const ModelSet& models, std::chrono::system_clock::time_point started) {
   json data = json::array();
-  const auto created = std::chrono::duration_cast<std::chrono::seconds>(
-                           started.time_since_epoch()).count();
   for (const auto& m : models.models) {
-    data.push_back({{"id", m->config.name}, {"object", "model"}, {"created", created}, {"owned_by", "lmwarden"}});
-    for (const auto& alias : m->config.aliases)
-      data.push_back({{"id", alias}, {"object", "model"}, {"created", created}, {"owned_by", "lmwarden"},
-                      {"root", m->config.name}});
+    data.push_back(model_object(m->config.name, *m, started));
+    for (const auto& alias : m->config.aliases) data.push_back(model_object(alias, *m, started));
   }
   return json{{"object", "list"}, {"data", data}}.dump();
+}
+
+std::optional<std::string> model_json(const ModelSet& models, std::string_view id,
+                                      std::chrono::system_clock::time_point started) {
+  const ModelState* model = models.find(id);
+  if (!model) return std::nullopt;
+  return model_object(id, *model, started).dump();
 }
 
 std::string api_models_json(const ModelSet& models_in_force) {

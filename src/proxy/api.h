@@ -18,6 +18,10 @@ net::Response json_response(net::http::status status, std::string body);
 
 // GET /v1/models: the configured models (and aliases) in OpenAI's list shape.
 std::string models_list_json(const ModelSet& models, std::chrono::system_clock::time_point created);
+// GET /v1/models/{id}: one entry of that list, by name or alias; none for an
+// id that names no model.
+std::optional<std::string> model_json(const ModelSet& models, std::string_view id,
+                                      std::chrono::system_clock::time_point created);
 // GET /api/models
 std::string api_models_json(const ModelSet& models);
 // GET /api/models/{name}: the routing card, its counters since the model's

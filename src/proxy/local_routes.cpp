@@ -57,6 +57,7 @@ std::string_view allowed_methods(std::string_view path) {
       path == "/api/stats")
     return "GET";
   if (path.starts_with("/api/models/")) return "GET, PATCH";
+  if (path.starts_with("/v1/models/")) return "GET";
   return {};
 }
 
@@ -121,6 +122,20 @@ net::Awaitable<void> Warden::serve_local(net::Exchange& exchange) {
         json_response(http::status::ok, models_list_json(*models(), started_)));
     co_return;
   }
+  constexpr std::string_view kModelPrefix = "/v1/models/";
+  if (path.starts_with(kModelPrefix) && method == http::verb::get) {
+    // The rest of the path is the id, slashes and all ("Qwen/Qwen3-4B").
+    const std::string id = percent_decoded(path.substr(kModelPrefix.size()), false);
+    if (auto body = model_json(*models(), id, started_)) {
+      co_await exchange.respond(json_response(http::status::ok, std::move(*body)));
+    } else {
+      co_await respond_logged(exchange,
+                              error_response(Dialect::kOpenAi, http::status::not_found,
+                                             "no model " + id + " (see GET /v1/models)"),
+                              "unknown_model");
+    }
+    co_return;
+  }
   if (path.starts_with("/api/")) {
     co_await handle_api(exchange, path);
     co_return;
@@ -135,11 +150,13 @@ net::Awaitable<void> Warden::serve_local(net::Exchange& exchange) {
   }
 }
 
-net::Awaitable<void> Warden::respond_logged(net::Exchange& exchange, net::Response res) {
+net::Awaitable<void> Warden::respond_logged(net::Exchange& exchange, net::Response res,
+                                            std::string_view reason) {
   const auto set = models();
   const auto received = std::chrono::steady_clock::now();
   const unsigned status = res.result_int();
-  set->refusals->count("", status == 405 ? "method_not_allowed" : "no_route");
+  if (reason.empty()) reason = status == 405 ? "method_not_allowed" : "no_route";
+  set->refusals->count("", reason);
   co_await exchange.respond(std::move(res));
   if (!set->access_log) co_return;
   AccessRecord record{

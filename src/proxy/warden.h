@@ -147,8 +147,11 @@ class Warden {
   // Everything the warden answers itself: health, metrics, the UI, the API.
   net::Awaitable<void> serve_local(net::Exchange& exchange);
   // Answers with `res` and, with an access log, writes the request's line
-  // (refused, no model): for errors on inference routes answered here.
-  net::Awaitable<void> respond_logged(net::Exchange& exchange, net::Response res);
+  // (refused, no model): for errors on inference routes answered here. Counted
+  // as refused for `reason` (a literal), or by its status: no_route or
+  // method_not_allowed.
+  net::Awaitable<void> respond_logged(net::Exchange& exchange, net::Response res,
+                                      std::string_view reason = {});
   // The access log's line of an error reply the HTTP server sent itself
   // (400, 408, 413, 431: before a whole request was read).
   void log_server_error(const net::Request& request, std::string_view client, unsigned status,

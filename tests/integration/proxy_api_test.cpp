@@ -81,6 +81,7 @@ TEST(ProxyApi, AWrongMethodGets405WithTheMethodsThatWould) {
       {http::verb::get, "/v1/chat/completions", 405, "POST"},
       {http::verb::put, "/v1/messages?beta=true", 405, "POST"},
       {http::verb::put, "/v1/models", 405, "GET"},
+      {http::verb::delete_, "/v1/models/m", 405, "GET"},
       {http::verb::delete_, "/metrics", 405, "GET"},
       {http::verb::post, "/api/stats", 405, "GET"},
       {http::verb::post, "/api/models/m", 405, "GET, PATCH"},
@@ -97,6 +98,37 @@ TEST(ProxyApi, AWrongMethodGets405WithTheMethodsThatWould) {
   const auto anthropic = http_request(warden.port(), http::verb::get, "/v1/messages");
   EXPECT_EQ(json::parse(anthropic.body)["type"], "error") << anthropic.body;
   EXPECT_EQ(json::parse(anthropic.body)["error"]["message"], "use POST for /v1/messages");
+}
+
+// GET /v1/models/{id} (OpenAI's retrieve): one entry of the list, by name
+// or alias, the id taken whole (a Hugging Face name has a slash in it).
+TEST(ProxyApi, AModelIsRetrievedByNameOrAlias) {
+  FakeVllm fake{1};
+  RunningWarden warden{
+      load_test_config("listen: 127.0.0.1:0\nmodels:\n  - name: Qwen/Qwen3-4B\n    aliases: [q4]\n"
+                       "    backends:\n      - url: http://127.0.0.1:" +
+                       std::to_string(fake.port()) + "\n")};
+  const json list = json::parse(http_request(warden.port(), http::verb::get, "/v1/models").body);
+  auto get = [&](const std::string& target) {
+    const auto r = http_request(warden.port(), http::verb::get, target);
+    EXPECT_EQ(r.status, 200u) << target << ": " << r.body;
+    return r.status == 200u ? json::parse(r.body) : json();
+  };
+  EXPECT_EQ(get("/v1/models/Qwen/Qwen3-4B"), list["data"][0]);
+  EXPECT_EQ(get("/v1/models/Qwen%2FQwen3-4B"), list["data"][0]);
+  const json alias = get("/v1/models/q4");
+  EXPECT_EQ(alias, list["data"][1]);
+  EXPECT_EQ(alias["id"], "q4");
+  EXPECT_EQ(alias["root"], "Qwen/Qwen3-4B");
+  EXPECT_EQ(alias["object"], "model");
+
+  const auto unknown = http_request(warden.port(), http::verb::get, "/v1/models/Qwen");
+  EXPECT_EQ(unknown.status, 404u);
+  EXPECT_EQ(json::parse(unknown.body)["error"]["message"], "no model Qwen (see GET /v1/models)");
+  const std::map<std::pair<std::string, std::string>, double> expected = {
+      {{"", "unknown_model"}, 1}};
+  EXPECT_EQ(refused(warden.port()), expected);
+  EXPECT_TRUE(fake.seen().empty());
 }
 
 // With several models, a body whose "model" is missing or not a string says
