@@ -8,9 +8,11 @@
 #include <cstdlib>
 #include <ctime>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "app/cli_checks.h"
 #include "app/commands.h"
 #include "bench/online.h"
 #include "bench/report.h"
@@ -38,6 +40,7 @@ struct BenchArgs {
   int replicas = 4;
   int num_gpu_blocks = 0;
   bool quiet = false;
+  std::string run_id;  // online; empty: a random one
 };
 
 std::string now_iso8601() {
@@ -65,6 +68,12 @@ int finish(const BenchArgs& a, const bench::RunInfo& info,
                 a.out.c_str(), a.out.c_str());
   }
   return 0;
+}
+
+// Eight hex digits, new for each run.
+std::string random_run_id() {
+  std::random_device rd;
+  return fmt::format("{:08x}", rd());
 }
 
 int run_offline(const BenchArgs& a) {
@@ -116,6 +125,8 @@ int run_online(const BenchArgs& a) {
   o.arms = a.arms;
   o.time_scale = a.time_scale;
   o.backend_metrics = a.backend_metrics;
+  o.run_id = a.run_id.empty() ? random_run_id() : a.run_id;
+  o.stop_on_signal = true;
   if (const char* token = std::getenv(a.admin_token_env.c_str()); token && *token)
     o.admin_token = token;
   if (!o.admin_token && a.arms.size() > 1) {
@@ -126,8 +137,13 @@ int run_online(const BenchArgs& a) {
     return 2;
   }
   const bool tty = ::isatty(STDERR_FILENO) != 0;
+  // Off a terminal (a log file, CI) a line per 10 s of wall time is plenty.
+  auto last_line = std::chrono::steady_clock::now() - std::chrono::hours(1);
   auto progress = [&](const bench::Progress& p) {
     if (a.quiet) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (!tty && now - last_line < std::chrono::seconds(10)) return;
+    last_line = now;
     std::fprintf(
         stderr,
         "%s[%d/%d] %d sessions, arm %s: %.0f/%.0f s, %llu requests (%llu failed), "
@@ -138,32 +154,53 @@ int run_online(const BenchArgs& a) {
         fmt_opt(p.replicas_busy, "").c_str(), tty ? "" : "\n");
     std::fflush(stderr);
   };
-  auto step_done = [&](const evaluator::StepResult& s) {
-    if (a.quiet) return;
-    std::fprintf(stderr, "%s  %3d sessions  arm %-4s hit %s%%  TTFB p50 %s  stayed %s%%\n",
-                 tty ? "\n" : "", s.sessions, s.arm.c_str(), fmt_opt(s.prefix_hit_pct, "").c_str(),
-                 fmt_opt(s.ttfb_p50_s, " s").c_str(), fmt_opt(s.stayed_pct, "").c_str());
-  };
-  const std::string started = now_iso8601();
-  auto run = bench::run_online(o, progress, step_done);
-  if (!run) {
-    std::fprintf(stderr, "\nlmwarden bench: %s\n", run.error().c_str());
-    return 1;
-  }
   bench::RunInfo info{.mode = "online",
                       .workload = a.workload,
                       .dialect = a.dialect,
                       .target = a.target,
                       .model = a.model,
-                      .backend_metrics = run->backends,
-                      .replicas = run->replicas,
+                      .backend_metrics = a.backend_metrics,
                       .steps = a.sessions,
                       .arms = a.arms,
                       .step_seconds = a.step_seconds,
                       .time_scale = a.time_scale,
-                      .started_at = started};
+                      .started_at = now_iso8601(),
+                      .run_id = o.run_id};
+  // Each step done is in the report at once, so a run that fails later, or
+  // is interrupted, keeps what it measured.
+  std::vector<evaluator::StepResult> done;
+  auto step_done = [&](const evaluator::StepResult& s) {
+    done.push_back(s);
+    info.replicas = std::max(info.replicas, static_cast<int>(s.samples.replicas.size()));
+    if (!a.out.empty()) {
+      if (auto err = bench::write_report(a.out, info, done))
+        std::fprintf(stderr, "%slmwarden bench: %s\n", tty ? "\n" : "", err->c_str());
+    }
+    if (a.quiet) return;
+    std::fprintf(stderr, "%s  %3d sessions  arm %-4s hit %s%%  TTFB p50 %s  stayed %s%%\n",
+                 tty ? "\n" : "", s.sessions, s.arm.c_str(), fmt_opt(s.prefix_hit_pct, "").c_str(),
+                 fmt_opt(s.ttfb_p50_s, " s").c_str(), fmt_opt(s.stayed_pct, "").c_str());
+  };
+  auto run = bench::run_online(o, progress, step_done);
+  if (!run) {
+    std::fprintf(stderr, "%slmwarden bench: %s\n", tty ? "\n" : "", run.error().c_str());
+    return 1;
+  }
+  if (run->settings_restored) {
+    std::fprintf(stderr, "%smodel %s put back as the run found it: %s\n", tty ? "\n" : "",
+                 a.model.c_str(), run->settings_restored->c_str());
+  } else if (run->settings_not_restored) {
+    std::fprintf(stderr, "%slmwarden bench: warning: %s\n", tty ? "\n" : "",
+                 run->settings_not_restored->c_str());
+  }
+  if (run->stopped) std::fprintf(stderr, "lmwarden bench: %s\n", run->stopped->c_str());
+  info.backend_metrics = run->backends;
+  info.replicas = run->replicas;
+  info.stopped = run->stopped;
   std::printf("\n");
-  return finish(a, info, run->steps);
+  const int rc = finish(a, info, run->steps);
+  if (run->interrupted) return 130;  // as a shell reports a SIGINT
+  return rc != 0 ? rc : run->stopped ? 1 : 0;
 }
 
 }  // namespace
@@ -178,11 +215,11 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--model", a->model, "model name to send (as configured in the warden)");
   cmd->add_option("--sessions", a->sessions, "concurrent sessions per step")
       ->delimiter(',')
-      ->check(CLI::Range(1, 4096))
+      ->check(whole_number(1, 4096))
       ->capture_default_str();
   cmd->add_option("--step-seconds", a->step_seconds,
                   "duration of each step and arm (simulated seconds)")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_number())
       ->capture_default_str();
   std::string arms_help =
       "arms, compared in each cell: off (vLLM's balancer), on (the warden), "
@@ -192,7 +229,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option(
          "--time-scale", a->time_scale,
          "the simulator's --time-scale behind the warden: times are reported in simulated seconds")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_number())
       ->capture_default_str();
   cmd->add_option("--out", a->out, "directory for report.md, results.json and report.html");
   cmd->add_option("--admin-token-env", a->admin_token_env,
@@ -229,15 +266,31 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--profile", a->profile, "offline: hardware profile of the simulated replicas")
       ->capture_default_str();
   cmd->add_option("--replicas", a->replicas, "offline: replicas (data-parallel ranks)")
-      ->check(CLI::Range(1, 64))
+      ->check(whole_number(1, 64))
       ->capture_default_str();
   cmd->add_option("--num-gpu-blocks", a->num_gpu_blocks,
-                  "offline: override the profile's KV blocks");
+                  "offline: override the profile's KV blocks per replica")
+      ->check(whole_number(1, 100'000'000));
+  cmd->add_option("--run-id", a->run_id,
+                  "online: text in every session's first line, so that no earlier run's cache "
+                  "serves this one's prompts (default: random); repeat one to replay its prompts");
   cmd->add_flag("-q,--quiet", a->quiet, "no progress output");
   cmd->callback([a] {
     if (auto err = a->workload.validate()) {
       std::fprintf(stderr, "lmwarden bench: %s\n", err->c_str());
       throw CLI::RuntimeError(2);
+    }
+    for (std::size_t i = 0; i < a->arms.size(); ++i)
+      for (std::size_t j = 0; j < i; ++j)
+        if (a->arms[i] == a->arms[j]) {
+          std::fprintf(stderr, "lmwarden bench: --arms names %s twice\n", a->arms[i].c_str());
+          throw CLI::RuntimeError(2);
+        }
+    if (!a->out.empty()) {
+      if (auto err = bench::prepare_report_dir(a->out)) {
+        std::fprintf(stderr, "lmwarden bench: --out %s\n", err->c_str());
+        throw CLI::RuntimeError(2);
+      }
     }
     const int rc = a->offline ? run_offline(*a) : run_online(*a);
     if (rc != 0) throw CLI::RuntimeError(rc);

@@ -3,7 +3,9 @@
 #include <memory>
 #include <string>
 
+#include "app/cli_checks.h"
 #include "app/commands.h"
+#include "engine/engine.h"
 #include "engine/hardware_profile.h"
 #include "sim/sim_server.h"
 
@@ -65,6 +67,11 @@ int run_sim(const SimArgs& args) {
   if (args.max_num_seqs > 0) options.engine.max_num_seqs = args.max_num_seqs;
   if (args.max_num_batched_tokens > 0)
     options.engine.max_num_batched_tokens = args.max_num_batched_tokens;
+  if (auto shortfall = engine::cache_shortfall(options.engine)) {
+    std::fprintf(stderr, "lmwarden sim: --num-gpu-blocks %d: %s\n", args.num_gpu_blocks,
+                 shortfall->c_str());
+    return 2;
+  }
 
   sim::SimServer server(options);
   const sim::SimServer::Address bound = server.listen(args.listen);
@@ -91,24 +98,29 @@ void add_sim_command(CLI::App& app) {
   cmd->add_option("--listen", args->listen, "HOST:PORT to listen on (port 0 picks a free one)")
       ->capture_default_str();
   cmd->add_option("--dp", args->dp, "data-parallel ranks (replicas)")
-      ->check(CLI::Range(1, 64))
+      ->check(whole_number(1, 64))
       ->capture_default_str();
   cmd->add_option("--model", args->model, "served model name")->capture_default_str();
   cmd->add_option("--profile", args->profile, "hardware profile (see --list-profiles)")
       ->capture_default_str();
   cmd->add_option("--time-scale", args->time_scale, "engine seconds per wall second (S× faster)")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_number())
       ->capture_default_str();
-  cmd->add_option("--seed", args->seed, "seed of the generated output")->capture_default_str();
+  cmd->add_option("--seed", args->seed, "seed of the generated output")
+      ->check(whole_number(0, std::numeric_limits<std::int64_t>::max()))
+      ->capture_default_str();
   cmd->add_option("--early-stop-prob", args->early_stop_prob,
                   "chance that a reply stops before max_tokens (finish_reason stop)")
-      ->check(CLI::Range(0.0, 1.0))
+      ->check(fraction())
       ->capture_default_str();
   cmd->add_option("--num-gpu-blocks", args->num_gpu_blocks,
-                  "override the profile's KV blocks per rank");
-  cmd->add_option("--max-num-seqs", args->max_num_seqs, "override the profile's max_num_seqs");
+                  "override the profile's KV blocks per rank (they must hold max_model_len)")
+      ->check(whole_number(1, 100'000'000));
+  cmd->add_option("--max-num-seqs", args->max_num_seqs, "override the profile's max_num_seqs")
+      ->check(whole_number(1, 65'536));
   cmd->add_option("--max-num-batched-tokens", args->max_num_batched_tokens,
-                  "override the profile's max_num_batched_tokens");
+                  "override the profile's max_num_batched_tokens")
+      ->check(whole_number(1, 100'000'000));
   cmd->add_flag("--no-enable-prefix-caching", args->no_prefix_caching, "disable prefix caching");
   cmd->add_flag("--no-enable-prompt-tokens-details", args->no_prompt_tokens_details,
                 "usage without the prompt's cached count, as vLLM started without "

@@ -41,6 +41,15 @@ struct OnlineOptions {
   std::vector<std::string> backend_metrics;
   double poll_interval_s = 1;
   std::chrono::seconds request_timeout{600};  // wall; per read, first byte included
+  // Part of every session's first line, with the arm and the step, so that a
+  // run's prompts are its own and no earlier run's cache serves them.
+  std::string run_id;
+  // SIGINT and SIGTERM end the run: the step under way is dropped, the
+  // warden's settings are put back, and the steps done are returned.
+  bool stop_on_signal = false;
+  // Without a metrics poll or a connection that works for this long (wall),
+  // the step ends the run rather than count failures to its end.
+  std::chrono::seconds give_up_after{10};
 };
 
 struct Progress {
@@ -58,15 +67,27 @@ struct Progress {
 };
 
 struct OnlineRun {
-  std::vector<evaluator::StepResult> steps;
-  int replicas = 0;                   // ranks seen in the backends' metrics
-  std::vector<std::string> backends;  // polled base URLs
+  std::vector<evaluator::StepResult> steps;  // the steps done, in order
+  int replicas = 0;                          // ranks seen in the backends' metrics
+  std::vector<std::string> backends;         // polled base URLs
+  // Why the run ended before its last step (a failure, or a signal); the
+  // steps done are still in `steps`.
+  std::optional<std::string> stopped;
+  bool interrupted = false;  // by SIGINT or SIGTERM
+  // The model's settings as the run found them, put back at its end when it
+  // switched arms ("affinity on, spill threshold auto"), or why they could
+  // not be; none when nothing was switched.
+  std::optional<std::string> settings_restored;
+  std::optional<std::string> settings_not_restored;
 };
 
 // Arms the online runner understands (see OnlineOptions::arms); an error
 // message for anything else.
 std::optional<std::string> validate_online_arm(const std::string& arm);
 
+// An error when the run could not start (bad options, the warden not
+// reachable, an arm the warden is not at and cannot be switched to);
+// otherwise the run, complete or `stopped`.
 Result<OnlineRun, std::string> run_online(
     const OnlineOptions& options, const std::function<void(const Progress&)>& on_progress = {},
     const std::function<void(const evaluator::StepResult&)>& on_step = {});

@@ -8,6 +8,7 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -87,16 +88,64 @@ double percent_or(const json& j, const char* key) {
   return j.contains(key) && j[key].is_number() ? j[key].get<double>() : 0.0;
 }
 
+// What the run shares with its steps: a signal's request to stop.
+struct RunState {
+  bool cancelled = false;
+};
+
+// A model's routing settings, as its card shows them and an arm sets them.
+struct ModelSettings {
+  bool affinity = true;
+  std::optional<int> spill_threshold;  // none: auto
+
+  static std::optional<ModelSettings> of_card(const json& card) {
+    if (!card.is_object() || !card.contains("affinity") || !card["affinity"].is_boolean())
+      return std::nullopt;
+    ModelSettings s{.affinity = card["affinity"].get<bool>()};
+    const bool automatic = card.value("spill_threshold_auto", true);
+    if (!automatic && card.contains("spill_threshold") &&
+        card["spill_threshold"].is_number_integer())
+      s.spill_threshold = card["spill_threshold"].get<int>();
+    return s;
+  }
+  // The arm's settings (an arm validate_online_arm accepts).
+  static ModelSettings of_arm(const std::string& arm) {
+    if (arm == "off") return {.affinity = false};
+    if (arm == "on") return {.affinity = true};
+    return {.affinity = true, .spill_threshold = std::stoi(arm.substr(7))};
+  }
+  // Whether a model so set serves the arm: with affinity off, the threshold
+  // plays no part.
+  bool serves(const ModelSettings& arm) const {
+    return affinity == arm.affinity && (!affinity || spill_threshold == arm.spill_threshold);
+  }
+  // The arm that measures these settings.
+  std::string arm() const {
+    if (!affinity) return "off";
+    return spill_threshold ? "warden:" + std::to_string(*spill_threshold) : "on";
+  }
+  std::string describe() const {
+    return fmt::format("affinity {}, spill threshold {}", affinity ? "on" : "off",
+                       spill_threshold ? std::to_string(*spill_threshold) : "auto");
+  }
+  // PATCH /api/models/{model}'s body.
+  json patch() const {
+    return {{"affinity", affinity},
+            {"spill_threshold", spill_threshold ? json(*spill_threshold) : json("auto")}};
+  }
+};
+
 // One step × arm.
 class StepRunner {
  public:
-  StepRunner(const OnlineOptions& o, const workload::Workload& w, const Endpoint& warden,
-             const std::vector<Endpoint>& backends, int sessions, const std::string& arm,
-             std::uint64_t first_index)
+  StepRunner(const OnlineOptions& o, const RunState& state, const workload::Workload& w,
+             const Endpoint& warden, const std::vector<Endpoint>& backends, int sessions,
+             const std::string& arm, std::uint64_t first_index)
       : o_(o),
+        state_(state),
         warden_(warden),
         backends_(backends),
-        loop_(w, sessions, arm + "/" + std::to_string(sessions), first_index),
+        loop_(w, sessions, o.run_id + "/" + arm + "/" + std::to_string(sessions), first_index),
         slots_(static_cast<std::size_t>(sessions)) {
     result_.sessions = sessions;
     result_.arm = arm;
@@ -131,14 +180,16 @@ class StepRunner {
         std::chrono::duration<double>(std::max(0.02, o_.poll_interval_s / o_.time_scale)));
     net::Timer timer(ex);
     auto next_poll = start_ + poll_every;
-    while (Clock::now() < deadline_) {
+    std::optional<std::string> gave_up;
+    while (Clock::now() < deadline_ && !state_.cancelled && !gave_up) {
       timer.expires_at(std::min(next_poll, deadline_));
       co_await timer.async_wait(net::kAsTuple);
       if (Clock::now() >= next_poll) {
         next_poll += poll_every;
-        if (auto err = co_await poll(/*record=*/true)) poll_errors_++;
+        if (auto err = co_await poll(/*record=*/true)) gave_up = std::move(err);
         report_progress();
       }
+      if (!gave_up) gave_up = connects_failing();
     }
     // Stop: close every connection and wake every pausing slot.
     stopping_ = true;
@@ -154,6 +205,8 @@ class StepRunner {
       timer.expires_after(std::chrono::milliseconds(5));
       co_await timer.async_wait(net::kAsTuple);
     }
+    if (state_.cancelled) co_return unexpected(std::string("interrupted"));
+    if (gave_up) co_return unexpected(*gave_up);
     if (auto err = co_await poll(/*record=*/false)) co_return unexpected(*err);
     for (auto& [key, counters] : ranks_) {
       auto& r = replica(key);
@@ -184,18 +237,11 @@ class StepRunner {
   }
 
   net::Awaitable<std::optional<std::string>> switch_arm() {
-    if (!o_.admin_token) co_return std::nullopt;  // single arm as configured
-    json body;
-    if (result_.arm == "off") {
-      body = {{"affinity", false}};
-    } else if (result_.arm == "on") {
-      body = {{"affinity", true}, {"spill_threshold", "auto"}};
-    } else {
-      body = {{"affinity", true}, {"spill_threshold", std::stoi(result_.arm.substr(7))}};
-    }
-    auto r = co_await fetch(warden_, http::verb::patch, "/api/models/" + o_.model, body.dump(),
-                            o_.admin_token);
-    if (!r) co_return r.error();
+    // Without a token the warden is already at the arm (run_steps checked).
+    if (!o_.admin_token) co_return std::nullopt;
+    auto r = co_await fetch(warden_, http::verb::patch, "/api/models/" + o_.model,
+                            ModelSettings::of_arm(result_.arm).patch().dump(), o_.admin_token);
+    if (!r) co_return "cannot switch the warden to the arm: " + r.error();
     if (r->status != 200)
       co_return fmt::format("PATCH /api/models/{}: HTTP {}: {}", o_.model, r->status, r->body);
     co_return std::nullopt;
@@ -224,14 +270,24 @@ class StepRunner {
     return result_.samples.replicas[it->second];
   }
 
-  // Scrapes every backend; with `record`, adds a "replicas busy" sample.
+  // Scrapes every backend; with `record`, adds a "replicas busy" sample. A
+  // backend that does not answer is a gap in its figures (its counters
+  // resume from their last reading); only when none has answered for
+  // give_up_after is it an error.
   net::Awaitable<std::optional<std::string>> poll(bool record) {
     double busy = 0;
+    bool any = false;
+    std::string error;
     for (std::size_t b = 0; b < backends_.size(); ++b) {
       auto r = co_await fetch(backends_[b], http::verb::get, "/metrics");
-      if (!r) co_return r.error();
-      if (r->status != 200)
-        co_return fmt::format("{}/metrics: HTTP {}", backends_[b].url, r->status);
+      if (r && r->status != 200)
+        r = unexpected(fmt::format("{}/metrics: HTTP {}", backends_[b].url, r->status));
+      if (!r) {
+        ++result_.samples.metrics_polls_failed;
+        error = r.error();
+        continue;
+      }
+      any = true;
       const auto snap = telemetry::extract_vllm_snapshot(r->body);
       for (const auto& rank : snap.ranks) {
         const std::pair key{static_cast<int>(b), rank.rank};
@@ -247,7 +303,23 @@ class StepRunner {
       result_.samples.replicas_busy.push_back(busy);
       progress.replicas_busy = busy;
     }
+    if (any) {
+      polls_failing_since_.reset();
+    } else if (!polls_failing_since_) {
+      polls_failing_since_ = Clock::now();
+    }
+    if (polls_failing_since_ && Clock::now() - *polls_failing_since_ >= o_.give_up_after)
+      co_return fmt::format("no backend's /metrics has answered for {} s: {}",
+                            o_.give_up_after.count(), error);
     co_return std::nullopt;
+  }
+
+  // The warden has refused every connection for give_up_after: why, then.
+  std::optional<std::string> connects_failing() const {
+    if (!connects_failing_since_ || Clock::now() - *connects_failing_since_ < o_.give_up_after)
+      return std::nullopt;
+    return fmt::format("the warden at {} has accepted no connection for {} s: {}", warden_.url,
+                       o_.give_up_after.count(), last_connect_error_);
   }
 
   void report_progress() {
@@ -285,6 +357,7 @@ class StepRunner {
       if (stopping_) break;
       const workload::Conversation& conv = loop_.conversation(s);
       const workload::WireRequest wire = workload::build_request(o_.dialect, conv, o_.model);
+      ++result_.samples.requests_sent;  // an attempt, whether or not it connects
       if (!stream) {
         stream.emplace(ex);
         slots_[static_cast<std::size_t>(s)].stream = &*stream;
@@ -294,9 +367,12 @@ class StepRunner {
           slots_[static_cast<std::size_t>(s)].stream = nullptr;
           stream.reset();
           if (stopping_) break;
+          last_connect_error_ = cec.message();
+          if (!connects_failing_since_) connects_failing_since_ = Clock::now();
           co_await fail(s, /*abandon=*/false);
           continue;
         }
+        connects_failing_since_.reset();
         buffer.clear();
       }
       slots_[static_cast<std::size_t>(s)].stream = &*stream;
@@ -309,7 +385,6 @@ class StepRunner {
       req.body() = wire.body;
       req.prepare_payload();
       const auto sent = Clock::now();
-      ++result_.samples.requests_sent;
       stream->expires_after(o_.request_timeout);
       auto [wec, wn] = co_await http::async_write(*stream, req, net::kAsTuple);
       StreamTap tap(o_.dialect);
@@ -365,6 +440,7 @@ class StepRunner {
   }
 
   const OnlineOptions& o_;
+  const RunState& state_;
   const Endpoint& warden_;
   const std::vector<Endpoint>& backends_;
   workload::ClosedLoop loop_;
@@ -376,29 +452,47 @@ class StepRunner {
   Clock::time_point deadline_;
   bool stopping_ = false;
   int running_slots_ = 0;
-  int poll_errors_ = 0;
+  std::optional<Clock::time_point> polls_failing_since_;
+  std::optional<Clock::time_point> connects_failing_since_;
+  std::string last_connect_error_;
 };
 
 net::Awaitable<Result<OnlineRun, std::string>> run_steps(
-    const OnlineOptions& o, const std::function<void(const Progress&)>& on_progress,
+    const OnlineOptions& o, const RunState& state,
+    const std::function<void(const Progress&)>& on_progress,
     const std::function<void(const evaluator::StepResult&)>& on_step) {
   auto warden = endpoint_of(o.target);
   if (!warden) co_return unexpected(warden.error());
-  std::vector<Endpoint> backends;
+  auto r = co_await fetch(*warden, http::verb::get, "/api/models/" + o.model);
+  if (!r) co_return unexpected("cannot reach the warden: " + r.error());
+  const json card = json::parse(r->body, nullptr, false);
+  if (r->status != 200 || !card.is_object())
+    co_return unexpected(fmt::format("GET {}/api/models/{}: HTTP {} (is --model right?)", o.target,
+                                     o.model, r->status));
+  const auto found = ModelSettings::of_card(card);
+  if (!found)
+    co_return unexpected(
+        fmt::format("GET {}/api/models/{}: no affinity in its reply", o.target, o.model));
+  // Without the admin token the warden cannot be switched: it must already
+  // be at every arm, or the run would measure one arm under another's name.
+  if (!o.admin_token) {
+    for (const auto& arm : o.arms)
+      if (!found->serves(ModelSettings::of_arm(arm)))
+        co_return unexpected(fmt::format(
+            "arm {}: model {} is at {}, and switching it needs the warden's admin token; run "
+            "--arms {}, or give the token",
+            arm, o.model, found->describe(), found->arm()));
+  }
+
   std::vector<std::string> urls = o.backend_metrics;
   if (urls.empty()) {
-    auto r = co_await fetch(*warden, http::verb::get, "/api/models/" + o.model);
-    if (!r) co_return unexpected("cannot reach the warden: " + r.error());
-    const json j = json::parse(r->body, nullptr, false);
-    if (r->status != 200 || !j.is_object())
-      co_return unexpected(fmt::format("GET {}/api/models/{}: HTTP {} (is --model right?)",
-                                       o.target, o.model, r->status));
-    if (j.contains("backends")) {
-      for (const auto& b : j["backends"])
+    if (card.contains("backends")) {
+      for (const auto& b : card["backends"])
         if (b.contains("url") && b["url"].is_string()) urls.push_back(b["url"].get<std::string>());
     }
     if (urls.empty()) co_return unexpected("the warden lists no backends; pass --backend-metrics");
   }
+  std::vector<Endpoint> backends;
   for (const auto& u : urls) {
     auto ep = endpoint_of(u);
     if (!ep) co_return unexpected(ep.error());
@@ -411,10 +505,11 @@ net::Awaitable<Result<OnlineRun, std::string>> run_steps(
   int index = 0;
   for (int sessions : o.steps) {
     for (const auto& arm : o.arms) {
+      if (state.cancelled) break;
       // Every arm of a step opens the same session indexes (the salt keeps
       // their caches apart), and steps never reuse one.
       StepRunner step(
-          o, workload, *warden, backends, sessions, arm,
+          o, state, workload, *warden, backends, sessions, arm,
           static_cast<std::uint64_t>(index / static_cast<int>(o.arms.size())) * 1'000'000);
       step.on_progress = on_progress;
       step.progress = {.index = index,
@@ -422,24 +517,46 @@ net::Awaitable<Result<OnlineRun, std::string>> run_steps(
                        .sessions = sessions,
                        .arm = arm,
                        .duration_s = o.step_seconds};
-      auto r = co_await step.run();
-      if (!r)
-        co_return unexpected(fmt::format("step {} sessions, arm {}: {}", sessions, arm, r.error()));
-      run.replicas = std::max(run.replicas, static_cast<int>(r->samples.replicas.size()));
-      if (on_step) on_step(*r);
-      run.steps.push_back(std::move(r).value());
+      auto result = co_await step.run();
+      if (!result) {
+        run.stopped = state.cancelled ? fmt::format(
+                                            "interrupted; the step under way ({} sessions, arm {}) "
+                                            "was dropped",
+                                            sessions, arm)
+                                      : fmt::format("at {} sessions, arm {}: {}", sessions, arm,
+                                                    result.error());
+        break;
+      }
+      run.replicas = std::max(run.replicas, static_cast<int>(result->samples.replicas.size()));
+      if (on_step) on_step(*result);
+      run.steps.push_back(std::move(result).value());
       ++index;
+    }
+    if (run.stopped) break;
+  }
+  run.interrupted = state.cancelled;
+  if (run.interrupted && !run.stopped) run.stopped = "interrupted between steps";
+  // Put the model back as the run found it.
+  if (o.admin_token) {
+    auto put = co_await fetch(*warden, http::verb::patch, "/api/models/" + o.model,
+                              found->patch().dump(), o.admin_token);
+    if (put && put->status == 200) {
+      run.settings_restored = found->describe();
+    } else {
+      run.settings_not_restored =
+          fmt::format("model {} could not be put back to {}: {}", o.model, found->describe(),
+                      put ? fmt::format("HTTP {}: {}", put->status, put->body) : put.error());
     }
   }
   co_return run;
 }
 
 // co_spawn's completion wants a default-constructible result; Result is not.
-net::Awaitable<void> run_all(const OnlineOptions& o,
+net::Awaitable<void> run_all(const OnlineOptions& o, const RunState& state,
                              const std::function<void(const Progress&)>& on_progress,
                              const std::function<void(const evaluator::StepResult&)>& on_step,
                              std::optional<Result<OnlineRun, std::string>>& out) {
-  out.emplace(co_await run_steps(o, on_progress, on_step));
+  out.emplace(co_await run_steps(o, state, on_progress, on_step));
 }
 
 }  // namespace
@@ -466,8 +583,17 @@ Result<OnlineRun, std::string> run_online(
   if (!(options.time_scale > 0)) return unexpected(std::string("time scale must be > 0"));
   if (!(options.step_seconds > 0)) return unexpected(std::string("step seconds must be > 0"));
   asio::io_context io{1};
+  RunState state;
+  std::optional<asio::signal_set> signals;
+  if (options.stop_on_signal) {
+    signals.emplace(io, SIGINT, SIGTERM);
+    signals->async_wait([&](const boost::system::error_code& ec, int) {
+      if (!ec) state.cancelled = true;  // a second signal waits for the put-back (10 s at most)
+    });
+  }
   std::optional<Result<OnlineRun, std::string>> out;
-  asio::co_spawn(io, run_all(options, on_progress, on_step, out), [&](std::exception_ptr e) {
+  asio::co_spawn(io, run_all(options, state, on_progress, on_step, out), [&](std::exception_ptr e) {
+    if (signals) signals->cancel();
     if (!e) return;
     try {
       std::rethrow_exception(e);

@@ -1,7 +1,10 @@
 #include "bench/report.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -81,6 +84,10 @@ std::string arms_label(const std::vector<std::string>& arms) {
   return out;
 }
 
+std::string stopped_note(const std::string& why) {
+  return "Stopped before its last step (" + why + "): the rows are the steps done.";
+}
+
 std::string html_escape(std::string_view s) {
   std::string out;
   for (char c : s) {
@@ -136,6 +143,7 @@ ordered_json workload_json(const RunInfo& info) {
     j["backend_metrics"] = info.backend_metrics;
     j["time_scale"] = info.time_scale;
     j["started_at"] = info.started_at;
+    j["run_id"] = info.run_id;
   } else {
     j["profile"] = info.profile;
     j["replicas"] = info.replicas;
@@ -178,6 +186,7 @@ ordered_json step_json(const StepResult& s) {
             {"replicas", replicas},
             {"requests_sent", x.requests_sent},
             {"requests_failed", x.requests_failed},
+            {"metrics_polls_failed", x.metrics_polls_failed},
             {"followups", x.followups},
             {"followups_stayed", x.followups_stayed},
             {"warden_sticky", opt(x.warden_sticky)},
@@ -257,7 +266,9 @@ std::string markdown_table(const std::vector<StepResult>& steps,
 }
 
 std::string results_json(const RunInfo& info, const std::vector<StepResult>& steps) {
-  ordered_json j{{"workload", workload_json(info)}, {"steps", ordered_json::array()}};
+  ordered_json j{{"workload", workload_json(info)},
+                 {"stopped", info.stopped ? ordered_json(*info.stopped) : ordered_json(nullptr)},
+                 {"steps", ordered_json::array()}};
   for (const auto& s : steps) j["steps"].push_back(step_json(s));
   return j.dump(1) + "\n";
 }
@@ -311,25 +322,38 @@ std::string html_report(const RunInfo& info, const std::vector<StepResult>& step
           : fmt::format(
                 "Offline evaluation: profile {}, {} replicas, {} s of engine time per step.",
                 info.profile, info.replicas, info.step_seconds);
+  const std::string stopped = info.stopped ? stopped_note(*info.stopped) : "";
+  const std::string first_arm = info.arms.empty() ? "" : info.arms.front();
   return fmt::format(
       kPage, fmt::arg("uplot_css", charts ? css->body : std::string_view{}),
       fmt::arg("arms", html_escape(arms_label(info.arms))),
-      fmt::arg("summary", html_escape(summary)), fmt::arg("table", table),
+      fmt::arg("summary", html_escape(summary + (stopped.empty() ? "" : " " + stopped))),
+      fmt::arg("table", table),
       fmt::arg("charts_note",
-               charts ? "Solid lines: p50; dashed: p95. Grey: the first arm (off, vLLM's balancer)."
+               charts ? fmt::format("Solid lines: p50; dashed: p95. Grey: the first arm ({}{}).",
+                                    first_arm, first_arm == "off" ? ", vLLM's balancer" : "")
                       : "Charts unavailable: this build has no embedded chart library."),
-      fmt::arg("params", html_escape(results_json(info, {}).substr(0, 4000))),
+      fmt::arg("params", html_escape(workload_json(info).dump(1))),
       fmt::arg("uplot_js", charts ? js->body : std::string_view{}),
       fmt::arg("data", script_safe(data.dump())));
 }
 
-std::optional<std::string> write_report(const std::string& dir, const RunInfo& info,
-                                        const std::vector<StepResult>& steps) {
+std::optional<std::string> prepare_report_dir(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return fmt::format("cannot create {}: {}", dir, ec.message());
+  if (::access(dir.c_str(), W_OK) != 0)
+    return fmt::format("cannot write in {}: {}", dir, std::strerror(errno));
+  return std::nullopt;
+}
+
+std::optional<std::string> write_report(const std::string& dir, const RunInfo& info,
+                                        const std::vector<StepResult>& steps) {
+  if (auto error = prepare_report_dir(dir)) return error;
+  std::string table = markdown_table(steps, info.arms);
+  if (info.stopped) table += "\n" + stopped_note(*info.stopped) + "\n";
   const std::pair<const char*, std::string> files[] = {
-      {"report.md", markdown_table(steps, info.arms)},
+      {"report.md", table},
       {"results.json", results_json(info, steps)},
       {"report.html", html_report(info, steps)},
   };

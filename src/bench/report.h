@@ -35,6 +35,9 @@ struct RunInfo {
   double time_scale = 1;
   double scrape_interval_s = 1;
   std::string started_at;  // ISO 8601, online; "" offline (keeps output reproducible)
+  std::string run_id;      // online: in every session's first line (OnlineOptions::run_id)
+  // Why the run ended before its last step; the report holds the steps done.
+  std::optional<std::string> stopped;
 };
 
 std::string markdown_table(const std::vector<evaluator::StepResult>& steps,
@@ -42,6 +45,9 @@ std::string markdown_table(const std::vector<evaluator::StepResult>& steps,
 std::string results_json(const RunInfo& info, const std::vector<evaluator::StepResult>& steps);
 std::string html_report(const RunInfo& info, const std::vector<evaluator::StepResult>& steps);
 
+// Creates `dir` if missing and checks that files can be written there, so
+// that a bad --out is said before the run rather than after it.
+std::optional<std::string> prepare_report_dir(const std::string& dir);
 // Writes report.md, results.json and report.html into `dir` (created if
 // missing). An error message on failure.
 std::optional<std::string> write_report(const std::string& dir, const RunInfo& info,

@@ -32,6 +32,16 @@ EngineConfig EngineConfig::from_profile(const HardwareProfile& profile) {
   };
 }
 
+std::optional<std::string> cache_shortfall(const EngineConfig& config) {
+  const std::int64_t holds = static_cast<std::int64_t>(config.num_gpu_blocks) * config.block_size;
+  if (holds >= config.max_model_len) return std::nullopt;
+  const std::int64_t needed = (config.max_model_len + config.block_size - 1) / config.block_size;
+  return "the KV cache would hold " + std::to_string(holds) + " tokens (" +
+         std::to_string(config.num_gpu_blocks) + " blocks of " + std::to_string(config.block_size) +
+         "), fewer than max_model_len " + std::to_string(config.max_model_len) +
+         ", and vLLM refuses to start so: give at least " + std::to_string(needed) + " blocks";
+}
+
 Engine::Engine(EngineConfig config)
     : config_(config),
       // A request that could never fit the whole cache would preempt everything

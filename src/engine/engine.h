@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -42,6 +43,11 @@ struct EngineConfig {
 
   static EngineConfig from_profile(const HardwareProfile& profile);
 };
+
+// Why an engine so configured could not serve its longest context (the KV
+// cache holds fewer tokens than max_model_len), as vLLM refuses to start
+// then; none when it can.
+std::optional<std::string> cache_shortfall(const EngineConfig& config);
 
 struct NewRequest {
   RequestId id = 0;

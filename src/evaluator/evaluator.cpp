@@ -219,6 +219,13 @@ std::optional<std::string> EvaluatorConfig::validate() const {
   }
   if (!(step_seconds > 0)) return std::string("step seconds must be > 0");
   if (!(scrape_interval_s > 0)) return std::string("scrape interval must be > 0");
+  if (num_gpu_blocks < 0) return std::string("num_gpu_blocks must be >= 1 (0: the profile's)");
+  if (num_gpu_blocks > 0) {
+    engine::EngineConfig engine =
+        engine::EngineConfig::from_profile(*engine::find_hardware_profile(profile));
+    engine.num_gpu_blocks = num_gpu_blocks;
+    if (auto shortfall = engine::cache_shortfall(engine)) return "--num-gpu-blocks: " + *shortfall;
+  }
   if (arms.empty()) return std::string("no arms");
   for (const auto& arm : arms) {
     auto p = make_policy(arm, replicas);

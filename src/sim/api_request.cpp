@@ -1,5 +1,6 @@
 #include "sim/api_request.h"
 
+#include <fmt/format.h>
 #include <simdjson.h>
 
 #include <string>
@@ -296,10 +297,21 @@ bool parse_completion_prompt(element doc, ApiRequest& req, std::string& error) {
   return true;
 }
 
-std::int32_t int_field(element doc, std::string_view key) {
+// An output cap: 0 when absent or null (the context's room), else a whole
+// number of at least 1, as vLLM's request validation wants; false with
+// `error` for anything else (0, -1, 1.5, "5", true).
+bool read_max_tokens(element doc, std::string_view key, std::int32_t& out, std::string& error) {
+  out = 0;
+  const auto field = doc[key];
+  if (field.error() == simdjson::NO_SUCH_FIELD || field.is_null()) return true;
   std::int64_t v = 0;
-  if (doc[key].get(v) != simdjson::SUCCESS || v <= 0) return 0;
-  return v > INT32_MAX ? INT32_MAX : static_cast<std::int32_t>(v);
+  if (field.get(v) != simdjson::SUCCESS || v < 1) {
+    error = fmt::format("'{}' must be a whole number of at least 1, got {}", key,
+                        simdjson::minify(field.value_unsafe()));
+    return false;
+  }
+  out = v > INT32_MAX ? INT32_MAX : static_cast<std::int32_t>(v);
+  return true;
 }
 
 }  // namespace
@@ -331,24 +343,32 @@ ParseResult parse_api_request(Api api, std::string_view body, std::size_t body_c
   bool ok = true;
   switch (api) {
     case Api::kChatCompletions:
-      req.max_tokens = int_field(doc, "max_completion_tokens");
-      if (req.max_tokens == 0) req.max_tokens = int_field(doc, "max_tokens");
-      ok = parse_chat_messages(doc, prompt, out.error);
+      ok = read_max_tokens(doc, "max_completion_tokens", req.max_tokens, out.error);
+      if (ok && req.max_tokens == 0)
+        ok = read_max_tokens(doc, "max_tokens", req.max_tokens, out.error);
+      ok = ok && parse_chat_messages(doc, prompt, out.error);
       break;
     case Api::kMessages:
+      // The Messages API requires max_tokens (vLLM's too).
+      ok = read_max_tokens(doc, "max_tokens", req.max_tokens, out.error);
+      if (ok && req.max_tokens == 0) {
+        out.error = "'max_tokens' is required";
+        ok = false;
+      }
+      ok = ok && parse_anthropic(doc, prompt, out.error);
+      break;
     case Api::kCountTokens:
-      req.max_tokens = int_field(doc, "max_tokens");
       ok = parse_anthropic(doc, prompt, out.error);
       break;
     case Api::kResponses:
-      req.max_tokens = int_field(doc, "max_output_tokens");
-      ok = parse_responses(doc, prompt, out.error);
+      ok = read_max_tokens(doc, "max_output_tokens", req.max_tokens, out.error);
+      ok = ok && parse_responses(doc, prompt, out.error);
       break;
     case Api::kCompletions:
       // The OpenAI completions API defaults max_tokens to 16, and so does vLLM.
-      req.max_tokens = int_field(doc, "max_tokens");
-      if (doc["max_tokens"].error() == simdjson::NO_SUCH_FIELD) req.max_tokens = 16;
-      ok = parse_completion_prompt(doc, req, out.error);
+      ok = read_max_tokens(doc, "max_tokens", req.max_tokens, out.error);
+      if (ok && doc["max_tokens"].error() == simdjson::NO_SUCH_FIELD) req.max_tokens = 16;
+      ok = ok && parse_completion_prompt(doc, req, out.error);
       break;
   }
   if (!ok) return out;

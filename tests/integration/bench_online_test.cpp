@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -31,6 +32,8 @@ class Child {
  public:
   explicit Child(std::vector<std::string> args) : process_(std::move(args)) {}
   std::string url() const { return "http://127.0.0.1:" + std::to_string(process_.port()); }
+  std::uint16_t port() const { return process_.port(); }
+  void kill() const { process_.signal(SIGKILL); }
 
  private:
   testing::SimProcess process_;  // SIGTERM, then SIGKILL, on destruction
@@ -173,6 +176,168 @@ TEST(BenchOnline, AnthropicDialectThroughTheWarden) {
   ASSERT_TRUE(s.stayed_pct);
   EXPECT_GT(*s.stayed_pct, 90.0);
   fs::remove_all(dir);
+}
+
+// A warden with an admin token in front of a two-rank simulator, its model
+// `qwen3` at a spill threshold of 5 before any run.
+struct SwitchableWarden {
+  const fs::path dir = temp_dir("lmwarden-bench-switch");
+  Child sim{
+      {"sim", "--listen", "127.0.0.1:0", "--dp", "2", "--time-scale", std::to_string(kTimeScale)}};
+  std::optional<Child> warden;
+
+  SwitchableWarden() {
+    ::setenv("LMWARDEN_BENCH_TEST_TOKEN", "bench-secret", 1);
+    std::ofstream(dir / "warden.yaml")
+        << "listen: 127.0.0.1:0\nadmin_token_env: LMWARDEN_BENCH_TEST_TOKEN\n"
+        << "scrape_interval: 100ms\nmodels:\n  - name: qwen3\n    spill_threshold: 5\n"
+        << "    backends:\n      - url: " << sim.url() << "\n        data_parallel_size: 2\n";
+    warden.emplace(std::vector<std::string>{"serve", "-c", (dir / "warden.yaml").string(),
+                                            "--log-level", "warn"});
+  }
+  ~SwitchableWarden() {
+    warden.reset();
+    fs::remove_all(dir);
+  }
+  nlohmann::json card() const {
+    return nlohmann::json::parse(
+        testing::http_request(warden->port(), "GET", "/api/models/qwen3").body);
+  }
+  OnlineOptions options() const {
+    OnlineOptions o;
+    o.target = warden->url();
+    o.model = "qwen3";
+    o.workload = small_workload();
+    o.steps = {2, 3};
+    o.step_seconds = 30;
+    o.arms = {"off", "on"};
+    o.time_scale = kTimeScale;
+    o.admin_token = "bench-secret";
+    return o;
+  }
+};
+
+// Ctrl-C mid-run: the step under way is dropped, the steps done are kept,
+// and the model is put back as the run found it, not left at the last arm.
+TEST(BenchOnline, AnInterruptedRunKeepsItsStepsAndPutsTheWardenBack) {
+  SwitchableWarden w;
+  OnlineOptions o = w.options();
+  o.stop_on_signal = true;
+  bool raised = false;
+  bool was_off = false;
+  std::vector<std::string> done;
+  auto run = run_online(
+      o,
+      [&](const Progress& p) {
+        // In the second step, arm on's ("off" was the first arm): stop.
+        if (p.index == 1 && p.elapsed_s > 5 && !raised) {
+          raised = true;
+          ::raise(SIGINT);
+        }
+      },
+      [&](const evaluator::StepResult& s) {
+        done.push_back(s.arm);
+        was_off = w.card()["affinity"] == false;
+      });
+  ASSERT_TRUE(run) << run.error();
+  EXPECT_TRUE(raised);
+  EXPECT_TRUE(was_off) << "the first arm ran with affinity off";
+  EXPECT_TRUE(run->interrupted);
+  ASSERT_EQ(run->steps.size(), 1u);
+  EXPECT_EQ(done, std::vector<std::string>{"off"});
+  ASSERT_TRUE(run->stopped);
+  EXPECT_NE(run->stopped->find("interrupted; the step under way (2 sessions, arm on) was dropped"),
+            std::string::npos)
+      << *run->stopped;
+  EXPECT_EQ(run->settings_restored, "affinity on, spill threshold 5");
+  const auto card = w.card();
+  EXPECT_EQ(card["affinity"], true);
+  EXPECT_EQ(card["spill_threshold"], 5);
+  EXPECT_EQ(card["spill_threshold_auto"], false);
+}
+
+// The warden goes away mid-run: the run ends within give_up_after rather
+// than count refused connections to the end of every step, and keeps the
+// steps it finished.
+TEST(BenchOnline, AWardenThatStopsAnsweringEndsTheRunWithTheStepsDone) {
+  SwitchableWarden w;
+  OnlineOptions o = w.options();
+  o.admin_token.reset();  // the model is at the arm already: nothing to switch
+  o.arms = {"warden:5"};
+  o.steps = {2, 2};
+  o.step_seconds = 60;
+  o.give_up_after = std::chrono::seconds(1);
+  bool killed = false;
+  auto run = run_online(o, [&](const Progress& p) {
+    if (p.index == 1 && p.elapsed_s > 10 && !killed) {
+      killed = true;
+      w.warden->kill();
+    }
+  });
+  ASSERT_TRUE(run) << run.error();
+  EXPECT_TRUE(killed);
+  EXPECT_EQ(run->steps.size(), 1u);
+  ASSERT_TRUE(run->stopped);
+  EXPECT_NE(run->stopped->find("at 2 sessions, arm warden:5: the warden at " + o.target +
+                               " has accepted no connection for 1 s"),
+            std::string::npos)
+      << *run->stopped;
+  EXPECT_FALSE(run->interrupted);
+}
+
+// A backend that dies mid-step is a gap in its figures: the warden moves
+// its conversations, and the run goes on to its end.
+TEST(BenchOnline, ABackendThatDiesIsAGapNotTheEndOfTheRun) {
+  const fs::path dir = temp_dir("lmwarden-bench-gap");
+  Child a({"sim", "--listen", "127.0.0.1:0", "--time-scale", std::to_string(kTimeScale)});
+  std::optional<Child> b;
+  b.emplace(std::vector<std::string>{"sim", "--listen", "127.0.0.1:0", "--time-scale",
+                                     std::to_string(kTimeScale)});
+  std::ofstream(dir / "warden.yaml")
+      << "listen: 127.0.0.1:0\nscrape_interval: 100ms\n"
+      << "models:\n  - name: qwen3\n    backends:\n      - url: " << a.url()
+      << "\n      - url: " << b->url() << "\n";
+  Child warden({"serve", "-c", (dir / "warden.yaml").string(), "--log-level", "warn"});
+  OnlineOptions o;
+  o.target = warden.url();
+  o.model = "qwen3";
+  o.workload = small_workload();
+  o.steps = {4, 4};
+  o.step_seconds = 40;
+  o.arms = {"on"};
+  o.time_scale = kTimeScale;
+  o.give_up_after = std::chrono::seconds(1);
+  auto run = run_online(o, [&](const Progress& p) {
+    if (p.index == 0 && p.elapsed_s > 10 && b) b.reset();  // SIGTERM, then gone
+  });
+  ASSERT_TRUE(run) << run.error();
+  EXPECT_FALSE(run->stopped) << *run->stopped;
+  ASSERT_EQ(run->steps.size(), 2u);
+  EXPECT_GT(run->steps[1].samples.metrics_polls_failed, 0u);
+  EXPECT_GT(run->steps[1].sessions_completed + run->steps[1].samples.ttfb_s.size(), 0u)
+      << "the second step was served by the backend left";
+  fs::remove_all(dir);
+}
+
+// Without the admin token the bench cannot switch the model: an arm the
+// model is not at is refused before the run, not measured under its name.
+TEST(BenchOnline, AnArmTheWardenIsNotAtNeedsTheToken) {
+  SwitchableWarden w;
+  OnlineOptions o = w.options();
+  o.admin_token.reset();
+  o.arms = {"on"};
+  auto run = run_online(o);
+  ASSERT_FALSE(run);
+  EXPECT_EQ(run.error(),
+            "arm on: model qwen3 is at affinity on, spill threshold 5, and switching it needs the "
+            "warden's admin token; run --arms warden:5, or give the token");
+  o.arms = {"warden:5"};
+  o.steps = {1};
+  o.step_seconds = 10;
+  auto matching = run_online(o);
+  ASSERT_TRUE(matching) << matching.error();
+  EXPECT_EQ(matching->steps.size(), 1u);
+  EXPECT_FALSE(matching->settings_restored) << "nothing was switched";
 }
 
 TEST(BenchOnline, UnreachableWardenIsAnErrorNotAHang) {

@@ -338,6 +338,35 @@ TEST_F(SimServerTest, RankPinningRefusesUnknownRanksAndIgnoresNonIntegers) {
   EXPECT_EQ(http_request(port(), "POST", "/v1/chat/completions", "{not json").status, 400);
 }
 
+// An output cap that is not a whole number of at least 1 is refused, as
+// vLLM's request validation does, rather than read as "up to the context"
+// (minutes of engine time); the Messages API requires one.
+TEST_F(SimServerTest, AnOutputCapThatIsNoWholeNumberIsRefused) {
+  for (const Json& bad : {Json(0), Json(-1), Json(1.5), Json("5"), Json(true)}) {
+    SCOPED_TRACE(bad.dump());
+    Json chat = chat_body("Capped.", 2);
+    chat["max_tokens"] = bad;
+    const HttpResponse r = post("/v1/chat/completions", chat);
+    EXPECT_EQ(r.status, 400);
+    EXPECT_EQ(Json::parse(r.body)["error"]["message"],
+              "'max_tokens' must be a whole number of at least 1, got " + bad.dump());
+    Json messages = messages_body("Capped.", 2);
+    messages["max_tokens"] = bad;
+    EXPECT_EQ(post("/v1/messages", messages).status, 400);
+  }
+  Json uncapped = messages_body("Capped.", 2);
+  uncapped.erase("max_tokens");
+  const HttpResponse r = post("/v1/messages", uncapped);
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(Json::parse(r.body)["error"]["message"], "'max_tokens' is required");
+  Json null_cap = chat_body("Capped.", 2);
+  null_cap["max_tokens"] = nullptr;
+  null_cap["max_completion_tokens"] = 3;
+  const HttpResponse capped = post("/v1/chat/completions", null_cap);
+  ASSERT_EQ(capped.status, 200) << capped.body;
+  EXPECT_EQ(Json::parse(capped.body)["usage"]["completion_tokens"], 3);
+}
+
 TEST_F(SimServerTest, InternalBalancerSpreadsUnpinnedLoadAndMetricsMove) {
   const auto before = metrics();
   std::vector<std::thread> clients;

@@ -295,6 +295,11 @@ class SimProcess {
     return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   }
 
+  // Sends `sig` and returns at once (the destructor reaps the child).
+  void signal(int sig) const {
+    if (pid_ > 0) ::kill(pid_, sig);
+  }
+
   // Sends SIGTERM and returns the exit status (waits up to 10 s).
   int terminate() {
     if (pid_ <= 0) return exit_status_;
