@@ -177,9 +177,9 @@ int run_online(const BenchArgs& a) {
         std::fprintf(stderr, "%slmwarden bench: %s\n", tty ? "\n" : "", err->c_str());
     }
     if (a.quiet) return;
-    std::fprintf(stderr, "%s  %3d sessions  arm %-4s hit %s%%  TTFB p50 %s  stayed %s%%\n",
-                 tty ? "\n" : "", s.sessions, s.arm.c_str(), fmt_opt(s.prefix_hit_pct, "").c_str(),
-                 fmt_opt(s.ttfb_p50_s, " s").c_str(), fmt_opt(s.stayed_pct, "").c_str());
+    std::fprintf(stderr, "%s  %3d sessions  arm %-4s hit %s  TTFB p50 %s  stayed %s\n",
+                 tty ? "\n" : "", s.sessions, s.arm.c_str(), fmt_opt(s.prefix_hit_pct, "%").c_str(),
+                 fmt_opt(s.ttfb_p50_s, " s").c_str(), fmt_opt(s.stayed_pct, "%").c_str());
   };
   auto run = bench::run_online(o, progress, step_done);
   if (!run) {

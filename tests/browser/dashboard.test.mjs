@@ -274,6 +274,30 @@ test('a server whose replies never give a cached count is named, with the flag t
   }
 });
 
+test('a warden that stops answering is said in words, even on a narrow screen, and the page dims', { timeout: 40000 }, async () => {
+  const gone = await startFleet({ model: 'gone', dp: 2 });
+  try {
+    await withPage(browser, 'warden-gone', async (page) => {
+      await page.goto(`${gone.base}/stats`);
+      const live = page.locator('#live');
+      await assertEventually(async () => (await live.getAttribute('data-state')) === 'ok', 'live');
+      // "Live" is the dot alone at this width, its word kept for screen readers.
+      assert.equal(await page.locator('.live-text').textContent(), 'Live');
+      assert.ok((await page.locator('.live-text').boundingBox()).width <= 1, 'the word is hidden');
+      assert.equal(await page.locator('main').getAttribute('data-stale'), null);
+      await gone.stopWarden();
+      await assertEventually(async () => (await live.getAttribute('data-state')) === 'error',
+        async () => `state ${await live.getAttribute('data-state')}`);
+      assert.equal(await page.locator('.live-text').innerText(), 'Warden unreachable — retrying');
+      const said = await page.locator('.live-text').boundingBox();
+      assert.ok(said.width > 150 && said.height < 30, `said in words, on one line: ${JSON.stringify(said)}`);
+      assert.equal(await page.locator('main').getAttribute('data-stale'), 'true');
+    }, { viewport: { width: 400, height: 800 } });
+  } finally {
+    await gone.stop();
+  }
+});
+
 test('a warden with no traffic says what to do', { timeout: 40000 }, async () => {
   const idle = await startFleet({ model: 'idle', dp: 2 });
   const idleDev = ui === fleet.base ? null : await startDevServer({ warden: idle.base });

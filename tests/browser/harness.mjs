@@ -101,6 +101,7 @@ export async function startFleet({ model = 'M', dp = 4, timeScale = 20, adminTok
   const base = warden.match[1];
   return {
     model, dp, simUrl, base,
+    async stopWarden() { await stop(warden.proc); },
     async stop() {
       await stop(warden.proc);
       await stop(sim.proc);

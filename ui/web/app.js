@@ -24,11 +24,15 @@ function route(pathname) {
 const ctx = {
   ok() {
     live.dataset.state = 'ok';
+    delete main.dataset.stale;
     setText(live.querySelector('.live-text'), 'Live');
     live.title = `Updated ${new Date().toLocaleTimeString()}`;
   },
   fail(err) {
     live.dataset.state = 'error';
+    // What the page still shows is the last figures it had: dimmed, so they
+    // do not pass for current.
+    if (err?.status === 0) main.dataset.stale = 'true';
     setText(live.querySelector('.live-text'), err?.status === 0 ? 'Warden unreachable — retrying' : 'Refresh failed — retrying');
   },
   navigate(href) {

@@ -75,9 +75,12 @@ export class TokensPanel {
       s = await api.stats(this.model, this.windowS);
     } catch (err) {
       this.error.hidden = false;
-      setText(this.error, err.status === 404
+      // A 404 names the model it could not find; one without a message is a
+      // warden from before /api/stats.
+      setText(this.error, err.status === 404 && !err.message.startsWith('unknown model')
         ? 'This warden does not serve token statistics (GET /api/stats).'
         : `Token statistics unavailable: ${err.message}`);
+      this.opts.onError?.(err);
       return;
     }
     if (want !== `${this.model}|${this.windowS}`) return;  // a control changed meanwhile

@@ -251,11 +251,13 @@ export function mountModel(root, { name }, ctx) {
     }
     for (const [f] of COLUMNS) {
       const c = row.cells[f];
-      const v = r[f];
+      let v = r[f];
       if (f === 'health') {
         setText(c.text, r.healthy ? 'healthy' : 'unhealthy');
         c.text.className = `health${r.healthy ? '' : ' down'}`;
       } else if (f === 'kv_used' || f === 'prefix_hit_rate') {
+        // Out of service: a dash, as for the engine's other figures.
+        if (f === 'prefix_hit_rate' && !r.healthy) v = null;
         setText(c.text, pct(v));
         const w = v == null ? '0%' : `${Math.min(100, Math.max(0, v * 100)).toFixed(1)}%`;
         if (c.fill.style.width !== w) c.fill.style.width = w;
@@ -263,7 +265,7 @@ export function mountModel(root, { name }, ctx) {
           c.fill.classList.toggle('high', v != null && v >= 0.8 && v < 0.95);
           c.fill.classList.toggle('full', v != null && v >= 0.95);
         }
-        c.td.title = v == null ? 'not scraped yet' : '';
+        c.td.title = !r.healthy ? 'out of service' : v == null ? 'not scraped yet' : '';
       } else {
         const n = f === 'new' ? (r.new ?? 0) + (r.anonymous ?? 0) + (r.balanced ?? 0) + (r.rehomed ?? 0) + (r.retried ?? 0) : v;
         setText(c.text, int(n));

@@ -41,6 +41,7 @@ export function mountStats(root, _params, ctx) {
       promptHeight: Math.round(Math.min(440, Math.max(260, window.innerHeight * 0.36))),
       completionHeight: Math.round(Math.min(240, Math.max(140, window.innerHeight * 0.18))),
     },
+    onError: (err) => ctx.fail(err),
     onStats: (s) => {
       ctx.ok();
       // Keep the model list in step with the warden's configuration.
