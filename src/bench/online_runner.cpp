@@ -150,7 +150,8 @@ class StepRunner {
     result_.sessions = sessions;
     result_.arm = arm;
     result_.duration_s = o.step_seconds;
-    result_.policy = arm == "off" ? "vllm (warden affinity off)" : "warden (affinity on)";
+    result_.policy = arm == "off" ? "vllm (warden affinity off)"
+                                  : "warden (" + ModelSettings::of_arm(arm).describe() + ")";
   }
 
   std::function<void(const Progress&)> on_progress;
