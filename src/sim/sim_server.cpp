@@ -24,6 +24,7 @@
 #include "sim/api_request.h"
 #include "sim/api_response.h"
 #include "sim/metrics_text.h"
+#include "sim/token_routes.h"
 
 namespace lmwarden::sim {
 namespace {
@@ -202,6 +203,16 @@ class Core : public std::enable_shared_from_this<Core> {
         co_await generate(ex, *api);
         co_return;
       }
+    }
+    if (path == "/tokenize" || path == "/detokenize") {
+      if (!post) {
+        co_await not_allowed(ex);
+        co_return;
+      }
+      TokenReply r = path == "/tokenize" ? tokenize_reply(req.body(), options_.engine.max_model_len)
+                                         : detokenize_reply(req.body());
+      co_await ex.respond(json_response(static_cast<http::status>(r.status), std::move(r.body)));
+      co_return;
     }
     if (path == "/health") {
       if (!get) {

@@ -367,6 +367,35 @@ TEST_F(SimServerTest, AnOutputCapThatIsNoWholeNumberIsRefused) {
   EXPECT_EQ(Json::parse(capped.body)["usage"]["completion_tokens"], 3);
 }
 
+// vLLM's /tokenize and /detokenize: the counts a chat completion's usage
+// gives, and generated text back from its ids.
+TEST_F(SimServerTest, TokenizeCountsAsTheCompletionDoesAndDetokenizeGivesOutputBack) {
+  const Json chat = chat_body("Count me, please.", 4);
+  const HttpResponse done = post("/v1/chat/completions", chat);
+  ASSERT_EQ(done.status, 200) << done.body;
+  const Json completion = Json::parse(done.body);
+  const HttpResponse counted =
+      post("/tokenize", Json{{"model", kModel}, {"messages", chat["messages"]}});
+  ASSERT_EQ(counted.status, 200) << counted.body;
+  const Json tokens = Json::parse(counted.body);
+  EXPECT_EQ(tokens["count"], completion["usage"]["prompt_tokens"]);
+  EXPECT_EQ(tokens["tokens"].size(), tokens["count"].get<std::size_t>());
+  EXPECT_EQ(tokens["max_model_len"], 32768);
+
+  const Json plain = Json::parse(post("/tokenize", Json{{"prompt", "a b c"}}).body);
+  EXPECT_GT(plain["count"].get<int>(), 0);
+  EXPECT_EQ(post("/tokenize", Json{{"text", "a"}}).status, 400);
+  EXPECT_EQ(http_request(port(), "GET", "/tokenize").status, 405);
+
+  // The reply's text, tokenized and detokenized, is the reply's text.
+  const std::string reply = completion["choices"][0]["message"]["content"];
+  const Json ids = Json::parse(post("/tokenize", Json{{"prompt", reply}}).body)["tokens"];
+  const HttpResponse back = post("/detokenize", Json{{"tokens", ids}});
+  ASSERT_EQ(back.status, 200) << back.body;
+  EXPECT_EQ(Json::parse(back.body)["prompt"], reply);
+  EXPECT_EQ(post("/detokenize", Json{{"tokens", {-1}}}).status, 400);
+}
+
 TEST_F(SimServerTest, InternalBalancerSpreadsUnpinnedLoadAndMetricsMove) {
   const auto before = metrics();
   std::vector<std::thread> clients;
