@@ -2,6 +2,8 @@
 // integration tests; configured from YAML like the real binary.
 #pragma once
 
+#include <spdlog/spdlog.h>
+
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
@@ -17,6 +19,11 @@ namespace lmwarden::testing {
 class RunningWarden {
  public:
   explicit RunningWarden(config::Config cfg, bool scrape = false) : runtime_(std::move(cfg)) {
+    // spdlog's registry is made here, before the warden's threads can log,
+    // as `lmwarden serve` makes it on its main thread: two threads logging
+    // first race to construct it, behind a static-init guard inside
+    // libspdlog that ThreadSanitizer cannot see.
+    spdlog::default_logger_raw();
     port_ = runtime_.start(scrape).port();
   }
   std::uint16_t port() const { return port_; }
