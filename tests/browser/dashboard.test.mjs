@@ -274,6 +274,24 @@ test('a server whose replies never give a cached count is named, with the flag t
   }
 });
 
+test('a table wider than the screen fades at the edge its hidden columns are behind', { timeout: 30000 }, async () => {
+  const scroller = (page) => page.locator('[data-testid=routing-card] .table-scroll');
+  await withPage(browser, 'table-scroll-narrow', async (page) => {
+    await page.goto(`${ui}/models/${MODEL}`);
+    await page.locator('[data-testid=replicas] tbody tr').first().waitFor();
+    await assertEventually(async () => (await scroller(page).getAttribute('data-more')) === 'right',
+      async () => `data-more ${await scroller(page).getAttribute('data-more')}`);
+    await scroller(page).locator('.table-wrap').evaluate((w) => { w.scrollLeft = w.scrollWidth; });
+    await assertEventually(async () => (await scroller(page).getAttribute('data-more')) === 'left',
+      async () => `after scrolling: data-more ${await scroller(page).getAttribute('data-more')}`);
+  }, { viewport: { width: 400, height: 800 } });
+  await withPage(browser, 'table-scroll-wide', async (page) => {
+    await page.goto(`${ui}/models/${MODEL}`);
+    await page.locator('[data-testid=replicas] tbody tr').first().waitFor();
+    assert.equal(await scroller(page).getAttribute('data-more'), null, 'the whole table is in view');
+  }, { viewport: { width: 1600, height: 900 } });
+});
+
 test('a warden that stops answering is said in words, even on a narrow screen, and the page dims', { timeout: 40000 }, async () => {
   const gone = await startFleet({ model: 'gone', dp: 2 });
   try {

@@ -67,3 +67,24 @@ export function el(tag, attrs = {}, ...children) {
   for (const c of children.flat(Infinity)) if (c != null && c !== false) node.append(c);
   return node;
 }
+
+// A table in a horizontally scrolling box that says it scrolls: the box's
+// edge fades on each side where columns are out of view (data-more=
+// "right", "left" or "both").
+export function tableScroll(table) {
+  const wrap = el('div', { class: 'table-wrap' }, table);
+  const outer = el('div', { class: 'table-scroll' }, wrap);
+  const update = () => {
+    const left = wrap.scrollLeft > 1;
+    const right = wrap.scrollLeft + wrap.clientWidth < wrap.scrollWidth - 1;
+    const more = left && right ? 'both' : left ? 'left' : right ? 'right' : '';
+    if ((outer.dataset.more ?? '') !== more) {
+      if (more) outer.dataset.more = more;
+      else delete outer.dataset.more;
+    }
+  };
+  wrap.addEventListener('scroll', update, { passive: true });
+  new ResizeObserver(update).observe(table);
+  new ResizeObserver(update).observe(wrap);
+  return outer;
+}

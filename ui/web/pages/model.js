@@ -4,7 +4,7 @@
 import { api, adminToken, setAdminToken } from '../api.js';
 import { poll } from '../poll.js';
 import { TokensPanel, WINDOWS, segmented } from '../tokens_panel.js';
-import { el, int, pct, setText, utc, duration, DASH } from '../format.js';
+import { el, int, pct, setText, utc, duration, DASH, tableScroll } from '../format.js';
 
 // Replica table columns: [field, heading, tooltip].
 const COLUMNS = [
@@ -45,7 +45,7 @@ export function mountModel(root, { name }, ctx) {
   const routing = el('section', { class: 'card', 'aria-labelledby': 'routing-h', 'data-testid': 'routing-card' },
     el('div', { class: 'card-head' }, el('h2', { id: 'routing-h', text: 'Data-parallel routing' }), admin),
     el('div', { class: 'card-body' }, pills, notice),
-    el('div', { class: 'table-wrap' },
+    tableScroll(
       el('table', { 'aria-label': `Replicas of ${name}`, 'data-testid': 'replicas' }, el('thead', {}, thead), tbody)),
     el('div', { class: 'card-foot' }, since));
   const tokensBody = el('div', { class: 'card-body' });
@@ -63,7 +63,7 @@ export function mountModel(root, { name }, ctx) {
       tokensBody),
     el('section', { class: 'card', 'aria-labelledby': 'backends-h' },
       el('div', { class: 'card-head' }, el('h2', { id: 'backends-h', text: 'Backends' })),
-      el('div', { class: 'table-wrap' },
+      tableScroll(
         el('table', { 'aria-label': 'Backends', 'data-testid': 'backends' },
           el('thead', {}, el('tr', {}, el('th', { scope: 'col', text: 'URL' }),
             el('th', { scope: 'col', class: 'num', text: 'DP size' }), el('th', { scope: 'col', text: 'Replicas healthy' }))),

@@ -1,7 +1,7 @@
 // Models page: every configured model, its replicas and how the warden routes it.
 import { api, modelPath } from '../api.js';
 import { poll } from '../poll.js';
-import { el, int, pct, si, setText } from '../format.js';
+import { el, int, pct, si, setText, tableScroll } from '../format.js';
 
 export function mountModels(root, _params, ctx) {
   document.title = 'Models · LM Warden';
@@ -16,7 +16,7 @@ export function mountModels(root, _params, ctx) {
         el('th', { scope: 'col', class: 'num', text: 'Spill threshold' }),
         el('th', { scope: 'col', class: 'num', text: 'Prompt from cache, 1 h', title: 'Share of prompt tokens served from the prefix cache over the last hour' }))),
       tbody);
-  const body = el('div', { class: 'table-wrap' }, table);
+  const body = tableScroll(table);
   const empty = el('div', { class: 'empty' },
     el('strong', { text: 'No models configured' }),
     'Add a model with its backends under ', el('code', { text: 'models:' }),
