@@ -15,6 +15,7 @@
 #include <csignal>
 #include <future>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -57,10 +58,14 @@ double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-std::string response_id(engine::RequestId id) {
-  // Looks like vLLM's uuid4().hex; unique because id is.
-  const std::uint64_t hi = (id * 0x9e3779b97f4a7c15ull) ^ ((id * 0x9e3779b97f4a7c15ull) >> 29);
-  return fmt::format("{:016x}{:016x}", hi * 0xbf58476d1ce4e5b9ull, id);
+// Looks like vLLM's uuid4().hex. The low half is the request's id, so a
+// simulator never repeats one; the high half mixes in `draw`, a number each
+// simulator draws at start, so two of them (the same --seed or not) do not
+// share ids.
+std::string response_id(engine::RequestId id, std::uint64_t draw) {
+  const std::uint64_t mixed = (id * 0x9e3779b97f4a7c15ull) ^ draw;
+  const std::uint64_t hi = (mixed ^ (mixed >> 29)) * 0xbf58476d1ce4e5b9ull;
+  return fmt::format("{:016x}{:016x}", hi, id);
 }
 
 std::string_view path_of(std::string_view target) {
@@ -119,6 +124,8 @@ class Core : public std::enable_shared_from_this<Core> {
         dp_(options_.dp_size, options_.engine),
         start_(Clock::now()),
         started_unix_(unix_now()) {
+    std::random_device device;
+    id_draw_ = (static_cast<std::uint64_t>(device()) << 32) | device();
     for (std::int32_t r = 0; r < dp_.size(); ++r) {
       wake_.push_back(std::make_unique<net::Timer>(io_, Clock::time_point::max()));
       clock_.push_back(0.0);
@@ -346,7 +353,7 @@ class Core : public std::enable_shared_from_this<Core> {
       }
     } release{*this, id, rank};
 
-    ResponseBuilder builder(request, request.model, response_id(id),
+    ResponseBuilder builder(request, request.model, response_id(id, id_draw_),
                             static_cast<std::int64_t>(unix_now()), options_.prompt_tokens_details);
     if (request.stream) {
       net::ResponseHeader header{http::status::ok, 11};
@@ -385,6 +392,7 @@ class Core : public std::enable_shared_from_this<Core> {
   engine::DpServer dp_;
   Clock::time_point start_;
   double started_unix_;
+  std::uint64_t id_draw_ = 0;                              // see response_id
   std::vector<std::unique_ptr<net::Timer>> wake_;          // per rank: new work arrived
   std::vector<engine::Seconds> clock_;                     // per rank: end of the last step
   std::unordered_map<engine::RequestId, Sink*> sinks_;

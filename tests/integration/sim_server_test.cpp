@@ -367,6 +367,26 @@ TEST_F(SimServerTest, AnOutputCapThatIsNoWholeNumberIsRefused) {
   EXPECT_EQ(Json::parse(capped.body)["usage"]["completion_tokens"], 3);
 }
 
+// Two simulators with the same seed give their first replies different ids,
+// as vLLM's random ones are: a client or log that keys on ids must not
+// see one reply for another.
+TEST(SimServerIds, TwoSimulatorsWithOneSeedDoNotShareResponseIds) {
+  auto first_id = [] {
+    SimProcess sim({"sim", "--listen", "127.0.0.1:0", "--seed", "3", "--time-scale", "50"});
+    const Json body{{"model", kModel},
+                    {"max_tokens", 1},
+                    {"messages", {{{"role", "user"}, {"content", "id?"}}}}};
+    const HttpResponse r = http_request(sim.port(), "POST", "/v1/chat/completions", body.dump());
+    EXPECT_EQ(r.status, 200) << r.body;
+    return Json::parse(r.body)["id"].get<std::string>();
+  };
+  const std::string a = first_id();
+  const std::string b = first_id();
+  EXPECT_TRUE(a.starts_with("chatcmpl-")) << a;
+  EXPECT_EQ(a.size(), b.size());
+  EXPECT_NE(a, b);
+}
+
 // vLLM's /tokenize and /detokenize: the counts a chat completion's usage
 // gives, and generated text back from its ids.
 TEST_F(SimServerTest, TokenizeCountsAsTheCompletionDoesAndDetokenizeGivesOutputBack) {
