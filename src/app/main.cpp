@@ -6,6 +6,8 @@
 #include <malloc.h>
 #endif
 
+#include <spdlog/spdlog.h>
+
 #include "app/commands.h"
 
 #ifdef LMWARDEN_WITH_JEMALLOC
@@ -48,6 +50,8 @@ void keep_freed_memory_for_reuse() {
 
 int main(int argc, char** argv) {
   keep_freed_memory_for_reuse();
+  // Local time with its offset from UTC, so a line says which time it is.
+  spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e %z] [%l] %v");
   CLI::App app{"LM Warden: keeps each agent conversation on the vLLM replica that caches it"};
   app.set_version_flag("--version", "lmwarden 0.1.0");
   app.require_subcommand(1);
