@@ -257,6 +257,8 @@ std::vector<std::string> Warden::reload(config::Config next) {
   next.unhealthy_after = now.unhealthy_after;
 
   std::shared_ptr<const ModelSet> set = make_model_set(std::move(next), current.get());
+  set->refusals->forget_models_unless(
+      [&](const std::string& name) { return set->by_name.contains(name); });
   // A model kept by name whose replicas changed could not carry its routing
   // state over: say so, as its card and chart restart from nothing.
   for (const auto& m : set->models)

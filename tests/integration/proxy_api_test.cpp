@@ -192,6 +192,14 @@ TEST(ProxyApi, RefusalsAreCountedByModelAndReason) {
   // A reload keeps them, as the counters of the process they are.
   warden.reload(make_config({{fake.port(), 2}}, 3));
   EXPECT_EQ(refused(warden.port()), expected);
+  // Those of a model the reload removed end with its other series.
+  warden.reload(
+      load_test_config("listen: 127.0.0.1:0\nmodels:\n  - name: other\n    backends:\n"
+                       "      - url: http://127.0.0.1:" +
+                       std::to_string(fake.port()) + "\n"));
+  const std::map<std::pair<std::string, std::string>, double> without_m = {
+      {{"", "unknown_model"}, 2}, {{"", "invalid_body"}, 1}};
+  EXPECT_EQ(refused(warden.port()), without_m);
 }
 
 // A retry is not a spill: a conversation whose home answers 500 is served
