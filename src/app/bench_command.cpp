@@ -169,9 +169,13 @@ int run_online(const BenchArgs& a) {
   // Each step done is in the report at once, so a run that fails later, or
   // is interrupted, keeps what it measured.
   std::vector<evaluator::StepResult> done;
+  const std::size_t planned = a.sessions.size() * a.arms.size();
   auto step_done = [&](const evaluator::StepResult& s) {
     done.push_back(s);
     info.replicas = std::max(info.replicas, static_cast<int>(s.samples.replicas.size()));
+    // Until the run ends its report says so: one left behind by a killed
+    // run does not pass for complete.
+    info.stopped = fmt::format("still running: {} of {} steps done", done.size(), planned);
     if (!a.out.empty()) {
       if (auto err = bench::write_report(a.out, info, done))
         std::fprintf(stderr, "%slmwarden bench: %s\n", tty ? "\n" : "", err->c_str());
@@ -194,13 +198,15 @@ int run_online(const BenchArgs& a) {
                  run->settings_not_restored->c_str());
   }
   if (run->stopped) std::fprintf(stderr, "lmwarden bench: %s\n", run->stopped->c_str());
-  info.backend_metrics = run->backends;
-  info.replicas = run->replicas;
+  if (!run->backends.empty()) info.backend_metrics = run->backends;
   info.stopped = run->stopped;
   std::printf("\n");
-  const int rc = finish(a, info, run->steps);
-  if (run->interrupted) return 130;  // as a shell reports a SIGINT
-  return rc != 0 ? rc : run->stopped ? 1 : 0;
+  // The steps as they were reported: a run stopped by a second signal
+  // returns none of its own.
+  const int rc = finish(a, info, done);
+  if (run->interrupted) return 128 + run->signal;  // as a shell reports the signal
+  if (rc != 0 || run->stopped || run->settings_not_restored) return 1;
+  return 0;
 }
 
 }  // namespace
@@ -279,6 +285,13 @@ void add_bench_command(CLI::App& app) {
     if (auto err = a->workload.validate()) {
       std::fprintf(stderr, "lmwarden bench: %s\n", err->c_str());
       throw CLI::RuntimeError(2);
+    }
+    if (!a->offline) {
+      for (const auto& arm : a->arms)
+        if (auto err = bench::validate_online_arm(arm)) {
+          std::fprintf(stderr, "lmwarden bench: --arms: %s\n", err->c_str());
+          throw CLI::RuntimeError(2);
+        }
     }
     for (std::size_t i = 0; i < a->arms.size(); ++i)
       for (std::size_t j = 0; j < i; ++j)

@@ -9,7 +9,9 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
+#include <system_error>
 
 namespace lmwarden::app {
 
@@ -25,7 +27,7 @@ inline CLI::Validator whole_number(std::int64_t lo, std::int64_t hi) {
       fmt::format("{}..{}", lo, hi));
 }
 
-// A finite number above 0, or in [lo, hi] with `range`.
+// A finite number in [lo, hi], or in (lo, hi] with `lo_excluded`.
 inline CLI::Validator finite_number(double lo, double hi, bool lo_excluded) {
   return CLI::Validator(
       [=](std::string& text) -> std::string {

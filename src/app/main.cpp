@@ -60,8 +60,12 @@ int main(int argc, char** argv) {
   lmwarden::app::add_bench_command(app);
   try {
     app.parse(argc, argv);
+  } catch (const CLI::RuntimeError& e) {
+    return app.exit(e);  // a command's own exit status
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version exit 0; a command line that does not parse (an
+    // unknown flag, a value out of range) exits 2, as other usage errors do.
+    return app.exit(e) == 0 ? 0 : 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "lmwarden: %s\n", e.what());
     return 1;

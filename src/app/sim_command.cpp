@@ -1,5 +1,6 @@
 // `lmwarden sim`: one simulated vLLM server with N data-parallel ranks.
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <string>
 

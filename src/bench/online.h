@@ -74,9 +74,10 @@ struct OnlineRun {
   // steps done are still in `steps`.
   std::optional<std::string> stopped;
   bool interrupted = false;  // by SIGINT or SIGTERM
-  // The model's settings as the run found them, put back at its end when it
-  // switched arms ("affinity on, spill threshold auto"), or why they could
-  // not be; none when nothing was switched.
+  int signal = 0;            // which, when interrupted
+  // With the admin token: the model's settings as the run found them, put
+  // back at its end ("affinity on, spill threshold auto"), or why they could
+  // not be. Without it nothing was switched, and both are empty.
   std::optional<std::string> settings_restored;
   std::optional<std::string> settings_not_restored;
 };

@@ -91,6 +91,7 @@ double percent_or(const json& j, const char* key) {
 // What the run shares with its steps: a signal's request to stop.
 struct RunState {
   bool cancelled = false;
+  int signal = 0;  // the first that came
 };
 
 // A model's routing settings, as its card shows them and an arm sets them.
@@ -536,6 +537,7 @@ net::Awaitable<Result<OnlineRun, std::string>> run_steps(
     if (run.stopped) break;
   }
   run.interrupted = state.cancelled;
+  run.signal = state.signal;
   if (run.interrupted && !run.stopped) run.stopped = "interrupted between steps";
   // Put the model back as the run found it.
   if (o.admin_token) {
@@ -569,9 +571,9 @@ std::optional<std::string> validate_online_arm(const std::string& arm) {
     const char* first = arm.data() + 7;
     const char* last = arm.data() + arm.size();
     const auto [end, ec] = std::from_chars(first, last, n);
-    if (ec == std::errc{} && end == last && n >= 1) return std::nullopt;
+    if (ec == std::errc{} && end == last && n >= 1 && n <= 1'000'000) return std::nullopt;
   }
-  return "arm '" + arm + "': online arms are off, on and warden:N (N >= 1)";
+  return "arm '" + arm + "': online arms are off, on and warden:N (N from 1 to 1000000)";
 }
 
 Result<OnlineRun, std::string> run_online(
@@ -586,11 +588,25 @@ Result<OnlineRun, std::string> run_online(
   asio::io_context io{1};
   RunState state;
   std::optional<asio::signal_set> signals;
+  bool abandoned = false;
+  // The first signal ends the run in order (the step under way dropped, the
+  // model put back); a second one stops everything at once. Declared out
+  // here: the handler re-arms itself by reference.
+  std::function<void(const boost::system::error_code&, int)> on_signal;
   if (options.stop_on_signal) {
     signals.emplace(io, SIGINT, SIGTERM);
-    signals->async_wait([&](const boost::system::error_code& ec, int) {
-      if (!ec) state.cancelled = true;  // a second signal waits for the put-back (10 s at most)
-    });
+    on_signal = [&](const boost::system::error_code& ec, int sig) {
+      if (ec) return;
+      if (state.cancelled) {
+        abandoned = true;
+        io.stop();
+        return;
+      }
+      state.cancelled = true;
+      state.signal = sig;
+      signals->async_wait(on_signal);
+    };
+    signals->async_wait(on_signal);
   }
   std::optional<Result<OnlineRun, std::string>> out;
   asio::co_spawn(io, run_all(options, state, on_progress, on_step, out), [&](std::exception_ptr e) {
@@ -603,6 +619,17 @@ Result<OnlineRun, std::string> run_online(
     }
   });
   io.run();
+  if (abandoned) {
+    OnlineRun run;
+    run.stopped = "interrupted twice: stopped at once";
+    run.interrupted = true;
+    run.signal = state.signal;
+    if (options.admin_token)
+      run.settings_not_restored = "model " + options.model +
+                                  " was not put back (interrupted again before the end): check "
+                                  "its affinity and spill threshold";
+    return run;
+  }
   if (!out) return unexpected(std::string("benchmark ended without a result"));
   return std::move(*out);
 }

@@ -357,12 +357,18 @@ std::optional<std::string> write_report(const std::string& dir, const RunInfo& i
       {"results.json", results_json(info, steps)},
       {"report.html", html_report(info, steps)},
   };
+  // Each file whole or not at all: written beside, then renamed over the old.
   for (const auto& [name, text] : files) {
     const auto path = std::filesystem::path(dir) / name;
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    auto partial = path;
+    partial += ".partial";
+    std::ofstream out(partial, std::ios::binary | std::ios::trunc);
     out << text;
     out.close();
-    if (!out) return fmt::format("cannot write {}", path.string());
+    if (!out) return fmt::format("cannot write {}", partial.string());
+    std::error_code ec;
+    std::filesystem::rename(partial, path, ec);
+    if (ec) return fmt::format("cannot write {}: {}", path.string(), ec.message());
   }
   return std::nullopt;
 }

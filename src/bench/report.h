@@ -28,7 +28,7 @@ struct RunInfo {
   std::string model;
   std::vector<std::string> backend_metrics;  // online
   std::string profile;                       // offline
-  int replicas = 0;                          // offline
+  int replicas = 0;                          // offline: simulated; online: ranks seen
   std::vector<int> steps;
   std::vector<std::string> arms;
   double step_seconds = 0;

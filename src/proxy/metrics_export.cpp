@@ -146,9 +146,11 @@ std::string warden_metrics_text(const ModelSet& models, const ConfigReloads& rel
                 {"url", m->config.backends[static_cast<std::size_t>(r.backend)].url}, {"rank", std::to_string(r.rank)}},
                1.0);
   family("lmwarden_refused_requests_total");
-  for (const auto& r : models.refusals->snapshot())
+  for (const auto& r : models.refusals->snapshot()) {
+    if (!r.model.empty() && !models.by_name.contains(r.model)) continue;  // a model removed
     w.sample("lmwarden_refused_requests_total", {{"model", r.model}, {"reason", r.reason}},
              static_cast<double>(r.n));
+  }
   family("lmwarden_access_log_dropped_total");
   if (models.access_log)
     w.sample("lmwarden_access_log_dropped_total", {},

@@ -297,9 +297,9 @@ bool parse_completion_prompt(element doc, ApiRequest& req, std::string& error) {
   return true;
 }
 
-// An output cap: 0 when absent or null (the context's room), else a whole
-// number of at least 1, as vLLM's request validation wants; false with
-// `error` for anything else (0, -1, 1.5, "5", true).
+// An output cap: 0 when absent or null (the context's room), else a JSON
+// integer of at least 1; false with `error` for anything else. vLLM refuses
+// 0, -1 and 1.5 as well; this is stricter than its parsing on "5" and true.
 bool read_max_tokens(element doc, std::string_view key, std::int32_t& out, std::string& error) {
   out = 0;
   const auto field = doc[key];

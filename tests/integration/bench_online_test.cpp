@@ -256,6 +256,28 @@ TEST(BenchOnline, AnInterruptedRunKeepsItsStepsAndPutsTheWardenBack) {
   EXPECT_EQ(card["spill_threshold_auto"], false);
 }
 
+// A second signal stops at once, and says the model was not put back.
+TEST(BenchOnline, ASecondSignalStopsAtOnceAndSaysTheModelWasNotPutBack) {
+  SwitchableWarden w;
+  OnlineOptions o = w.options();
+  o.stop_on_signal = true;
+  int raised = 0;
+  auto run = run_online(o, [&](const Progress& p) {
+    if (p.index == 0 && p.elapsed_s > 5 && raised < 2) {
+      ++raised;
+      ::raise(SIGTERM);
+    }
+  });
+  ASSERT_TRUE(run) << run.error();
+  EXPECT_EQ(raised, 2);
+  EXPECT_TRUE(run->interrupted);
+  EXPECT_EQ(run->signal, SIGTERM);
+  EXPECT_EQ(run->stopped, "interrupted twice: stopped at once");
+  ASSERT_TRUE(run->settings_not_restored);
+  EXPECT_NE(run->settings_not_restored->find("model qwen3 was not put back"), std::string::npos);
+  EXPECT_EQ(w.card()["affinity"], false) << "left at the first arm, as it said";
+}
+
 // The warden goes away mid-run: the run ends within give_up_after rather
 // than count refused connections to the end of every step, and keeps the
 // steps it finished.
@@ -265,7 +287,7 @@ TEST(BenchOnline, AWardenThatStopsAnsweringEndsTheRunWithTheStepsDone) {
   o.admin_token.reset();  // the model is at the arm already: nothing to switch
   o.arms = {"warden:5"};
   o.steps = {2, 2};
-  o.step_seconds = 60;
+  o.step_seconds = 120;  // 6 s of wall time: the give-up ends the second step long before
   o.give_up_after = std::chrono::seconds(1);
   bool killed = false;
   auto run = run_online(o, [&](const Progress& p) {
@@ -290,13 +312,11 @@ TEST(BenchOnline, AWardenThatStopsAnsweringEndsTheRunWithTheStepsDone) {
 TEST(BenchOnline, ABackendThatDiesIsAGapNotTheEndOfTheRun) {
   const fs::path dir = temp_dir("lmwarden-bench-gap");
   Child a({"sim", "--listen", "127.0.0.1:0", "--time-scale", std::to_string(kTimeScale)});
-  std::optional<Child> b;
-  b.emplace(std::vector<std::string>{"sim", "--listen", "127.0.0.1:0", "--time-scale",
-                                     std::to_string(kTimeScale)});
+  Child b({"sim", "--listen", "127.0.0.1:0", "--time-scale", std::to_string(kTimeScale)});
   std::ofstream(dir / "warden.yaml")
       << "listen: 127.0.0.1:0\nscrape_interval: 100ms\n"
       << "models:\n  - name: qwen3\n    backends:\n      - url: " << a.url()
-      << "\n      - url: " << b->url() << "\n";
+      << "\n      - url: " << b.url() << "\n";
   Child warden({"serve", "-c", (dir / "warden.yaml").string(), "--log-level", "warn"});
   OnlineOptions o;
   o.target = warden.url();
@@ -307,9 +327,14 @@ TEST(BenchOnline, ABackendThatDiesIsAGapNotTheEndOfTheRun) {
   o.arms = {"on"};
   o.time_scale = kTimeScale;
   o.give_up_after = std::chrono::seconds(1);
+  bool killed = false;
   auto run = run_online(o, [&](const Progress& p) {
-    if (p.index == 0 && p.elapsed_s > 10 && b) b.reset();  // SIGTERM, then gone
+    if (p.index == 0 && p.elapsed_s > 10 && !killed) {
+      killed = true;
+      b.kill();  // at once; the destructor reaps it
+    }
   });
+  EXPECT_TRUE(killed);
   ASSERT_TRUE(run) << run.error();
   EXPECT_FALSE(run->stopped) << *run->stopped;
   ASSERT_EQ(run->steps.size(), 2u);
@@ -351,6 +376,45 @@ TEST(BenchOnline, UnreachableWardenIsAnErrorNotAHang) {
   EXPECT_NE(run.error().find("cannot reach the warden"), std::string::npos);
   o.arms = {"sideways"};
   EXPECT_FALSE(run_online(o));
+}
+
+// Bad values are refused before anything runs, with exit status 2 and a
+// message that says what was wanted.
+TEST(BenchCommand, BadFlagsAreRefusedWithWhatWasWanted) {
+  const fs::path dir = temp_dir("lmwarden-bench-flags");
+  const fs::path plain_file = dir / "a-file";
+  std::ofstream(plain_file) << "x";
+  struct Case {
+    std::string args;
+    std::string said;
+  };
+  const Case cases[] = {
+      {"bench --offline --arms off,off", "--arms names off twice"},
+      {"bench --offline --out " + plain_file.string(), "--out cannot create"},
+      {"bench --offline --num-gpu-blocks 500",
+       "fewer than max_model_len 32768, and vLLM refuses to start so: give at least 2048 blocks"},
+      {"bench --offline --sessions 0", "--sessions: 0 is not a whole number from 1 to 4096"},
+      {"bench --offline --step-seconds nan", "--step-seconds: nan is not a number above 0"},
+      {"bench --target http://127.0.0.1:1 --model m --arms sideways",
+       "online arms are off, on and warden:N"},
+      {"bench --target http://127.0.0.1:1 --model m --arms warden:2000000",
+       "online arms are off, on and warden:N"},
+      {"sim --num-gpu-blocks 500 --listen 127.0.0.1:0", "give at least 2048 blocks"},
+      {"sim --dp abc", "--dp: abc is not a whole number from 1 to 64"},
+      {"sim --seed -1", "--seed: -1 is not a whole number from 0"},
+      {"sim --early-stop-prob 2", "--early-stop-prob: 2 is not a number from 0 to 1"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.args);
+    const fs::path out = dir / "out.txt";
+    const std::string cmd = "timeout 20 " + std::string(LMWARDEN_BINARY) + " " + c.args + " > " +
+                            out.string() + " 2>&1";
+    const int status = std::system(cmd.c_str());
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 2) << read_file(out);
+    EXPECT_NE(read_file(out).find(c.said), std::string::npos) << read_file(out);
+  }
+  fs::remove_all(dir);
 }
 
 TEST(BenchCommand, OfflinePrintsTheTableAndWritesTheReport) {

@@ -75,8 +75,8 @@ export class TokensPanel {
       s = await api.stats(this.model, this.windowS);
     } catch (err) {
       this.error.hidden = false;
-      // A 404 names the model it could not find; one without a message is a
-      // warden from before /api/stats.
+      // A 404 for a model names it ("unknown model M"); any other 404 is a
+      // warden from before /api/stats ("no route /api/stats").
       setText(this.error, err.status === 404 && !err.message.startsWith('unknown model')
         ? 'This warden does not serve token statistics (GET /api/stats).'
         : `Token statistics unavailable: ${err.message}`);
