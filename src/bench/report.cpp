@@ -151,7 +151,9 @@ ordered_json workload_json(const RunInfo& info) {
   return j;
 }
 
-ordered_json step_json(const StepResult& s) {
+// `online`: followups are counted by the evaluator only (the online runner
+// reads the warden's counters instead), so they are null there, not 0.
+ordered_json step_json(const StepResult& s, bool online) {
   const auto& x = s.samples;
   ordered_json replicas = ordered_json::array();
   for (const auto& r : x.replicas) {
@@ -187,8 +189,8 @@ ordered_json step_json(const StepResult& s) {
             {"requests_sent", x.requests_sent},
             {"requests_failed", x.requests_failed},
             {"metrics_polls_failed", x.metrics_polls_failed},
-            {"followups", x.followups},
-            {"followups_stayed", x.followups_stayed},
+            {"followups", online ? ordered_json(nullptr) : ordered_json(x.followups)},
+            {"followups_stayed", online ? ordered_json(nullptr) : ordered_json(x.followups_stayed)},
             {"warden_sticky", opt(x.warden_sticky)},
             {"warden_moved", opt(x.warden_moved)}}}};
 }
@@ -269,7 +271,7 @@ std::string results_json(const RunInfo& info, const std::vector<StepResult>& ste
   ordered_json j{{"workload", workload_json(info)},
                  {"stopped", info.stopped ? ordered_json(*info.stopped) : ordered_json(nullptr)},
                  {"steps", ordered_json::array()}};
-  for (const auto& s : steps) j["steps"].push_back(step_json(s));
+  for (const auto& s : steps) j["steps"].push_back(step_json(s, info.mode == "online"));
   return j.dump(1) + "\n";
 }
 

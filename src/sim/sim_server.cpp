@@ -14,6 +14,7 @@
 #include <chrono>
 #include <csignal>
 #include <future>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <stdexcept>
@@ -91,7 +92,13 @@ std::optional<std::int64_t> pinned_rank(const net::Request& req) {
   while (!v.empty() && v.back() == ' ') v.remove_suffix(1);
   std::int64_t rank = 0;
   auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), rank);
-  if (ec != std::errc{} || end != v.data() + v.size() || v.empty()) return std::nullopt;
+  if (end != v.data() + v.size() || v.empty()) return std::nullopt;
+  // An integer too large for 64 bits is still an integer, out of range (vLLM
+  // reads it with Python's int); from_chars leaves `rank` unset then.
+  if (ec == std::errc::result_out_of_range)
+    return v.front() == '-' ? std::numeric_limits<std::int64_t>::min()
+                            : std::numeric_limits<std::int64_t>::max();
+  if (ec != std::errc{}) return std::nullopt;
   return rank;
 }
 

@@ -140,6 +140,7 @@ TEST(BenchOnline, WardenAndTimeScaledSimulatorProduceACompleteReport) {
       EXPECT_TRUE(s.contains(key)) << key;
     }
     EXPECT_FALSE(s["samples"]["ttfb_s"].empty());
+    EXPECT_TRUE(s["samples"]["followups"].is_null()) << "counted offline only";
   }
   const std::string html = read_file(dir / "report.html");
   EXPECT_NE(html.find("uPlot"), std::string::npos);  // the embedded chart library

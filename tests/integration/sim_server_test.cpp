@@ -327,6 +327,10 @@ TEST_F(SimServerTest, RankPinningRefusesUnknownRanksAndIgnoresNonIntegers) {
   EXPECT_EQ(err["error"]["type"], "BadRequestError");
   EXPECT_FALSE(err["error"]["message"].get<std::string>().empty());
   EXPECT_EQ(post("/v1/chat/completions", body, {{"X-data-parallel-rank", "-1"}}).status, 400);
+  EXPECT_EQ(
+      post("/v1/chat/completions", body, {{"X-data-parallel-rank", "99999999999999999999"}}).status,
+      400)
+      << "an integer past 64 bits is out of range, not ignored";
 
   const HttpResponse anthropic =
       post("/v1/messages", messages_body("x", 2), {{"X-data-parallel-rank", "9"}});
