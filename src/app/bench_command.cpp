@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -204,9 +205,27 @@ int run_online(const BenchArgs& a) {
   // The steps as they were reported: a run stopped by a second signal
   // returns none of its own.
   const int rc = finish(a, info, done);
-  if (run->interrupted) return 128 + run->signal;  // as a shell reports the signal
+  if (run->interrupted()) return 128 + run->signal;  // as a shell reports the signal
   if (rc != 0 || run->stopped || run->settings_not_restored) return 1;
   return 0;
+}
+
+// What is wrong with the arguments taken together, before anything runs (each
+// flag's own range is checked as it is parsed).
+std::optional<std::string> usage_error(const BenchArgs& a) {
+  if (auto err = a.workload.validate()) return err;
+  for (std::size_t i = 0; i < a.arms.size(); ++i) {
+    if (!a.offline) {
+      if (auto err = bench::validate_online_arm(a.arms[i])) return "--arms: " + *err;
+    }
+    if (std::find(a.arms.begin(), a.arms.begin() + static_cast<std::ptrdiff_t>(i), a.arms[i]) !=
+        a.arms.begin() + static_cast<std::ptrdiff_t>(i))
+      return "--arms names " + a.arms[i] + " twice";
+  }
+  if (!a.out.empty()) {
+    if (auto err = bench::prepare_report_dir(a.out)) return "--out " + *err;
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -282,28 +301,9 @@ void add_bench_command(CLI::App& app) {
                   "serves this one's prompts (default: random); repeat one to replay its prompts");
   cmd->add_flag("-q,--quiet", a->quiet, "no progress output");
   cmd->callback([a] {
-    if (auto err = a->workload.validate()) {
+    if (auto err = usage_error(*a)) {
       std::fprintf(stderr, "lmwarden bench: %s\n", err->c_str());
       throw CLI::RuntimeError(2);
-    }
-    if (!a->offline) {
-      for (const auto& arm : a->arms)
-        if (auto err = bench::validate_online_arm(arm)) {
-          std::fprintf(stderr, "lmwarden bench: --arms: %s\n", err->c_str());
-          throw CLI::RuntimeError(2);
-        }
-    }
-    for (std::size_t i = 0; i < a->arms.size(); ++i)
-      for (std::size_t j = 0; j < i; ++j)
-        if (a->arms[i] == a->arms[j]) {
-          std::fprintf(stderr, "lmwarden bench: --arms names %s twice\n", a->arms[i].c_str());
-          throw CLI::RuntimeError(2);
-        }
-    if (!a->out.empty()) {
-      if (auto err = bench::prepare_report_dir(a->out)) {
-        std::fprintf(stderr, "lmwarden bench: --out %s\n", err->c_str());
-        throw CLI::RuntimeError(2);
-      }
     }
     const int rc = a->offline ? run_offline(*a) : run_online(*a);
     if (rc != 0) throw CLI::RuntimeError(rc);

@@ -73,8 +73,8 @@ struct OnlineRun {
   // Why the run ended before its last step (a failure, or a signal); the
   // steps done are still in `steps`.
   std::optional<std::string> stopped;
-  bool interrupted = false;  // by SIGINT or SIGTERM
-  int signal = 0;            // which, when interrupted
+  int signal = 0;  // SIGINT or SIGTERM when one interrupted the run, else 0
+  bool interrupted() const { return signal != 0; }
   // With the admin token: the model's settings as the run found them, put
   // back at its end ("affinity on, spill threshold auto"), or why they could
   // not be. Without it nothing was switched, and both are empty.

@@ -90,8 +90,8 @@ double percent_or(const json& j, const char* key) {
 
 // What the run shares with its steps: a signal's request to stop.
 struct RunState {
-  bool cancelled = false;
-  int signal = 0;  // the first that came
+  int signal = 0;  // the first that came; 0 while none has
+  bool cancelled() const { return signal != 0; }
 };
 
 // A model's routing settings, as its card shows them and an arm sets them.
@@ -109,12 +109,20 @@ struct ModelSettings {
       s.spill_threshold = card["spill_threshold"].get<int>();
     return s;
   }
-  // The arm's settings (an arm validate_online_arm accepts).
-  static ModelSettings of_arm(const std::string& arm) {
-    if (arm == "off") return {.affinity = false};
-    if (arm == "on") return {.affinity = true};
-    return {.affinity = true, .spill_threshold = std::stoi(arm.substr(7))};
+  // An online arm's settings: off, on, or warden:N (N from 1 to the
+  // warden's own limit, 1000000); none for anything else.
+  static std::optional<ModelSettings> parse_arm(std::string_view arm) {
+    if (arm == "off") return ModelSettings{.affinity = false};
+    if (arm == "on") return ModelSettings{.affinity = true};
+    if (!arm.starts_with("warden:")) return std::nullopt;
+    int n = 0;
+    const char* last = arm.data() + arm.size();
+    const auto [end, ec] = std::from_chars(arm.data() + 7, last, n);
+    if (ec != std::errc{} || end != last || n < 1 || n > 1'000'000) return std::nullopt;
+    return ModelSettings{.affinity = true, .spill_threshold = n};
   }
+  // The settings of an arm validate_online_arm accepted.
+  static ModelSettings of_arm(const std::string& arm) { return *parse_arm(arm); }
   // Whether a model so set serves the arm: with affinity off, the threshold
   // plays no part.
   bool serves(const ModelSettings& arm) const {
@@ -183,7 +191,7 @@ class StepRunner {
     net::Timer timer(ex);
     auto next_poll = start_ + poll_every;
     std::optional<std::string> gave_up;
-    while (Clock::now() < deadline_ && !state_.cancelled && !gave_up) {
+    while (Clock::now() < deadline_ && !state_.cancelled() && !gave_up) {
       timer.expires_at(std::min(next_poll, deadline_));
       co_await timer.async_wait(net::kAsTuple);
       if (Clock::now() >= next_poll) {
@@ -207,7 +215,7 @@ class StepRunner {
       timer.expires_after(std::chrono::milliseconds(5));
       co_await timer.async_wait(net::kAsTuple);
     }
-    if (state_.cancelled) co_return unexpected(std::string("interrupted"));
+    if (state_.cancelled()) co_return unexpected(std::string("interrupted"));
     if (gave_up) co_return unexpected(*gave_up);
     if (auto err = co_await poll(/*record=*/false)) co_return unexpected(*err);
     for (auto& [key, counters] : ranks_) {
@@ -507,7 +515,7 @@ net::Awaitable<Result<OnlineRun, std::string>> run_steps(
   int index = 0;
   for (int sessions : o.steps) {
     for (const auto& arm : o.arms) {
-      if (state.cancelled) break;
+      if (state.cancelled()) break;
       // Every arm of a step opens the same session indexes (the salt keeps
       // their caches apart), and steps never reuse one.
       StepRunner step(
@@ -521,12 +529,13 @@ net::Awaitable<Result<OnlineRun, std::string>> run_steps(
                        .duration_s = o.step_seconds};
       auto result = co_await step.run();
       if (!result) {
-        run.stopped = state.cancelled ? fmt::format(
-                                            "interrupted; the step under way ({} sessions, arm {}) "
-                                            "was dropped",
-                                            sessions, arm)
-                                      : fmt::format("at {} sessions, arm {}: {}", sessions, arm,
-                                                    result.error());
+        run.stopped =
+            state.cancelled()
+                ? fmt::format(
+                      "interrupted; the step under way ({} sessions, arm {}) "
+                      "was dropped",
+                      sessions, arm)
+                : fmt::format("at {} sessions, arm {}: {}", sessions, arm, result.error());
         break;
       }
       run.replicas = std::max(run.replicas, static_cast<int>(result->samples.replicas.size()));
@@ -536,9 +545,8 @@ net::Awaitable<Result<OnlineRun, std::string>> run_steps(
     }
     if (run.stopped) break;
   }
-  run.interrupted = state.cancelled;
   run.signal = state.signal;
-  if (run.interrupted && !run.stopped) run.stopped = "interrupted between steps";
+  if (run.interrupted() && !run.stopped) run.stopped = "interrupted between steps";
   // Put the model back as the run found it.
   if (o.admin_token) {
     auto put = co_await fetch(*warden, http::verb::patch, "/api/models/" + o.model,
@@ -565,14 +573,7 @@ net::Awaitable<void> run_all(const OnlineOptions& o, const RunState& state,
 }  // namespace
 
 std::optional<std::string> validate_online_arm(const std::string& arm) {
-  if (arm == "off" || arm == "on") return std::nullopt;
-  if (arm.starts_with("warden:")) {
-    int n = 0;
-    const char* first = arm.data() + 7;
-    const char* last = arm.data() + arm.size();
-    const auto [end, ec] = std::from_chars(first, last, n);
-    if (ec == std::errc{} && end == last && n >= 1 && n <= 1'000'000) return std::nullopt;
-  }
+  if (ModelSettings::parse_arm(arm)) return std::nullopt;
   return "arm '" + arm + "': online arms are off, on and warden:N (N from 1 to 1000000)";
 }
 
@@ -597,12 +598,11 @@ Result<OnlineRun, std::string> run_online(
     signals.emplace(io, SIGINT, SIGTERM);
     on_signal = [&](const boost::system::error_code& ec, int sig) {
       if (ec) return;
-      if (state.cancelled) {
+      if (state.cancelled()) {
         abandoned = true;
         io.stop();
         return;
       }
-      state.cancelled = true;
       state.signal = sig;
       signals->async_wait(on_signal);
     };
@@ -622,7 +622,6 @@ Result<OnlineRun, std::string> run_online(
   if (abandoned) {
     OnlineRun run;
     run.stopped = "interrupted twice: stopped at once";
-    run.interrupted = true;
     run.signal = state.signal;
     if (options.admin_token)
       run.settings_not_restored = "model " + options.model +

@@ -207,11 +207,21 @@ class StepRun {
   StepResult result_;
 };
 
+// The replicas' engine: the profile's, with the run's seed and block count.
+engine::EngineConfig engine_config_of(const EvaluatorConfig& config,
+                                      const engine::HardwareProfile& profile) {
+  engine::EngineConfig engine = engine::EngineConfig::from_profile(profile);
+  engine.seed = config.workload.seed;
+  if (config.num_gpu_blocks > 0) engine.num_gpu_blocks = config.num_gpu_blocks;
+  return engine;
+}
+
 }  // namespace
 
 std::optional<std::string> EvaluatorConfig::validate() const {
   if (auto e = workload.validate()) return e;
-  if (!engine::find_hardware_profile(profile)) return "unknown hardware profile '" + profile + "'";
+  const engine::HardwareProfile* hardware = engine::find_hardware_profile(profile);
+  if (!hardware) return "unknown hardware profile '" + profile + "'";
   if (replicas < 1 || replicas > 64) return std::string("replicas must be in [1, 64]");
   if (steps.empty()) return std::string("no steps");
   for (int s : steps) {
@@ -220,12 +230,8 @@ std::optional<std::string> EvaluatorConfig::validate() const {
   if (!(step_seconds > 0)) return std::string("step seconds must be > 0");
   if (!(scrape_interval_s > 0)) return std::string("scrape interval must be > 0");
   if (num_gpu_blocks < 0) return std::string("num_gpu_blocks must be >= 1 (0: the profile's)");
-  if (num_gpu_blocks > 0) {
-    engine::EngineConfig engine =
-        engine::EngineConfig::from_profile(*engine::find_hardware_profile(profile));
-    engine.num_gpu_blocks = num_gpu_blocks;
-    if (auto shortfall = engine::cache_shortfall(engine)) return "--num-gpu-blocks: " + *shortfall;
-  }
+  if (auto shortfall = engine::cache_shortfall(engine_config_of(*this, *hardware)))
+    return "--num-gpu-blocks: " + *shortfall;
   if (arms.empty()) return std::string("no arms");
   for (const auto& arm : arms) {
     auto p = make_policy(arm, replicas);
@@ -251,10 +257,8 @@ Result<StepResult, std::string> run_step(const EvaluatorConfig& config,
   if (!profile) return unexpected("unknown hardware profile '" + config.profile + "'");
   if (!policy) return unexpected(std::string("no policy"));
   if (sessions < 1) return unexpected(std::string("sessions must be >= 1"));
-  engine::EngineConfig engine_config = engine::EngineConfig::from_profile(*profile);
-  engine_config.seed = config.workload.seed;
-  if (config.num_gpu_blocks > 0) engine_config.num_gpu_blocks = config.num_gpu_blocks;
-  StepRun run(config, workload, sessions, arm, std::move(policy), engine_config);
+  StepRun run(config, workload, sessions, arm, std::move(policy),
+              engine_config_of(config, *profile));
   return run.run();
 }
 

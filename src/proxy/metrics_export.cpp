@@ -147,7 +147,8 @@ std::string warden_metrics_text(const ModelSet& models, const ConfigReloads& rel
                1.0);
   family("lmwarden_refused_requests_total");
   for (const auto& r : models.refusals->snapshot()) {
-    if (!r.model.empty() && !models.by_name.contains(r.model)) continue;  // a model removed
+    // A model a reload removed ends its series here, as it ends its others.
+    if (!r.model.empty() && !models.by_name.contains(r.model)) continue;
     w.sample("lmwarden_refused_requests_total", {{"model", r.model}, {"reason", r.reason}},
              static_cast<double>(r.n));
   }

@@ -26,16 +26,6 @@ class Refusals {
     ++counts_[{std::string(model), std::string(reason)}];
   }
 
-  // Drops the counts of models a reload removed (their series end, as the
-  // model's others do); those with no model stay.
-  template <typename KeepModel>
-  void forget_models_unless(KeepModel keep) {
-    std::lock_guard lock{mutex_};
-    std::erase_if(counts_, [&](const auto& entry) {
-      return !entry.first.first.empty() && !keep(entry.first.first);
-    });
-  }
-
   // Every (model, reason) counted so far, in order.
   std::vector<Count> snapshot() const {
     std::lock_guard lock{mutex_};

@@ -269,10 +269,6 @@ std::vector<std::string> Warden::reload(config::Config next) {
     std::lock_guard lock{models_mutex_};
     models_ = set;
   }
-  // Once no new request can name them (/metrics leaves out a count a request
-  // of the old set made meanwhile).
-  set->refusals->forget_models_unless(
-      [&](const std::string& name) { return set->by_name.contains(name); });
   // Then the new policy for routers carried over, so whoever sees it sees the
   // new configuration too.
   for (const auto& m : set->models) {

@@ -125,7 +125,6 @@ class Warden {
   std::vector<std::string> reload(config::Config next);
   // A reload whose file did not load: the configuration in force stays.
   void reload_refused() noexcept { reloads_.refused(); }
-  const ConfigReloads& reloads() const noexcept { return reloads_; }
   // Requests between reading their body and their last reply byte, in all
   // configurations, including ones a reload has retired.
   int requests_in_progress() const noexcept { return in_progress_.load(std::memory_order_relaxed); }

@@ -243,7 +243,7 @@ TEST(BenchOnline, AnInterruptedRunKeepsItsStepsAndPutsTheWardenBack) {
   ASSERT_TRUE(run) << run.error();
   EXPECT_TRUE(raised);
   EXPECT_TRUE(was_off) << "the first arm ran with affinity off";
-  EXPECT_TRUE(run->interrupted);
+  EXPECT_TRUE(run->interrupted());
   ASSERT_EQ(run->steps.size(), 1u);
   EXPECT_EQ(done, std::vector<std::string>{"off"});
   ASSERT_TRUE(run->stopped);
@@ -271,7 +271,7 @@ TEST(BenchOnline, ASecondSignalStopsAtOnceAndSaysTheModelWasNotPutBack) {
   });
   ASSERT_TRUE(run) << run.error();
   EXPECT_EQ(raised, 2);
-  EXPECT_TRUE(run->interrupted);
+  EXPECT_TRUE(run->interrupted());
   EXPECT_EQ(run->signal, SIGTERM);
   EXPECT_EQ(run->stopped, "interrupted twice: stopped at once");
   ASSERT_TRUE(run->settings_not_restored);
@@ -305,7 +305,7 @@ TEST(BenchOnline, AWardenThatStopsAnsweringEndsTheRunWithTheStepsDone) {
                                " has accepted no connection for 1 s"),
             std::string::npos)
       << *run->stopped;
-  EXPECT_FALSE(run->interrupted);
+  EXPECT_FALSE(run->interrupted());
 }
 
 // A backend that dies mid-step is a gap in its figures: the warden moves

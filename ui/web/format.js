@@ -84,7 +84,8 @@ export function tableScroll(table) {
     }
   };
   wrap.addEventListener('scroll', update, { passive: true });
-  new ResizeObserver(update).observe(table);
-  new ResizeObserver(update).observe(wrap);
+  const resized = new ResizeObserver(update);
+  resized.observe(table);
+  resized.observe(wrap);
   return outer;
 }
