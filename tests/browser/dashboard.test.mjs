@@ -292,6 +292,26 @@ test('a table wider than the screen fades at the edge its hidden columns are beh
   }, { viewport: { width: 1600, height: 900 } });
 });
 
+test('on a 1280-px laptop the routing table fits, with a server down', { timeout: 40000 }, async () => {
+  const fleet = await startFleet({ model: 'half', dp: 2, servers: 2 });
+  try {
+    await driveTraffic(fleet.base, 'half', { sessions: 4, turns: 2, system: 300, user: 60, maxTokens: 4, tag: 'w' });
+    await fleet.stopSim(1);
+    await withPage(browser, 'table-fits-1280', async (page) => {
+      await page.goto(`${fleet.base}/models/half`);
+      const health = page.locator('[data-testid=replicas] tbody tr td:nth-child(2)');
+      const healthy = async () => (await health.allTextContents()).map((t) => t.trim()).join(',');
+      await assertEventually(async () => (await healthy()) === 'healthy,healthy,unhealthy,unhealthy',
+        async () => `health ${await healthy()}`);
+      const wrap = page.locator('[data-testid=routing-card] .table-wrap');
+      const [scroll, client] = await wrap.evaluate((w) => [w.scrollWidth, w.clientWidth]);
+      assert.ok(scroll <= client, `the table is ${scroll} px wide in a ${client}-px card`);
+    }, { viewport: { width: 1280, height: 800 } });
+  } finally {
+    await fleet.stop();
+  }
+});
+
 test('a warden that stops answering is said in words, even on a narrow screen, and the page dims', { timeout: 40000 }, async () => {
   const gone = await startFleet({ model: 'gone', dp: 2 });
   try {

@@ -67,44 +67,50 @@ async function stop(proc) {
   live.delete(proc);
 }
 
-// A simulated fleet (one vLLM-like server with `dp` ranks) behind a warden.
-// `simArgs`: more options of `lmwarden sim`.
-export async function startFleet({ model = 'M', dp = 4, timeScale = 20, adminToken = ADMIN_TOKEN, simArgs = [] } = {}) {
+// A simulated fleet (`servers` vLLM-like servers of `dp` ranks each) behind a
+// warden. `simArgs`: more options of `lmwarden sim`.
+export async function startFleet({ model = 'M', dp = 4, servers = 1, timeScale = 20, adminToken = ADMIN_TOKEN,
+  simArgs = [] } = {}) {
   const bin = binaryPath();
   const dir = mkdtempSync(path.join(tmpdir(), 'lmwarden-browser-'));
-  const sim = await start(bin, ['sim', '--listen', '127.0.0.1:0', '--dp', String(dp), '--model', model,
-    '--time-scale', String(timeScale), ...simArgs], /listening on (http:\/\/127\.0\.0\.1:\d+)/, { name: 'sim' });
-  const simUrl = sim.match[1];
-  const config = path.join(dir, 'lmwarden.yaml');
-  writeFileSync(config, [
-    'listen: 127.0.0.1:0',
-    'admin_token_env: LMWARDEN_TEST_ADMIN_TOKEN',
-    'scrape_interval: 500ms',
-    'models:',
-    `  - name: ${model}`,
-    '    affinity: true',
-    '    spill_threshold: auto',
-    '    backends:',
-    `      - url: ${simUrl}`,
-    `        data_parallel_size: ${dp}`,
-    '',
-  ].join('\n'));
+  const sims = [];
+  const stopSims = () => Promise.all(sims.map((s) => stop(s.proc)));
   let warden;
   try {
+    for (let i = 0; i < servers; i++) {
+      sims.push(await start(bin, ['sim', '--listen', '127.0.0.1:0', '--dp', String(dp), '--model', model,
+        '--time-scale', String(timeScale), ...simArgs], /listening on (http:\/\/127\.0\.0\.1:\d+)/,
+      { name: `sim ${i}` }));
+    }
+    const config = path.join(dir, 'lmwarden.yaml');
+    writeFileSync(config, [
+      'listen: 127.0.0.1:0',
+      'admin_token_env: LMWARDEN_TEST_ADMIN_TOKEN',
+      'scrape_interval: 500ms',
+      'models:',
+      `  - name: ${model}`,
+      '    affinity: true',
+      '    spill_threshold: auto',
+      '    backends:',
+      ...sims.flatMap((s) => [`      - url: ${s.match[1]}`, `        data_parallel_size: ${dp}`]),
+      '',
+    ].join('\n'));
     warden = await start(bin, ['serve', '--config', config, '--listen', '127.0.0.1:0'],
       /lmwarden listening on (http:\/\/127\.0\.0\.1:\d+)/,
       { name: 'warden', env: { LMWARDEN_TEST_ADMIN_TOKEN: adminToken } });
   } catch (e) {
-    await stop(sim.proc);
+    await stopSims();
     throw e;
   }
   const base = warden.match[1];
   return {
-    model, dp, simUrl, base,
+    model, dp, base,
+    simUrl: sims[0].match[1],
     async stopWarden() { await stop(warden.proc); },
+    async stopSim(index) { await stop(sims[index].proc); },
     async stop() {
       await stop(warden.proc);
-      await stop(sim.proc);
+      await stopSims();
       rmSync(dir, { recursive: true, force: true });
     },
   };
