@@ -98,10 +98,10 @@ void add_sim_command(CLI::App& app) {
       "sim", "Run a simulated vLLM server (data-parallel ranks on a virtual GPU)");
   cmd->add_option("--listen", args->listen, "HOST:PORT to listen on (port 0 picks a free one)")
       ->capture_default_str();
-  cmd->add_option("--dp", args->dp, "data-parallel ranks (replicas)")
+  cmd->add_option("--dp,--data-parallel-size", args->dp, "data-parallel ranks (replicas)")
       ->check(whole_number(1, 64))
       ->capture_default_str();
-  cmd->add_option("--model", args->model, "served model name")->capture_default_str();
+  cmd->add_option("--model,--served-model-name", args->model, "served model name")->capture_default_str();
   cmd->add_option("--profile", args->profile, "hardware profile (see --list-profiles)")
       ->capture_default_str();
   cmd->add_option("--time-scale", args->time_scale, "engine seconds per wall second (S× faster)")

@@ -19,7 +19,9 @@ using nlohmann::json;
 class Fleet {
  public:
   Fleet()
-      : sim_({"sim", "--listen", "127.0.0.1:0", "--dp", "4", "--model", "qwen3-4b", "--time-scale", "5"}),
+      // vLLM's own spellings of --dp and --model, as an operator may type them.
+      : sim_({"sim", "--listen", "127.0.0.1:0", "--data-parallel-size", "4", "--served-model-name",
+              "qwen3-4b", "--time-scale", "5"}),
         config_path_(write_config(sim_.port())),
         warden_({"serve", "--config", config_path_, "--listen", "127.0.0.1:0", "--log-level", "warn"}) {}
   ~Fleet() { std::remove(config_path_.c_str()); }
