@@ -118,19 +118,22 @@ Result<config::Config, std::string> load(const ServeOptions& opts) {
 
 // SIGHUP: a configuration that does not load is refused, and the one in force
 // keeps serving; requests in flight finish under the configuration they began
-// with.
-void reload(proxy::WardenRuntime& runtime, const ServeOptions& opts) {
+// with. Returns the shutdown grace now in force (`grace` when refused).
+config::Millis reload(proxy::WardenRuntime& runtime, const ServeOptions& opts,
+                      config::Millis grace) {
   auto cfg = load(opts);
   if (!cfg) {
     spdlog::error("reload of {} refused; still serving the previous configuration: {}",
                   opts.config_path, cfg.error());
     runtime.warden().reload_refused();
-    return;
+    return grace;
   }
   std::string summary;
   for (const auto& m : cfg->models) summary += (summary.empty() ? "" : ", ") + m.name;
+  grace = cfg->timeouts.shutdown_grace;
   for (const auto& line : runtime.reload(std::move(cfg).value())) spdlog::warn("reload: {}", line);
   spdlog::info("reloaded {}: models {}", opts.config_path, summary);
+  return grace;
 }
 
 // Each client connection may hold an upstream connection as well: the soft
@@ -170,11 +173,13 @@ int serve(const ServeOptions& opts) {
   net::asio::signal_set signals{signals_ctx, SIGINT, SIGTERM, SIGHUP};
   bool stopping = false;  // a first SIGINT/SIGTERM: the grace period runs
   bool give_up = false;   // a second one: end the grace period now
+  // The configuration's, as last reloaded (also during the grace period).
+  config::Millis grace = cfg.timeouts.shutdown_grace;
   std::function<void(const boost::system::error_code&, int)> on_signal =
       [&](const boost::system::error_code& ec, int sig) {
         if (ec) return;
         if (sig == SIGHUP) {
-          reload(runtime, opts);
+          grace = reload(runtime, opts, grace);
         } else if (stopping) {
           spdlog::warn("signal {} again: not waiting for requests in flight", sig);
           give_up = true;
@@ -213,10 +218,12 @@ int serve(const ServeOptions& opts) {
   signals_ctx.run();
 
   // Grace period: requests in flight finish (a second signal cuts it short;
-  // SIGHUP still reloads); then everything is torn down.
-  const auto deadline = std::chrono::steady_clock::now() + cfg.timeouts.shutdown_grace;
+  // SIGHUP still reloads, and a new shutdown_grace counts from the signal);
+  // then everything is torn down.
+  const auto stop_signalled = std::chrono::steady_clock::now();
   signals_ctx.restart();
-  while (runtime.in_flight() > 0 && !give_up && std::chrono::steady_clock::now() < deadline) {
+  while (runtime.in_flight() > 0 && !give_up &&
+         std::chrono::steady_clock::now() < stop_signalled + grace) {
     signals_ctx.run_for(std::chrono::milliseconds(50));
     if (signals_ctx.stopped()) signals_ctx.restart();
   }

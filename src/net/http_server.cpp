@@ -247,6 +247,44 @@ class ClientWatchTicker final : public asio::execution_context::service {
   bool ticking_ = false;
 };
 
+// The connections of one io_context that wait between requests, so that a
+// server that drains (stop_accepting) can close them at once: their clients
+// then open a new connection, to whichever server now listens, rather than
+// send a request that the draining one would have to serve.
+class IdleConnections final : public asio::execution_context::service {
+ public:
+  static inline asio::execution_context::id id;
+
+  struct Wait {
+    Wait(const HttpServer& server, Socket& socket) : server(&server), socket(&socket) {}
+    boost::intrusive::list_member_hook<boost::intrusive::link_mode<boost::intrusive::auto_unlink>>
+        hook;
+    const HttpServer* server;
+    Socket* socket;
+  };
+
+  explicit IdleConnections(asio::io_context& context) : service(context) {}
+
+  void add(Wait& wait) { waits_.push_back(wait); }
+  // Cancels the waits of `server`; each connection then finds no request and
+  // closes. From the context's own thread.
+  void close_for(const HttpServer& server) noexcept {
+    for (Wait& wait : waits_) {
+      if (wait.server != &server) continue;
+      beast::error_code ignored;
+      wait.socket->cancel(ignored);
+    }
+  }
+
+ private:
+  void shutdown() override { waits_.clear(); }
+
+  boost::intrusive::list<Wait,
+                         boost::intrusive::member_hook<Wait, decltype(Wait::hook), &Wait::hook>,
+                         boost::intrusive::constant_time_size<false>>
+      waits_;
+};
+
 // ---------------------------------------------------------------- Exchange
 
 Awaitable<beast::error_code> Exchange::respond(Response response) {
@@ -504,6 +542,9 @@ Awaitable<void> HttpServer::serve_connection(Socket tcp_socket) {
     // road for a dribbling client.
     const bool idle = !first && buffer.size() == 0;
     if (idle) {
+      if (draining_.load()) break;
+      IdleConnections::Wait idle_wait{*this, stream.socket()};
+      asio::use_service<IdleConnections>(stream.get_executor().context()).add(idle_wait);
       // The read the handler's client watch left pending (or a new one) is
       // this wait; bytes it brings start the request.
       deadline.arm(stream.socket(), options_.keep_alive_timeout);
@@ -514,6 +555,15 @@ Awaitable<void> HttpServer::serve_connection(Socket tcp_socket) {
         start_client_read(client_read, stream.socket(), buffer);
       }
       if (client_read.state->pending) co_await wait_client_read(client_read, asio::deferred);
+      // Closed for the drain as a request arrived: that one is served (as
+      // the connection's last), not dropped.
+      if (buffer.size() == 0 && !client_read.state->gone && draining_.load()) {
+        beast::error_code aec;
+        if (stream.socket().available(aec) > 0 && !aec) {
+          start_client_read(client_read, stream.socket(), buffer);
+          if (client_read.state->pending) co_await wait_client_read(client_read, asio::deferred);
+        }
+      }
       if (buffer.size() == 0) break;  // closed, failed, or idle past the keep-alive timeout
     }
     deadline.arm(stream.socket(), options_.read_timeout);
@@ -588,6 +638,8 @@ Awaitable<void> HttpServer::serve_connection(Socket tcp_socket) {
     if (head_only) request.set_method(http::verb::get);
     Exchange exchange{stream, buffer, request, remote, deadline, client_read};
     if (head_only) exchange.set_head_only();
+    // Draining: this reply is the connection's last (it says Connection: close).
+    if (draining_.load()) exchange.close_after();
     {
       struct InProgress {
         InProgress() noexcept { ++exchanges_on_this_thread; }
@@ -606,6 +658,10 @@ Awaitable<void> HttpServer::serve_connection(Socket tcp_socket) {
   }
   stream.socket().shutdown(tcp::socket::shutdown_send, ec);
   stream.socket().close(ec);
+}
+
+void HttpServer::close_idle_connections(asio::io_context& context) noexcept {
+  asio::use_service<IdleConnections>(context).close_for(*this);
 }
 
 bool split_host_port(std::string_view text, std::string& host, std::uint16_t& port) {

@@ -407,7 +407,9 @@ class HttpServer {
   // (start-up only, never on the request path).
   tcp::endpoint listen(const std::string& host, std::uint16_t port);
 
-  // Stops accepting new connections; connections in progress run on.
+  // Drains: stops accepting new connections, closes those that wait between
+  // requests, and makes each reply not yet begun its connection's last
+  // (Connection: close). Requests in progress run on.
   void stop_accepting();
   // Destroys the listening socket at once; only with the I/O threads stopped
   // (with tables of their own, the first thread closed it as it stopped).
@@ -423,6 +425,9 @@ class HttpServer {
   // On thread i: serves the connections the first thread sends it.
   Awaitable<void> receive_connections(std::size_t i);
   Awaitable<void> serve_connection(Socket socket);
+  // On context's thread: closes this server's connections that wait there
+  // between requests.
+  void close_idle_connections(asio::io_context& context) noexcept;
 
   IoThreads& io_;
   ServerOptions options_;
@@ -430,6 +435,7 @@ class HttpServer {
   std::unique_ptr<Acceptor> acceptor_;
   tcp protocol_ = tcp::v4();  // the listening socket's
   std::atomic<std::size_t> connections_{0};
+  std::atomic<bool> draining_{false};
 };
 
 // "HOST:PORT" split, with [v6]:port. False when malformed.

@@ -354,10 +354,13 @@ void HttpServer::start_accepting() {
 
 void HttpServer::stop_accepting() {
   if (!acceptor_) return;
+  draining_.store(true);
   asio::post(acceptor_->get_executor(), [this] {
     boost::system::error_code ignored;
     acceptor_->close(ignored);
   });
+  for (std::size_t i = 0; i < io_.size(); ++i)
+    asio::post(io_.at(i), [this, &ctx = io_.at(i)] { close_idle_connections(ctx); });
 }
 
 

@@ -139,6 +139,72 @@ TEST(ServeRestart, SigtermClosesStreamsStillOpenWhenTheGracePeriodEnds) {
   EXPECT_TRUE(eventually([&] { return fake.aborted() == 1; })) << "the upstream request was left open";
 }
 
+TEST(ServeRestart, AShutdownGraceChangedByAReloadIsTheOneThatHolds) {
+  FakeVllm fake{1};
+  ServeProcess serve{serve_yaml(fake.port(), 1, "", "", "10m")};
+  HttpConnection stream{serve.port()};
+  stream.send(http::verb::post, "/v1/chat/completions", chat_body(true), {{"x-fake-hold", "1"}});
+  ASSERT_EQ(stream.read_header().status, 200u);
+  stream.read_until("\n\n");
+  serve.write_config(serve_yaml(fake.port(), 1, "", "", "300ms"));
+  ::kill(serve.pid(), SIGHUP);
+  ASSERT_TRUE(eventually([&] {
+    return metric(serve.port(), "lmwarden_config_reloads_total", {{"result", "applied"}}) == 1;
+  })) << serve.log();
+  ::kill(serve.pid(), SIGTERM);
+  const auto status = exit_status(serve.process(), std::chrono::seconds(10));
+  ASSERT_TRUE(status.has_value()) << "still waiting on the 10 minutes it started with";
+  EXPECT_NE(serve.log().find("grace period over with 1 request(s) in flight"), std::string::npos)
+      << serve.log();
+}
+
+// Draining as nginx does: a kept-alive connection with no request under way
+// is closed at once, and a request on its way when the signal came is
+// served as its connection's last, so that no client keeps an old process
+// busy through the grace period.
+TEST(ServeRestart, DrainingClosesIdleConnectionsAndServesARequestUnderWayAsTheLast) {
+  FakeVllm fake{1};
+  ServeProcess serve{serve_yaml(fake.port(), 1)};
+  auto closed_by_warden = [](HttpConnection& c) {
+    char byte;
+    beast::error_code ec;
+    c.socket().read_some(asio::buffer(&byte, 1), ec);
+    return ec == asio::error::eof;
+  };
+  HttpConnection idle{serve.port(), std::chrono::seconds(3)};  // the grace period is 10 s
+  idle.send(http::verb::post, "/v1/chat/completions", chat_body(false));
+  ASSERT_EQ(idle.read().status, 200u);
+  // A second request on its way: its header and part of its body sent.
+  HttpConnection busy{serve.port()};
+  busy.send(http::verb::post, "/v1/chat/completions", chat_body(false));
+  ASSERT_EQ(busy.read().status, 200u);
+  const std::string body = chat_body(false);
+  busy.send_raw("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                "Content-Type: application/json\r\nContent-Length: " +
+                std::to_string(body.size()) + "\r\n\r\n" + body.substr(0, 5));
+  // A stream in flight keeps the warden in its grace period throughout.
+  HttpConnection stream{serve.port()};
+  stream.send(http::verb::post, "/v1/chat/completions", chat_body(true), {{"x-fake-hold", "1"}});
+  ASSERT_EQ(stream.read_header().status, 200u);
+  stream.read_until("\n\n");
+
+  ::kill(serve.pid(), SIGTERM);
+  EXPECT_TRUE(eventually([&] { return !can_connect(serve.port()); })) << "still accepting";
+  EXPECT_TRUE(closed_by_warden(idle)) << "the idle kept-alive connection was left open";
+  busy.send_raw(body.substr(5));
+  const HttpReply last = busy.read();
+  EXPECT_EQ(last.status, 200u) << last.body;
+  EXPECT_EQ(last.headers.count("connection") ? last.headers.at("connection") : "", "close");
+  EXPECT_TRUE(closed_by_warden(busy)) << "the connection stayed open after its last reply";
+  EXPECT_TRUE(serve.process().running()) << "exited with a stream in flight";
+
+  fake.release();
+  EXPECT_NE(stream.read_until("[DONE]").find("[DONE]"), std::string::npos);
+  const auto status = exit_status(serve.process(), std::chrono::seconds(10));
+  ASSERT_TRUE(status.has_value());
+  EXPECT_EQ(WEXITSTATUS(*status), 0);
+}
+
 TEST(ServeRestart, SighupReloadsWithoutDroppingConnectionsAndRefusesABrokenFile) {
   FakeVllm fake{2};
   ServeProcess serve{serve_yaml(fake.port(), 2, "    spill_threshold: 8\n")};
