@@ -69,6 +69,7 @@ void append_field(std::string& out, std::string_view name, Integer n) {
 
 // Upstream reply reads: up to this much per read.
 constexpr std::size_t kReplyReadBytes = 16 * 1024;
+constexpr int kMaxInterimReplies = 8;  // 1xx replies before the final one
 
 // Parses what is buffered into the body buffer (all the chunks of a chunked
 // reply that have arrived: each one SSE event from vLLM), so that events that
@@ -444,15 +445,27 @@ net::Awaitable<AttemptResult> forward_once(AttemptContext& ctx,
       }
     }
     if (!conn.reader) conn.reader = std::make_unique<ReplyReader>();
-    auto& parser = conn.reader->parser.emplace();
-    parser.body_limit(boost::none);  // replies stream for as long as they need
-    net::beast::error_code hec0 = net::parse_buffered_header(conn.buffer, parser);
-    if (hec0 == http::error::need_more) {
-      ctx.exchange.watch_client();
-      hec0 = co_await net::read_header(upstream.socket(), conn.buffer, parser,
-                                       ctx.exchange.deadline());
+    // Interim replies (1xx but 101: 100 Continue, 103 Early Hints) are
+    // dropped, and the final one that follows is read in their place (RFC
+    // 9110 §15.2), within the same first-byte timeout. A few at most.
+    net::beast::error_code hec0;
+    for (int interim = 0;; ++interim) {
+      auto& parser = conn.reader->parser.emplace();
+      parser.body_limit(boost::none);  // replies stream for as long as they need
+      hec0 = net::parse_buffered_header(conn.buffer, parser);
+      if (hec0 == http::error::need_more) {
+        ctx.exchange.watch_client();
+        hec0 = co_await net::read_header(upstream.socket(), conn.buffer, parser,
+                                         ctx.exchange.deadline());
+      }
+      if (hec0 || parser.status() >= 200 || parser.status() == 101) break;
+      if (interim == kMaxInterimReplies) {
+        hec0 = http::error::bad_status;  // an endless stream of them: a bad reply
+        break;
+      }
     }
     ctx.exchange.deadline().disarm();
+    auto& parser = *conn.reader->parser;
     const auto hec = classify(ctx, hec0);
     if (hec) {
       if (conn.reused && is_reset(hec) && conn.buffer.size() == 0) continue;

@@ -213,6 +213,31 @@ TEST(FaultBackend, AReplyEndedByTheServersCloseIsRelayedWhole) {
   EXPECT_EQ(chat(warden.port(), "again").body, body) << "the closed connection is not reused";
 }
 
+// Interim replies (RFC 9110 §15.2) are not the reply: the final one after
+// them is relayed, and only it. An endless run of them is a bad reply.
+TEST(FaultBackend, InterimRepliesAreDroppedAndTheFinalOneRelayed) {
+  const std::string body = R"({"id":"r","object":"chat.completion","choices":[]})";
+  BadServer server{BadServer::Behaviour::kReply,
+                   "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </x>; "
+                   "rel=preload\r\n\r\nHTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                   "Content-Length: " +
+                       std::to_string(body.size()) + "\r\n\r\n" + body};
+  RunningWarden warden{single_config(server.port())};
+  const auto r = chat(warden.port(), "interim");
+  EXPECT_EQ(r.status, 200u);
+  EXPECT_EQ(r.body, body);
+  EXPECT_EQ(r.headers.count("link"), 0u) << "a header of the interim reply";
+
+  std::string endless;
+  for (int i = 0; i < 9; ++i) endless += "HTTP/1.1 100 Continue\r\n\r\n";
+  BadServer chatty{BadServer::Behaviour::kReply, endless};
+  RunningWarden other{single_config(chatty.port())};
+  const auto bad = chat(other.port(), "endless");
+  EXPECT_EQ(bad.status, 502u) << bad.body;
+  EXPECT_NE(bad.body.find("bad reply from"), std::string::npos) << bad.body;
+  EXPECT_EQ(card_in_flight(other), 0);
+}
+
 // The server's reset comes right behind its last bytes, while the relay's
 // read waits, so that epoll reports both at once: the client still learns
 // of the failure within a second or so, not when the idle timeout (20 s
