@@ -141,6 +141,15 @@ struct ClientRead {
 
 namespace {
 
+// A byte count as a limit's configuration would say it: 64 KiB, 32 MiB, or
+// bytes where it is no whole number of either.
+std::string size_in_words(std::size_t bytes) {
+  constexpr std::size_t kKiB = 1024, kMiB = 1024 * kKiB;
+  if (bytes >= kMiB && bytes % kMiB == 0) return std::to_string(bytes / kMiB) + " MiB";
+  if (bytes >= kKiB && bytes % kKiB == 0) return std::to_string(bytes / kKiB) + " KiB";
+  return std::to_string(bytes) + " bytes";
+}
+
 // Exchanges whose handler is running, per I/O thread (a connection never
 // leaves its thread).
 thread_local std::size_t exchanges_on_this_thread = 0;
@@ -576,10 +585,13 @@ Awaitable<void> HttpServer::serve_connection(Socket tcp_socket) {
     const std::string_view target = request.target();
     if (hec) {
       if (hec == http::error::header_limit) {
-        co_await send_error(target, http::status::request_header_fields_too_large,
-                            "request header too large");
+        const std::string message =
+            "request header too large: the limit is " + size_in_words(options_.max_header_bytes);
+        co_await send_error(target, http::status::request_header_fields_too_large, message);
       } else if (hec == http::error::body_limit) {
-        co_await send_error(target, http::status::payload_too_large, "request body too large");
+        const std::string message =
+            "request body too large: the limit is " + size_in_words(options_.max_body_bytes);
+        co_await send_error(target, http::status::payload_too_large, message);
       } else if (hec == beast::error::timeout && buffer.size() > 0) {
         co_await send_error(target, http::status::request_timeout, "request header timed out");
       } else if (hec != http::error::end_of_stream && hec != beast::error::timeout &&
@@ -616,7 +628,9 @@ Awaitable<void> HttpServer::serve_connection(Socket tcp_socket) {
       }
       if (bec) {
         if (bec == http::error::body_limit) {
-          co_await send_error(target, http::status::payload_too_large, "request body too large");
+          const std::string message =
+              "request body too large: the limit is " + size_in_words(options_.max_body_bytes);
+          co_await send_error(target, http::status::payload_too_large, message);
         } else if (bec == http::error::buffer_overflow) {
           co_await send_error(target, http::status::bad_request,
                               "malformed request body: a chunk size line or trailer field too long");

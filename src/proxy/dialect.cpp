@@ -82,8 +82,8 @@ net::Response error_response(Dialect dialect, Status status, std::string_view me
   return res;
 }
 
-std::string stream_error_event(Dialect dialect, std::string_view message) {
-  const std::string body = error_body(dialect, Status::bad_gateway, message);
+std::string stream_error_event(Dialect dialect, Status status, std::string_view message) {
+  const std::string body = error_body(dialect, status, message);
   if (dialect == Dialect::kAnthropic) return "event: error\ndata: " + body + "\n\n";
   return "data: " + body + "\n\n";
 }

@@ -27,7 +27,9 @@ std::string error_body(Dialect dialect, net::http::status status, std::string_vi
 net::Response error_response(Dialect dialect, net::http::status status, std::string_view message);
 
 // A final SSE event telling a streaming client that the upstream failed after
-// the stream had started, in its dialect (so SDKs raise instead of hanging).
-std::string stream_error_event(Dialect dialect, std::string_view message);
+// the stream had started, in its dialect (so SDKs raise instead of hanging);
+// `status` is the one a reply not yet begun would have had (502, or 504 for a
+// timeout), given as the error's code.
+std::string stream_error_event(Dialect dialect, net::http::status status, std::string_view message);
 
 }  // namespace lmwarden::proxy

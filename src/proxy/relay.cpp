@@ -182,7 +182,7 @@ net::Awaitable<AttemptResult> cut_short(AttemptContext& ctx, const config::Backe
           ? attempt_result(Outcome::kCutShort, http::status::bad_gateway, "reset", ec, "upstream "sv,
                            backend.url, " failed mid-reply"sv)
       : relayed.body_started
-          ? attempt_result(Outcome::kCutShort, http::status::bad_gateway, "idle_timeout", {},
+          ? attempt_result(Outcome::kCutShort, http::status::gateway_timeout, "idle_timeout", {},
                            "upstream "sv, backend.url, " went silent mid-reply"sv)
           : attempt_result(Outcome::kCutShort, http::status::gateway_timeout, "first_byte_timeout",
                            {}, "upstream "sv, backend.url,
@@ -190,7 +190,7 @@ net::Awaitable<AttemptResult> cut_short(AttemptContext& ctx, const config::Backe
   if (ctx.observer) ctx.observer->on_cut_short(result.error_kind);
   if (event_stream) {
     if (!relayed.at_event_end) (void)co_await ctx.exchange.write_body("\n\n"sv);
-    (void)co_await ctx.exchange.write_body(stream_error_event(ctx.dialect, result.message));
+    (void)co_await ctx.exchange.write_body(stream_error_event(ctx.dialect, result.status, result.message));
     (void)co_await ctx.exchange.end_stream();
   }
   ctx.exchange.close_after();

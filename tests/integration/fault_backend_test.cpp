@@ -185,6 +185,7 @@ TEST(FaultBackend, ServerThatGoesSilentMidReplyHitsTheIdleTimeout) {
   while (auto piece = client.read_some()) seen += *piece;
   EXPECT_NE(seen.find("first"), std::string::npos);
   EXPECT_NE(seen.find("went silent mid-reply"), std::string::npos) << seen;
+  EXPECT_NE(seen.find("\"code\":504"), std::string::npos) << "a timeout, as 504 says it: " << seen;
   EXPECT_TRUE(eventually([&] { return fake.aborted() == 1; })) << "the silent upstream request was not closed";
   EXPECT_EQ(card_in_flight(warden), 0);
   EXPECT_TRUE(metrics_count_error(warden, 0, "idle_timeout"));

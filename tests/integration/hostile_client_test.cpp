@@ -80,12 +80,15 @@ class HostileClient : public ::testing::Test {
   }
 
   // Sends `bytes`, expects one reply with `status` and then the connection closed.
-  void expect_refused(std::string_view bytes, int status, std::chrono::milliseconds within = 3s) {
+  // `says`: words the reply's body must hold.
+  void expect_refused(std::string_view bytes, int status, std::chrono::milliseconds within = 3s,
+                      std::string_view says = {}) {
     RawClient c{port()};
     c.send(bytes);  // the warden may close while we are still sending
     auto r = c.read_response(within);
     ASSERT_TRUE(r) << "no reply; got: " << c.unread().substr(0, 200);
     EXPECT_EQ(r->status, status) << r->body;
+    EXPECT_NE(r->body.find(says), std::string::npos) << r->body;
     EXPECT_TRUE(c.wait_closed(3s)) << "connection left open after a refusal";
     EXPECT_TRUE(c.unread().empty()) << "a second reply followed the refusal: " << c.unread();
   }
@@ -209,7 +212,8 @@ TEST_F(HostileClient, SlowBodyIs408AndNeverForwarded) {
 // ------------------------------------------------------------ oversized requests
 
 TEST_F(HostileClient, OversizedHeaderIs431) {
-  expect_refused(chat_request("big", "X-Big: " + std::string(16 * 1024, 'a') + "\r\n"), 431);
+  expect_refused(chat_request("big", "X-Big: " + std::string(16 * 1024, 'a') + "\r\n"), 431, 3s,
+                 "request header too large: the limit is 8 KiB");
   std::string many;
   for (int i = 0; i < 400; ++i) many += "X-Many-" + std::to_string(i) + ": 0123456789abcdef\r\n";
   expect_refused(chat_request("many", many), 431);
@@ -221,13 +225,13 @@ TEST_F(HostileClient, OversizedBodyIs413BeforeItIsSent) {
   // Declared too large: refused on the header alone; the body never needs sending.
   expect_refused(
       "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nx-tag: big\r\nContent-Length: 10485760\r\n\r\n",
-      413);
+      413, 3s, "request body too large: the limit is 64 KiB");
   // Chunked, growing past the limit.
   std::string chunked =
       "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nx-tag: bigchunks\r\nTransfer-Encoding: chunked\r\n\r\n";
   for (int i = 0; i < 20; ++i) chunked += "1000\r\n" + std::string(0x1000, 'a') + "\r\n";
   chunked += "0\r\n\r\n";
-  expect_refused(chunked, 413);
+  expect_refused(chunked, 413, 3s, "request body too large: the limit is 64 KiB");
   // A huge chunk size.
   expect_refused(
       "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nx-tag: hugechunk\r\nTransfer-Encoding: chunked\r\n\r\n"

@@ -302,6 +302,7 @@ TEST(ProxyRouting, FirstEventOfAStreamWaitsUnderTheFirstByteTimeout) {
     const auto events = parse_sse(r.body);
     ASSERT_EQ(events.size(), 1u) << r.body;
     EXPECT_NE(events[0].data.find("first-byte timeout"), std::string::npos) << r.body;
+    EXPECT_EQ(json::parse(events[0].data)["error"]["code"], 504) << r.body;
     EXPECT_EQ(
         metric(warden.port(), "lmwarden_upstream_errors_total", {{"kind", "first_byte_timeout"}}),
         1);
