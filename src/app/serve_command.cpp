@@ -227,8 +227,18 @@ int serve(const ServeOptions& opts) {
     signals_ctx.run_for(std::chrono::milliseconds(50));
     if (signals_ctx.stopped()) signals_ctx.restart();
   }
-  if (const int left = runtime.in_flight(); left > 0)
-    spdlog::warn("grace period over with {} request(s) in flight; closing them", left);
+  if (const int left = runtime.in_flight(); left > 0) {
+    spdlog::warn("grace period over with {} request(s) in flight; ending them with an error",
+                 left);
+    // Each ends as a failed request does: an error for its client, its line
+    // in the access log. Asked again while some remain (one may have been
+    // connecting); a client that reads nothing more is not waited for long.
+    const auto cut_until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (runtime.in_flight() > 0 && std::chrono::steady_clock::now() < cut_until) {
+      runtime.cut_in_flight();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
   runtime.shutdown();
   spdlog::info("stopped");
   return 0;

@@ -152,13 +152,27 @@ bool is_reset(const net::beast::error_code& ec) {
          ec == net::asio::error::connection_reset || ec == net::asio::error::broken_pipe;
 }
 
-// An upstream operation's error, as the relay reports it.
+bool cutting(const AttemptContext& ctx) { return ctx.cutting && ctx.cutting->load(); }
+
+// An upstream operation's error, as the relay reports it: the client gone
+// (operation_aborted), the warden cutting its requests at the end of its
+// shutdown (shut_down), or a timeout.
 net::beast::error_code classify(AttemptContext& ctx, net::beast::error_code ec) {
   if (ec && ctx.exchange.client_gone())
     ec = net::asio::error::operation_aborted;
+  else if (ec && cutting(ctx))
+    ec = net::asio::error::shut_down;
   else if (ec && ctx.exchange.deadline().expired())
     ec = net::beast::error::timeout;
   return ec;
+}
+
+// A request the shutdown cut before any of its reply reached the client.
+AttemptResult cut_by_shutdown() {
+  return attempt_result(AttemptResult::Outcome::kFailed, http::status::service_unavailable,
+                        kShutdownKind, {},
+                        "the warden is shutting down and its grace period ended before this "
+                        "reply came; send the request again"sv);
 }
 
 // Where a relayed reply stands when it is cut short.
@@ -178,7 +192,11 @@ net::Awaitable<AttemptResult> cut_short(AttemptContext& ctx, const config::Backe
                                         Relayed relayed) {
   using Outcome = AttemptResult::Outcome;
   AttemptResult result =
-      ec != net::beast::error::timeout
+      ec == net::asio::error::shut_down
+          ? attempt_result(Outcome::kCutShort, http::status::service_unavailable, kShutdownKind, {},
+                           "the warden is shutting down and its grace period ended before this "
+                           "reply did"sv)
+      : ec != net::beast::error::timeout
           ? attempt_result(Outcome::kCutShort, http::status::bad_gateway, "reset", ec, "upstream "sv,
                            backend.url, " failed mid-reply"sv)
       : relayed.body_started
@@ -401,6 +419,7 @@ net::Awaitable<AttemptResult> forward_once(AttemptContext& ctx,
     } live{ctx.live_upstream};
     if (ctx.live_upstream) *ctx.live_upstream = &upstream;
     if (ctx.exchange.client_gone()) co_return client_gone();
+    if (cutting(ctx)) co_return cut_by_shutdown();
 
     // Upstream timeouts run on the client connection's one deadline (no timer
     // armed per read); it closes this socket when they pass. Armed only while
@@ -417,6 +436,7 @@ net::Awaitable<AttemptResult> forward_once(AttemptContext& ctx,
     const auto wec =
         classify(ctx, co_await send_request(upstream.socket(), conn.head, request.body()));
     if (wec == net::asio::error::operation_aborted) co_return client_gone();
+    if (wec == net::asio::error::shut_down) co_return cut_by_shutdown();
     if (wec) {
       if (conn.reused && is_reset(wec)) continue;
       co_return attempt_result(Outcome::kRetryable, http::status::bad_gateway, "reset", wec,
@@ -474,6 +494,7 @@ net::Awaitable<AttemptResult> forward_once(AttemptContext& ctx,
                                  "first_byte_timeout", {}, "upstream "sv, backend.url,
                                  " sent no reply within the first-byte timeout"sv);
       if (hec == net::asio::error::operation_aborted) co_return client_gone();
+      if (hec == net::asio::error::shut_down) co_return cut_by_shutdown();
       co_return attempt_result(Outcome::kRetryable, http::status::bad_gateway, "protocol", hec,
                                "bad reply from "sv, backend.url);
     }

@@ -8,6 +8,8 @@
 // event); a tap sees the same bytes on their way through.
 #pragma once
 
+#include <atomic>
+
 #include <chrono>
 #include <span>
 #include <string>
@@ -53,12 +55,16 @@ struct AttemptResult {
   net::http::status status = net::http::status::ok;  // for kRetryable/kFailed
   std::string message;                                // for the error reply and logs
   std::string error_kind;  // connect, connect_timeout, first_byte_timeout, idle_timeout,
-                           // status_5xx, protocol, reset
+                           // status_5xx, protocol, reset; or kShutdownKind
   // The server could not be reached at all (connection refused, no route, or
   // no answer within the connect timeout): every rank it serves failed, not
   // only the one tried.
   bool server_unreachable = false;
 };
+
+// The error kind of a request the warden itself cut when its shutdown grace
+// period ended: the access log's, not an upstream error.
+inline constexpr std::string_view kShutdownKind = "shutdown";
 
 struct AttemptContext {
   net::Exchange& exchange;
@@ -70,6 +76,10 @@ struct AttemptContext {
   // Set while an upstream connection is in use, so that a client disconnect
   // can close it at once (the engine then aborts the request).
   net::Stream** live_upstream = nullptr;
+  // Set when the warden's shutdown grace period has ended: the live upstream
+  // connection is then closed, and the request ended with an error (a 503,
+  // or an error event in a stream that had begun), not retried.
+  const std::atomic<bool>* cutting = nullptr;
 };
 
 // Writes into `out` (replacing what it held) the header of `request` as this

@@ -54,7 +54,8 @@ std::span<const std::string_view> RequestAccounting::on_end() {
 void RequestAccounting::on_upstream_done() { end_reply(); }
 
 void RequestAccounting::on_cut_short(std::string_view kind) {
-  model_.replica(replica_).count_error(std::string(kind));
+  // The warden's own shutdown is no error of the upstream's.
+  if (kind != kShutdownKind) model_.replica(replica_).count_error(std::string(kind));
   end_reply();
 }
 

@@ -33,6 +33,8 @@ class WardenRuntime {
   // scraper's loops for it. Returns what the operator should hear of it (see
   // Warden::reload).
   std::vector<std::string> reload(config::Config config);
+  // Ends the requests in flight with an error (Warden::cut_in_flight).
+  void cut_in_flight() { warden_->cut_in_flight(*io_); }
   void shutdown();
 
   Warden& warden() noexcept { return *warden_; }

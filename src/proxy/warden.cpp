@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <boost/container/small_vector.hpp>
+#include <boost/intrusive/list.hpp>
 #include <optional>
 #include <span>
 #include <utility>
@@ -294,6 +295,39 @@ net::Awaitable<void> Warden::handle(net::Exchange& exchange) {
   return serve_local(exchange);
 }
 
+namespace {
+
+// A forwarded request of one warden, listed on its I/O thread while it runs,
+// so that the end of a shutdown's grace period can close its upstream
+// connection (Warden::cut_in_flight).
+struct Cuttable {
+  Cuttable(const Warden& owner, net::Stream*& live) : owner(&owner), live(&live) {}
+  boost::intrusive::list_member_hook<boost::intrusive::link_mode<boost::intrusive::auto_unlink>>
+      hook;
+  const Warden* owner;
+  net::Stream** live;  // the request's upstream connection while it has one
+};
+
+thread_local boost::intrusive::list<
+    Cuttable, boost::intrusive::member_hook<Cuttable, decltype(Cuttable::hook), &Cuttable::hook>,
+    boost::intrusive::constant_time_size<false>>
+    cuttable_here;
+
+}  // namespace
+
+void Warden::cut_in_flight(net::IoThreads& io) {
+  cutting_.store(true);
+  for (std::size_t i = 0; i < io.size(); ++i) {
+    net::asio::post(io.at(i), [this] {
+      for (Cuttable& request : cuttable_here) {
+        if (request.owner != this || !*request.live) continue;
+        net::beast::error_code ignored;
+        (*request.live)->socket().close(ignored);
+      }
+    });
+  }
+}
+
 // Everything one forwarded request carries through its attempts.
 struct Warden::Forward {
   std::shared_ptr<const ModelSet> set;  // the configuration this request started with
@@ -357,6 +391,8 @@ net::Awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dialect) {
   // upstream connection is closed at once, so the engine aborts the request
   // and frees its KV blocks. The relay starts the watch (a pending read of
   // the client's socket, not a racing coroutine) when it waits.
+  Cuttable cuttable{*this, f.live_upstream};
+  cuttable_here.push_back(cuttable);
   exchange.on_client_gone([&f] {
     if (f.live_upstream) {
       net::beast::error_code ignored;
@@ -506,7 +542,7 @@ net::Awaitable<void> Warden::run_attempts(Forward& f) {
     if (!f.usage_reported) accounting->expect_no_usage();
     AttemptContext ctx{f.exchange,      pool_for_this_thread(f.exchange), config.timeouts,
                        f.dialect,       f.exchange.remote_address(),      accounting.get(),
-                       &f.live_upstream};
+                       &f.live_upstream, &cutting_};
     // A 5xx is retried only where the retry has another replica to go to: a
     // pinned request has none, and with every other one tried or unhealthy
     // the upstream's own reply (its status and its words) is the answer.
@@ -516,7 +552,8 @@ net::Awaitable<void> Warden::run_attempts(Forward& f) {
     last = co_await forward_once(ctx, backend, decision.rank, retry_elsewhere);
     // A reply cut short was counted by RequestAccounting, before the client
     // heard of it; so was a relayed 5xx.
-    if (!last.error_kind.empty() && last.outcome != Outcome::kCutShort)
+    if (!last.error_kind.empty() && last.outcome != Outcome::kCutShort &&
+        last.error_kind != kShutdownKind)
       f.model.telemetry.replica(decision.replica).count_error(last.error_kind);
     if (f.exchange.client_gone()) last.outcome = Outcome::kClientGone;
     f.log.error = last.error_kind;

@@ -136,6 +136,13 @@ class Warden {
     health_probed_.store(probed, std::memory_order_relaxed);
   }
 
+  // The end of a shutdown's grace period: every request still in flight is
+  // ended as a failed one is, with an error in its client's dialect (503, or
+  // an error event in a stream that had begun) and its access-log line, and
+  // its upstream request closed; none is retried. Requests that get an
+  // upstream connection later are ended as they do.
+  void cut_in_flight(net::IoThreads& io);
+
   // Drops pooled upstream connections; only with the I/O threads stopped.
   void close_upstreams() noexcept { pools_.clear(); }
   std::chrono::system_clock::time_point started() const noexcept { return started_; }
@@ -167,6 +174,7 @@ class Warden {
   std::atomic<std::uint64_t> next_request_id_{1};
   std::atomic<int> in_progress_{0};
   std::atomic<bool> health_probed_{false};
+  std::atomic<bool> cutting_{false};  // cut_in_flight() was called
   ConfigReloads reloads_{started_};
 };
 

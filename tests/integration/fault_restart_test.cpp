@@ -3,7 +3,10 @@
 // period, then exits 0; SIGHUP reloads the file without dropping a
 // connection, and a broken file is refused while the old configuration serves.
 #include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -116,27 +119,64 @@ TEST(ServeRestart, SigtermStopsAcceptingLetsTheStreamFinishAndExitsZero) {
   EXPECT_NE(serve.log().find("no longer accepting"), std::string::npos);
 }
 
-TEST(ServeRestart, SigtermClosesStreamsStillOpenWhenTheGracePeriodEnds) {
+// What the grace period leaves is ended as a failed request is: an error in
+// the client's dialect (an error event and a clean end in a stream that had
+// begun), a line in the access log, the upstream request closed.
+TEST(ServeRestart, RequestsStillInFlightWhenTheGracePeriodEndsGetAnErrorAndALogLine) {
   FakeVllm fake{1};
-  ServeProcess serve{serve_yaml(fake.port(), 1, "", "", "300ms")};
+  // A server that takes connections and never answers: a request to it waits
+  // for its first byte.
+  const int silent = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::bind(silent, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(silent, 16), 0);
+  ::getsockname(silent, reinterpret_cast<sockaddr*>(&addr), &len);
+  TempDir dir;
+  const std::string access_log = dir.file("access.log");
+  ServeProcess serve{serve_yaml(fake.port(), 1, "", "access_log: " + access_log + "\n", "300ms") +
+                     "  - name: quiet\n    backends:\n      - url: http://127.0.0.1:" +
+                     std::to_string(ntohs(addr.sin_port)) + "\n"};
   HttpConnection stream{serve.port()};
   stream.send(http::verb::post, "/v1/chat/completions", chat_body(true), {{"x-fake-hold", "1"}});
   ASSERT_EQ(stream.read_header().status, 200u);
   stream.read_until("\n\n");
+  HttpConnection waiting{serve.port()};
+  waiting.send(http::verb::post, "/v1/messages",
+               json{{"model", "quiet"}, {"max_tokens", 8}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}}
+                   .dump());
+  ASSERT_TRUE(eventually([&] { return serve.card("quiet")["in_flight"] == 1; }));
+
   ::kill(serve.pid(), SIGTERM);
+  HttpReply cut;
+  ASSERT_NO_THROW(cut = waiting.read()) << "no reply: the connection was only closed";
+  EXPECT_EQ(cut.status, 503u) << cut.body;
+  EXPECT_EQ(json::parse(cut.body)["type"], "error") << "in the Anthropic dialect: " << cut.body;
+  EXPECT_NE(cut.body.find("shutting down"), std::string::npos) << cut.body;
+  std::string rest;
+  EXPECT_NO_THROW(rest = stream.read_until("[DONE]")) << "the stream was not ended cleanly";
+  EXPECT_NE(rest.find("shutting down"), std::string::npos) << rest;
+  EXPECT_NE(rest.find("\"code\":503"), std::string::npos) << rest;
   const auto status = exit_status(serve.process(), std::chrono::seconds(10));
   ASSERT_TRUE(status.has_value()) << "a stream that never ends must not keep the warden up";
   EXPECT_TRUE(WIFEXITED(*status));
   EXPECT_EQ(WEXITSTATUS(*status), 0);
-  EXPECT_NE(serve.log().find("grace period over with 1 request(s) in flight"), std::string::npos) << serve.log();
-  // The client sees its connection end rather than wait forever.
-  EXPECT_THROW(
-      {
-        while (stream.read_some()) {
-        }
-      },
-      std::exception);
+  EXPECT_NE(serve.log().find("grace period over with 2 request(s) in flight"), std::string::npos)
+      << serve.log();
   EXPECT_TRUE(eventually([&] { return fake.aborted() == 1; })) << "the upstream request was left open";
+  std::ifstream in(access_log);
+  std::vector<json> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(json::parse(line));
+  ASSERT_EQ(lines.size(), 2u) << "one line per request cut";
+  for (const json& line : lines) EXPECT_EQ(line["error"], "shutdown") << line.dump();
+  const json& streamed = lines[0]["model"] == "m" ? lines[0] : lines[1];
+  const json& quiet = lines[0]["model"] == "m" ? lines[1] : lines[0];
+  EXPECT_EQ(streamed["outcome"], "cut_short") << streamed.dump();
+  EXPECT_EQ(quiet["outcome"], "failed") << quiet.dump();
+  EXPECT_EQ(quiet["status"], 503) << quiet.dump();
+  ::close(silent);
 }
 
 TEST(ServeRestart, AShutdownGraceChangedByAReloadIsTheOneThatHolds) {
