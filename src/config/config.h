@@ -108,6 +108,8 @@ struct Config {
   std::optional<std::string> admin_token;  // literal token (prefer the env var)
   Millis scrape_interval{1'000};
   int unhealthy_after = 3;  // consecutive failed probes
+  int eject_after_5xx = 5;  // 5xx replies in a row that eject a replica; 0: never
+  Millis eject_for{30'000};
   std::string access_log;   // absolute path of the JSON-lines access log; empty: none
   std::vector<ModelConfig> models;
 

@@ -25,23 +25,6 @@ using namespace std::literals;
 
 namespace {
 
-// ------------------------------------------------------------ small helpers
-
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diagonal = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
-
 // --------------------------------------------------------------- the loader
 
 struct Entry {
@@ -80,7 +63,9 @@ constexpr Millis kMaxSessionTtl = std::chrono::hours{24 * 3650};
 // A bound as messages state it: "720h (30 days)", "1h", "1500ms".
 std::string bound_text(Millis bound) {
   const auto hours = std::chrono::duration_cast<std::chrono::hours>(bound);
-  if (hours != bound) return fmt::format("{}ms", bound.count());
+  const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(bound);
+  if (seconds != bound) return fmt::format("{}ms", bound.count());
+  if (hours != bound) return fmt::format("{}s", seconds.count());
   if (hours.count() > 24 && hours.count() % 24 == 0)
     return fmt::format("{}h ({} days)", hours.count(), hours.count() / 24);
   return fmt::format("{}h", hours.count());
@@ -272,7 +257,7 @@ class Loader {
       return std::nullopt;
     }
     if (*value < min) {
-      error(e, path, fmt::format("must be at least {}ms, got {}", min.count(), shown(e.value)));
+      error(e, path, fmt::format("must be at least {}, got {}", bound_text(min), shown(e.value)));
       return std::nullopt;
     }
     if (*value > max) {
@@ -336,7 +321,8 @@ class Loader {
     const auto map =
         read_map(root, "",
                  {"listen", "threads", "limits", "timeouts", "retries", "admin_token_env",
-                  "admin_token", "scrape_interval", "unhealthy_after", "access_log", "models"});
+                  "admin_token", "scrape_interval", "unhealthy_after", "eject_after_5xx",
+                  "eject_for", "access_log", "models"});
     if (!map) return;
 
     if (const Entry* e = map->find("listen")) {
@@ -369,6 +355,12 @@ class Loader {
     if (const Entry* e = map->find("unhealthy_after"))
       if (auto v = read_int(*e, "unhealthy_after", 1, 1000))
         config.unhealthy_after = static_cast<int>(*v);
+    if (const Entry* e = map->find("eject_after_5xx"))
+      if (auto v = read_int(*e, "eject_after_5xx", 0, 1000))
+        config.eject_after_5xx = static_cast<int>(*v);
+    if (const Entry* e = map->find("eject_for"))
+      if (auto v = read_duration(*e, "eject_for", Millis{1'000}, Millis{3'600'000}))
+        config.eject_for = *v;
     if (const Entry* e = map->find("access_log"))
       if (auto v = read_log_path(*e, "access_log")) config.access_log = *v;
 

@@ -82,6 +82,9 @@ Result<BackendConfig, std::string> parse_backend_url(std::string_view url);
 // Letters, digits and '_', not starting with a digit.
 bool is_env_name(std::string_view s) noexcept;
 
+// Levenshtein distance, for "did you mean" of a misspelt key.
+std::size_t edit_distance(std::string_view a, std::string_view b);
+
 // Whether a backend is the warden listening on `listen` (which would send
 // every request back to itself): the same address, or a loopback one on its
 // port when it listens on every address. Port 0 (the OS picks) is never.

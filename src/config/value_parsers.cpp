@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <charconv>
 #include <limits>
+#include <vector>
 
 #include "config/config_loader.h"
 
@@ -280,6 +281,22 @@ bool is_own_address(const ListenAddress& listen, const BackendConfig& backend) {
   if (listen.host == "0.0.0.0" || listen.host == "::")
     return loopback(backend.host) || backend.host == listen.host;
   return backend.host == listen.host || (listen.host == "127.0.0.1" && backend.host == "localhost");
+}
+
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
 }
 
 }  // namespace lmwarden::config

@@ -118,6 +118,7 @@ RouteDecision Router::balanced(std::span<const int> exclude) {
 }
 
 RouteDecision Router::route(const Identity& identity, TimePoint now, std::span<const int> exclude) {
+  if (now >= next_ejection_end_) end_ejections(now);
   if (identity.kind == IdentityKind::kPinned) {
     if (identity.pinned_rank < 0 || identity.pinned_rank >= replica_count())
       return {RouteDecision::Status::kUnknownRank};
@@ -176,9 +177,49 @@ void Router::finish(const RouteDecision& decision) noexcept {
   }
 }
 
-void Router::set_healthy(int replica, bool healthy) noexcept {
-  replicas_[static_cast<std::size_t>(replica)].healthy = healthy;
+void Router::set_taking_work(int replica) noexcept {
+  Replica& r = replicas_[static_cast<std::size_t>(replica)];
+  r.healthy = r.probed && !r.ejected;
   rescore(replica);
+}
+
+void Router::set_healthy(int replica, bool healthy) noexcept {
+  replicas_[static_cast<std::size_t>(replica)].probed = healthy;
+  set_taking_work(replica);
+}
+
+bool Router::record_reply(int replica, bool server_error, TimePoint now,
+                          const EjectPolicy& policy) noexcept {
+  Replica& r = replicas_[static_cast<std::size_t>(replica)];
+  if (!server_error) {
+    r.server_errors = 0;
+    return false;
+  }
+  ++r.server_errors;
+  if (policy.after <= 0 || r.server_errors < policy.after || !r.healthy) return false;
+  const bool another_takes_work = std::any_of(replicas_.begin(), replicas_.end(),
+                                              [&](const Replica& o) { return &o != &r && o.healthy; });
+  if (!another_takes_work) return false;
+  r.ejected = true;
+  r.server_errors = 0;
+  r.ejected_until = now + policy.duration;
+  next_ejection_end_ = std::min(next_ejection_end_, r.ejected_until);
+  set_taking_work(replica);
+  return true;
+}
+
+void Router::end_ejections(TimePoint now) noexcept {
+  next_ejection_end_ = TimePoint::max();
+  for (int i = 0; i < replica_count(); ++i) {
+    Replica& r = replicas_[static_cast<std::size_t>(i)];
+    if (!r.ejected) continue;
+    if (r.ejected_until <= now) {
+      r.ejected = false;
+      set_taking_work(i);
+    } else {
+      next_ejection_end_ = std::min(next_ejection_end_, r.ejected_until);
+    }
+  }
 }
 
 void Router::set_backend_healthy(int backend, bool healthy) noexcept {
@@ -189,7 +230,7 @@ void Router::set_backend_healthy(int backend, bool healthy) noexcept {
 bool Router::backend_healthy(int backend) const noexcept {
   const auto [first, count] = backend_replicas(backend);
   for (int i = first; i < first + count; ++i)
-    if (healthy(i)) return true;
+    if (replicas_[static_cast<std::size_t>(i)].probed) return true;
   return false;
 }
 
@@ -211,7 +252,7 @@ RouterView Router::view() const {
     v.in_flight += r.in_flight;
     sticky += r.counters.count(RouteKind::kSticky);
     moved += r.counters.count(RouteKind::kSpilled) + r.counters.count(RouteKind::kRehomed);
-    v.replicas.push_back(ReplicaView{i, r.backend, r.rank, r.healthy, r.in_flight,
+    v.replicas.push_back(ReplicaView{i, r.backend, r.rank, r.healthy, r.ejected, r.in_flight,
                                      sessions_.live(i), score(i), r.counters, r.engine});
   }
   v.unassigned = unassigned_counters_;

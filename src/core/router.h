@@ -26,6 +26,7 @@
 // TieBreaker.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -77,7 +78,8 @@ struct ReplicaView {
   int index = 0;
   int backend = 0;
   int rank = 0;
-  bool healthy = true;
+  bool healthy = true;   // takes new work
+  bool ejected = false;  // not healthy for its 5xx replies, though its probes pass
   int in_flight = 0;
   int live_conversations = 0;
   double score = 0;
@@ -110,11 +112,27 @@ class Router final : private SessionTable::Listener {
   // Ends a routed request's in-flight count. Call exactly once per ok decision.
   void finish(const RouteDecision& decision) noexcept;
 
+  // Health as probes and connects measure it. A replica takes new work when
+  // it is healthy so and not ejected (below).
   void set_healthy(int replica, bool healthy) noexcept;
   // A server's health: every rank of one backend at once (what probes and
-  // failed connects measure), and whether any of its ranks is healthy.
+  // failed connects measure), and whether any of its ranks is healthy so.
   void set_backend_healthy(int backend, bool healthy) noexcept;
   bool backend_healthy(int backend) const noexcept;
+
+  // Passive health: a replica whose replies were server errors (5xx)
+  // `policy.after` times in a row, its probes passing all the while, is
+  // ejected: it takes no new work until `now + policy.duration`, and its
+  // conversations re-home. Never the model's last replica that takes work:
+  // that one's errors are better than a 503 for every request. Returns
+  // whether this reply ejected it. A good reply (below 500) starts the count
+  // again; `policy.after` 0 turns ejection off.
+  struct EjectPolicy {
+    int after = 0;
+    std::chrono::milliseconds duration{0};
+  };
+  bool record_reply(int replica, bool server_error, TimePoint now, const EjectPolicy& policy) noexcept;
+  bool ejected(int replica) const noexcept { return replicas_[static_cast<std::size_t>(replica)].ejected; }
   void set_engine_stats(int replica, const EngineStats& stats) noexcept;
   void set_affinity(bool on) noexcept { affinity_ = on; }
   void set_spill_threshold(std::optional<int> threshold) noexcept { spill_threshold_ = threshold; }
@@ -134,6 +152,7 @@ class Router final : private SessionTable::Listener {
     return {b.first_replica, b.ranks};
   }
   int in_flight(int replica) const noexcept { return replicas_[static_cast<std::size_t>(replica)].in_flight; }
+  // Whether the replica takes new work: healthy by its probes, not ejected.
   bool healthy(int replica) const noexcept { return replicas_[static_cast<std::size_t>(replica)].healthy; }
   std::size_t conversations() const noexcept { return sessions_.size(); }
   RouterView view() const;
@@ -142,7 +161,11 @@ class Router final : private SessionTable::Listener {
   struct Replica {
     int backend;
     int rank;
-    bool healthy = true;
+    bool healthy = true;  // probed && !ejected: takes new work
+    bool probed = true;   // healthy by probes and connects
+    bool ejected = false;
+    int server_errors = 0;  // 5xx replies in a row
+    TimePoint ejected_until{};
     int in_flight = 0;
     EngineStats engine;
     ReplicaCounters counters;
@@ -157,6 +180,9 @@ class Router final : private SessionTable::Listener {
   // Brings the replica's entry in the placement index up to date.
   void rescore(int replica) noexcept;
   void live_changed(int replica) noexcept override { rescore(replica); }
+  void set_taking_work(int replica) noexcept;
+  // Ends the ejections due by `now`.
+  void end_ejections(TimePoint now) noexcept;
   // The healthy, not excluded replica with the lowest score, optionally only
   // those scoring below `below` (a PlacementIndex key); -1 when none.
   int least_loaded(std::span<const int> exclude, PlacementIndex::Key below = PlacementIndex::kUnavailable);
@@ -175,6 +201,7 @@ class Router final : private SessionTable::Listener {
   SessionTable sessions_;
   PlacementIndex placement_;
   std::unique_ptr<TieBreaker> tie_breaker_;
+  TimePoint next_ejection_end_ = TimePoint::max();
 };
 
 }  // namespace lmwarden::core

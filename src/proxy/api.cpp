@@ -107,6 +107,7 @@ std::string model_card_json(const ModelState& model) {
                         {"url", backend.url},
                         {"rank", r.rank},
                         {"healthy", r.healthy},
+                        {"ejected", r.ejected},
                         {"in_flight", r.in_flight},
                         {"live_conversations", r.live_conversations},
                         {"sticky", r.counters.count(RouteKind::kSticky)},

@@ -435,6 +435,36 @@ void take_out_of_service(ModelState& model, int backend, std::string_view why) {
                  why);
 }
 
+// Passive health (Router::record_reply): an attempt's reply, where it had
+// one, counts for or against its replica; a replica whose replies were
+// server errors too many times in a row is ejected for a while.
+void note_reply(ModelState& model, const config::Config& config,
+                const core::RouteDecision& decision, const AttemptResult& result) {
+  if (decision.replica < 0) return;  // the server's own balancer picked the rank
+  bool server_error = false;
+  if (result.outcome == AttemptResult::Outcome::kRelayed) {
+    server_error = static_cast<unsigned>(result.status) >= 500;
+  } else if (result.error_kind == "status_5xx") {
+    server_error = true;
+  } else {
+    return;  // no reply to judge the replica by
+  }
+  bool ejected = false;
+  {
+    std::lock_guard lock{model.mutex};
+    ejected = model.router.record_reply(decision.replica, server_error, coarse_steady_now(),
+                                        {config.eject_after_5xx, config.eject_for});
+  }
+  if (ejected)
+    spdlog::warn("model={} replica={} ({} rank {}) ejected for {} s: {} server errors (5xx) in a "
+                 "row while its probes pass; no new work, its conversations re-home",
+                 model.config.name, decision.replica,
+                 model.config.backends[static_cast<std::size_t>(decision.backend)].url,
+                 decision.rank < 0 ? 0 : decision.rank,
+                 std::chrono::duration_cast<std::chrono::seconds>(config.eject_for).count(),
+                 config.eject_after_5xx);
+}
+
 // Every replica of a model down can refuse thousands of requests a second: the
 // process log says so once per 10 s, with the count since its last line.
 void log_unavailable(ModelState& model, std::uint64_t id) {
@@ -550,6 +580,7 @@ net::Awaitable<void> Warden::run_attempts(Forward& f) {
         attempt < config.retries && identity.kind != core::IdentityKind::kPinned, f.model, tried,
         decision};
     last = co_await forward_once(ctx, backend, decision.rank, retry_elsewhere);
+    note_reply(f.model, config, decision, last);
     // A reply cut short was counted by RequestAccounting, before the client
     // heard of it; so was a relayed 5xx.
     if (!last.error_kind.empty() && last.outcome != Outcome::kCutShort &&

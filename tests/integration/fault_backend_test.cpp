@@ -193,6 +193,41 @@ TEST(FaultBackend, ServerThatGoesSilentMidReplyHitsTheIdleTimeout) {
   EXPECT_EQ(chat(warden.port(), "after").status, 200u);
 }
 
+// Passive health: a server whose /health passes but whose every reply is a
+// 500 is ejected after eject_after_5xx of them in a row, for eject_for; its
+// requests meanwhile were retried on the good one, so clients saw no error.
+TEST(FaultBackend, AServerAnsweringOnly5xxIsEjectedThoughItsProbesPass) {
+  FakeVllm good{1};
+  FakeVllm bad{1};
+  bad.fail_with(500);  // its /health and /metrics still answer
+  RunningWarden warden{make_config({{good.port(), 1}, {bad.port(), 1}}, std::nullopt,
+                                   "scrape_interval: 100ms\neject_after_5xx: 3\neject_for: 3s\n")};
+  auto card_of_bad = [&] { return warden.card()["replicas"][1]; };
+  int turns = 0;
+  while (bad.seen().size() < 3 && turns < 40)
+    EXPECT_EQ(chat(warden.port(), "c" + std::to_string(turns++)).status, 200u) << "retried on the good one";
+  ASSERT_EQ(bad.seen().size(), 3u) << "new conversations went to the bad server until it was ejected";
+  EXPECT_EQ(card_of_bad()["ejected"], true) << card_of_bad().dump();
+  EXPECT_EQ(card_of_bad()["healthy"], false);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(chat(warden.port(), "after" + std::to_string(i)).status, 200u);
+  EXPECT_EQ(bad.seen().size(), 3u) << "an ejected server took new work";
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // three probe rounds
+  EXPECT_EQ(card_of_bad()["ejected"], true) << "its passing probes brought it back early";
+
+  // Mended, and its time served: it takes new conversations again.
+  bad.fail_with(0);
+  int later = 0;
+  EXPECT_TRUE(eventually(
+      [&] {
+        EXPECT_EQ(chat(warden.port(), "back" + std::to_string(later++)).status, 200u);
+        return bad.seen().size() > 3;
+      },
+      std::chrono::seconds(10)));
+  EXPECT_EQ(card_of_bad()["ejected"], false);
+  EXPECT_EQ(card_of_bad()["healthy"], true);
+  EXPECT_EQ(card_in_flight(warden), 0);
+}
+
 // One replica on a server that is no vLLM: probed once a minute, so that it
 // stays in service for the test.
 config::Config single_config(std::uint16_t port) {

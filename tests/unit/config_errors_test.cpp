@@ -75,6 +75,8 @@ TEST(ConfigErrors, WrongTypes) {
             R"(lmwarden.yaml:1: limits: must be a mapping of keys, got "5")");
   EXPECT_EQ(error_of("retries: [1]\n" + std::string(kMinimal)),
             "lmwarden.yaml:1: retries: must be an integer from 0 to 16, got a list");
+  EXPECT_EQ(error_of("eject_after_5xx: -1\n" + std::string(kMinimal)),
+            R"(lmwarden.yaml:1: eject_after_5xx: must be an integer from 0 to 1000, got "-1")");
   EXPECT_EQ(error_of(R"(models:
   - name: m
     affinity: yes
@@ -111,6 +113,8 @@ TEST(ConfigErrors, DurationsAndSizes) {
             R"(lmwarden.yaml:1: timeouts.connect: must be at least 1ms, got "0s")");
   EXPECT_EQ(error_of("scrape_interval: 10ms\n" + std::string(kMinimal)),
             R"(lmwarden.yaml:1: scrape_interval: must be at least 100ms, got "10ms")");
+  EXPECT_EQ(error_of("eject_for: 500ms\n" + std::string(kMinimal)),
+            R"(lmwarden.yaml:1: eject_for: must be at least 1s, got "500ms")");
   EXPECT_EQ(
       error_of("limits: {max_body_bytes: 32 MiBs}\n" + std::string(kMinimal)),
       R"(lmwarden.yaml:1: limits.max_body_bytes: must be a size like 65536, 64KiB or 32MiB, got "32 MiBs")");
@@ -121,7 +125,7 @@ TEST(ConfigErrors, DurationsAndSizes) {
     session_ttl: 500ms
     backends: [{url: "http://h:1"}]
 )"),
-            R"(lmwarden.yaml:3: models[0].session_ttl: must be at least 1000ms, got "500ms")");
+            R"(lmwarden.yaml:3: models[0].session_ttl: must be at least 1s, got "500ms")");
 }
 
 TEST(ConfigErrors, DurationsHaveAMaximum) {

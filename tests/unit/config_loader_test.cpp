@@ -46,6 +46,8 @@ TEST(ConfigLoader, MinimalFileTakesEveryDefault) {
   EXPECT_EQ(config.admin_token, std::nullopt);
   EXPECT_EQ(config.scrape_interval, 1s);
   EXPECT_EQ(config.unhealthy_after, 3);
+  EXPECT_EQ(config.eject_after_5xx, 5);
+  EXPECT_EQ(config.eject_for, 30s);
 
   ASSERT_EQ(config.models.size(), 1u);
   const ModelConfig& model = config.models[0];
@@ -85,6 +87,8 @@ retries: 2
 admin_token: s3cret
 scrape_interval: 250ms
 unhealthy_after: 5
+eject_after_5xx: 0
+eject_for: 2m
 models:
   - name: qwen3-4b
     aliases: [qwen3, q4b]
@@ -122,6 +126,8 @@ models:
   EXPECT_EQ(config.admin_token, "s3cret");
   EXPECT_EQ(config.scrape_interval, 250ms);
   EXPECT_EQ(config.unhealthy_after, 5);
+  EXPECT_EQ(config.eject_after_5xx, 0);
+  EXPECT_EQ(config.eject_for, 2min);
 
   ASSERT_EQ(config.models.size(), 2u);
   const ModelConfig& model = config.models[0];

@@ -8,7 +8,7 @@ import { el, int, pct, setText, utc, duration, DASH, tableScroll } from '../form
 
 // Replica table columns: [field, heading, tooltip].
 const COLUMNS = [
-  ['health', 'Health', 'Health check and scrape status; an unhealthy replica takes no new work'],
+  ['health', 'Health', 'Health check and scrape status, or ejected for its 5xx replies; a replica not healthy takes no new work'],
   ['in_flight', 'In flight', 'Requests the warden has sent to this replica that have not finished'],
   ['live_conversations', 'Conversations', 'Live conversations whose home is this replica'],
   ['sticky', 'Sticky', 'Requests of a known conversation served by its home'],
@@ -253,8 +253,10 @@ export function mountModel(root, { name }, ctx) {
       const c = row.cells[f];
       let v = r[f];
       if (f === 'health') {
-        setText(c.text, r.healthy ? 'healthy' : 'unhealthy');
+        setText(c.text, r.healthy ? 'healthy' : r.ejected ? 'ejected' : 'unhealthy');
         c.text.className = `health${r.healthy ? '' : ' down'}`;
+        c.text.title = r.ejected ? 'its replies were server errors (5xx) too many times in a row; '
+          + 'it takes no new work for a while (eject_for)' : '';
       } else if (f === 'kv_used' || f === 'prefix_hit_rate') {
         // Out of service: a dash, as for the engine's other figures.
         if (f === 'prefix_hit_rate' && !r.healthy) v = null;
