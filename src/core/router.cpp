@@ -188,22 +188,15 @@ void Router::set_healthy(int replica, bool healthy) noexcept {
   set_taking_work(replica);
 }
 
-bool Router::record_reply(int replica, bool server_error, TimePoint now,
-                          const EjectPolicy& policy) noexcept {
+bool Router::eject(int replica, TimePoint until) noexcept {
   Replica& r = replicas_[static_cast<std::size_t>(replica)];
-  if (!server_error) {
-    r.server_errors = 0;
-    return false;
-  }
-  ++r.server_errors;
-  if (policy.after <= 0 || r.server_errors < policy.after || !r.healthy) return false;
+  if (!r.healthy) return false;
   const bool another_takes_work = std::any_of(replicas_.begin(), replicas_.end(),
                                               [&](const Replica& o) { return &o != &r && o.healthy; });
   if (!another_takes_work) return false;
   r.ejected = true;
-  r.server_errors = 0;
-  r.ejected_until = now + policy.duration;
-  next_ejection_end_ = std::min(next_ejection_end_, r.ejected_until);
+  r.ejected_until = until;
+  next_ejection_end_ = std::min(next_ejection_end_, until);
   set_taking_work(replica);
   return true;
 }

@@ -120,18 +120,12 @@ class Router final : private SessionTable::Listener {
   void set_backend_healthy(int backend, bool healthy) noexcept;
   bool backend_healthy(int backend) const noexcept;
 
-  // Passive health: a replica whose replies were server errors (5xx)
-  // `policy.after` times in a row, its probes passing all the while, is
-  // ejected: it takes no new work until `now + policy.duration`, and its
-  // conversations re-home. Never the model's last replica that takes work:
-  // that one's errors are better than a 503 for every request. Returns
-  // whether this reply ejected it. A good reply (below 500) starts the count
-  // again; `policy.after` 0 turns ejection off.
-  struct EjectPolicy {
-    int after = 0;
-    std::chrono::milliseconds duration{0};
-  };
-  bool record_reply(int replica, bool server_error, TimePoint now, const EjectPolicy& policy) noexcept;
+  // Passive health: a replica whose replies were server errors while its
+  // probes passed is ejected (the proxy counts them): it takes no new work
+  // until `until`, and its conversations re-home. Refused (false) for a
+  // replica that takes no work now, and for the model's last one that does:
+  // its errors are better than a 503 for every request.
+  bool eject(int replica, TimePoint until) noexcept;
   bool ejected(int replica) const noexcept { return replicas_[static_cast<std::size_t>(replica)].ejected; }
   void set_engine_stats(int replica, const EngineStats& stats) noexcept;
   void set_affinity(bool on) noexcept { affinity_ = on; }
@@ -164,7 +158,6 @@ class Router final : private SessionTable::Listener {
     bool healthy = true;  // probed && !ejected: takes new work
     bool probed = true;   // healthy by probes and connects
     bool ejected = false;
-    int server_errors = 0;  // 5xx replies in a row
     TimePoint ejected_until{};
     int in_flight = 0;
     EngineStats engine;

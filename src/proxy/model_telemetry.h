@@ -26,6 +26,8 @@ struct ReplicaTelemetry {
   std::atomic<std::uint64_t> prompt_computed{0};
   std::atomic<std::uint64_t> completion{0};
   std::atomic<std::uint64_t> unmeasured_requests{0};  // replies that carried no usage
+  // Server errors (5xx replies) in a row, for passive health (note_reply).
+  std::atomic<int> server_errors_in_row{0};
 
   void count_error(const std::string& kind) {
     std::lock_guard lock{errors_mutex};

@@ -435,9 +435,10 @@ void take_out_of_service(ModelState& model, int backend, std::string_view why) {
                  why);
 }
 
-// Passive health (Router::record_reply): an attempt's reply, where it had
-// one, counts for or against its replica; a replica whose replies were
-// server errors too many times in a row is ejected for a while.
+// Passive health: an attempt's reply, where it had one, counts for or
+// against its replica; eject_after_5xx server errors in a row eject it
+// (Router::eject) for eject_for. The count is the replica's telemetry's, so
+// that a good reply takes no lock.
 void note_reply(ModelState& model, const config::Config& config,
                 const core::RouteDecision& decision, const AttemptResult& result) {
   if (decision.replica < 0) return;  // the server's own balancer picked the rank
@@ -449,20 +450,30 @@ void note_reply(ModelState& model, const config::Config& config,
   } else {
     return;  // no reply to judge the replica by
   }
+  std::atomic<int>& in_row = model.telemetry.replica(decision.replica).server_errors_in_row;
+  if (!server_error) {
+    if (in_row.load(std::memory_order_relaxed) != 0) in_row.store(0, std::memory_order_relaxed);
+    return;
+  }
+  if (config.eject_after_5xx <= 0 ||
+      in_row.fetch_add(1, std::memory_order_relaxed) + 1 < config.eject_after_5xx)
+    return;
   bool ejected = false;
   {
     std::lock_guard lock{model.mutex};
-    ejected = model.router.record_reply(decision.replica, server_error, coarse_steady_now(),
-                                        {config.eject_after_5xx, config.eject_for});
+    ejected = model.router.eject(decision.replica, coarse_steady_now() + config.eject_for);
   }
-  if (ejected)
-    spdlog::warn("model={} replica={} ({} rank {}) ejected for {} s: {} server errors (5xx) in a "
-                 "row while its probes pass; no new work, its conversations re-home",
-                 model.config.name, decision.replica,
-                 model.config.backends[static_cast<std::size_t>(decision.backend)].url,
-                 decision.rank < 0 ? 0 : decision.rank,
-                 std::chrono::duration_cast<std::chrono::seconds>(config.eject_for).count(),
-                 config.eject_after_5xx);
+  // Counted afresh either way (when it was out already, or the last replica
+  // taking work, the next errors are new evidence too).
+  in_row.store(0, std::memory_order_relaxed);
+  if (!ejected) return;
+  spdlog::warn("model={} replica={} ({} rank {}) ejected for {} s: {} server errors (5xx) in a "
+               "row while its probes pass; no new work, its conversations re-home",
+               model.config.name, decision.replica,
+               model.config.backends[static_cast<std::size_t>(decision.backend)].url,
+               decision.rank < 0 ? 0 : decision.rank,
+               std::chrono::duration_cast<std::chrono::seconds>(config.eject_for).count(),
+               config.eject_after_5xx);
 }
 
 // Every replica of a model down can refuse thousands of requests a second: the

@@ -162,22 +162,16 @@ TEST(Router, UnhealthyReplicasTakeNoNewConversations) {
   for (int i = 0; i < 5; ++i) EXPECT_EQ(router.route(session("n" + std::to_string(i)), t0).replica, 1);
 }
 
-TEST(Router, AReplicaWhoseRepliesAreServerErrorsIsEjectedForAWhile) {
+TEST(Router, AnEjectedReplicaTakesNoNewWorkUntilItsTimeIsServed) {
   Router router = make_router(dp_model(3));
-  const Router::EjectPolicy policy{.after = 3, .duration = seconds(30)};
   auto home = router.route(session("a"), t0);
   router.finish(home);
   const int bad = home.replica;
-  // Errors that a good reply interrupts eject nothing.
-  EXPECT_FALSE(router.record_reply(bad, true, t0, policy));
-  EXPECT_FALSE(router.record_reply(bad, true, t0, policy));
-  EXPECT_FALSE(router.record_reply(bad, false, t0, policy));
-  EXPECT_FALSE(router.record_reply(bad, true, t0, policy));
-  EXPECT_FALSE(router.record_reply(bad, true, t0, policy));
-  EXPECT_TRUE(router.record_reply(bad, true, t0, policy)) << "the third in a row";
+  EXPECT_TRUE(router.eject(bad, t0 + seconds(30)));
   EXPECT_FALSE(router.healthy(bad));
   EXPECT_TRUE(router.ejected(bad));
   EXPECT_TRUE(router.view().replicas[static_cast<std::size_t>(bad)].ejected);
+  EXPECT_FALSE(router.eject(bad, t0 + seconds(60))) << "out already";
   // Probes that pass do not bring it back early; its conversations re-home.
   router.set_healthy(bad, true);
   EXPECT_FALSE(router.healthy(bad));
@@ -191,10 +185,8 @@ TEST(Router, AReplicaWhoseRepliesAreServerErrorsIsEjectedForAWhile) {
   router.route(anonymous(), t0 + seconds(30));
   EXPECT_TRUE(router.healthy(bad));
   EXPECT_FALSE(router.ejected(bad));
-  // Unless its probes fail meanwhile: then it stays out on their account.
-  EXPECT_FALSE(router.record_reply(bad, true, t0 + seconds(31), policy));
-  EXPECT_FALSE(router.record_reply(bad, true, t0 + seconds(31), policy));
-  EXPECT_TRUE(router.record_reply(bad, true, t0 + seconds(31), policy));
+  // Unless its probes failed meanwhile: then it stays out on their account.
+  EXPECT_TRUE(router.eject(bad, t0 + seconds(61)));
   router.set_healthy(bad, false);
   router.route(anonymous(), t0 + seconds(62));
   EXPECT_FALSE(router.healthy(bad));
@@ -202,15 +194,12 @@ TEST(Router, AReplicaWhoseRepliesAreServerErrorsIsEjectedForAWhile) {
 }
 
 TEST(Router, TheLastReplicaTakingWorkIsNeverEjected) {
-  Router router = make_router(dp_model(2));
-  const Router::EjectPolicy policy{.after = 1, .duration = seconds(30)};
-  EXPECT_TRUE(router.record_reply(0, true, t0, policy));
-  EXPECT_FALSE(router.record_reply(1, true, t0, policy)) << "its errors beat a 503 for everyone";
+  Router router = make_router(dp_model(3));
+  router.set_healthy(2, false);
+  EXPECT_FALSE(router.eject(2, t0 + seconds(30))) << "takes no work now";
+  EXPECT_TRUE(router.eject(0, t0 + seconds(30)));
+  EXPECT_FALSE(router.eject(1, t0 + seconds(30))) << "its errors beat a 503 for everyone";
   EXPECT_TRUE(router.healthy(1));
-  const Router::EjectPolicy off{.after = 0, .duration = seconds(30)};
-  Router other = make_router(dp_model(2));
-  for (int i = 0; i < 100; ++i) EXPECT_FALSE(other.record_reply(0, true, t0, off));
-  EXPECT_TRUE(other.healthy(0));
 }
 
 TEST(Router, AServersHealthIsEveryRankOfIt) {
