@@ -222,7 +222,7 @@ int serve(const ServeOptions& opts) {
   // then everything is torn down.
   const auto stop_signalled = std::chrono::steady_clock::now();
   signals_ctx.restart();
-  while (runtime.in_flight() > 0 && !give_up &&
+  while ((runtime.in_flight() > 0 || runtime.requests_under_way() > 0) && !give_up &&
          std::chrono::steady_clock::now() < stop_signalled + grace) {
     signals_ctx.run_for(std::chrono::milliseconds(50));
     if (signals_ctx.stopped()) signals_ctx.restart();

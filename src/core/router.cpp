@@ -186,6 +186,17 @@ void Router::set_taking_work(int replica) noexcept {
 void Router::set_healthy(int replica, bool healthy) noexcept {
   replicas_[static_cast<std::size_t>(replica)].probed = healthy;
   set_taking_work(replica);
+  if (healthy) return;
+  // None left taking work while some are out only for their errors: those
+  // come back, as an ejection never takes the last one.
+  const auto takes_work = [](const Replica& r) { return r.healthy; };
+  if (std::any_of(replicas_.begin(), replicas_.end(), takes_work)) return;
+  for (int i = 0; i < replica_count(); ++i) {
+    Replica& r = replicas_[static_cast<std::size_t>(i)];
+    if (!r.ejected) continue;
+    r.ejected = false;
+    set_taking_work(i);
+  }
 }
 
 bool Router::eject(int replica, TimePoint until) noexcept {

@@ -124,13 +124,19 @@ class Router final : private SessionTable::Listener {
   // probes passed is ejected (the proxy counts them): it takes no new work
   // until `until`, and its conversations re-home. Refused (false) for a
   // replica that takes no work now, and for the model's last one that does:
-  // its errors are better than a 503 for every request.
+  // its errors are better than a 503 for every request. For the same reason,
+  // should the others then fail their probes, the ejections end at once.
   bool eject(int replica, TimePoint until) noexcept;
   bool ejected(int replica) const noexcept { return replicas_[static_cast<std::size_t>(replica)].ejected; }
   void set_engine_stats(int replica, const EngineStats& stats) noexcept;
   void set_affinity(bool on) noexcept { affinity_ = on; }
   void set_spill_threshold(std::optional<int> threshold) noexcept { spill_threshold_ = threshold; }
-  void expire(TimePoint now) { sessions_.expire(now); }
+  // Forgets idle conversations and ends the ejections due by `now` (route()
+  // does the latter too): for a model with no requests.
+  void expire(TimePoint now) {
+    sessions_.expire(now);
+    if (now >= next_ejection_end_) end_ejections(now);
+  }
   // Takes a reloaded model's policy (affinity, spill threshold, weights, idle
   // TTL) while keeping its conversations, counts and health. The caller has
   // checked that the replica layout is unchanged.

@@ -297,6 +297,7 @@ class IdleConnections final : public asio::execution_context::service {
 // ---------------------------------------------------------------- Exchange
 
 Awaitable<beast::error_code> Exchange::respond(Response response) {
+  if (draining_ && draining_->load()) keep_alive_ = false;
   response.keep_alive(keep_alive_);
   keep_alive_ = response.keep_alive();
   // An HTTP/1.1 reply is persistent unless it says otherwise; an HTTP/1.0
@@ -327,6 +328,7 @@ Awaitable<beast::error_code> Exchange::begin_stream(const ResponseHeader& header
 Awaitable<beast::error_code> Exchange::begin_stream(std::string_view head,
                                                     std::optional<std::uint64_t> content_length,
                                                     bool chunked, std::string_view first_body) {
+  if (draining_ && draining_->load()) keep_alive_ = false;
   // HTTP/1.0 has no chunked framing: a body of unknown length ends with the
   // connection.
   if (!content_length && chunked && http10_) {
@@ -551,21 +553,27 @@ Awaitable<void> HttpServer::serve_connection(Socket tcp_socket) {
     // road for a dribbling client.
     const bool idle = !first && buffer.size() == 0;
     if (idle) {
-      if (draining_.load()) break;
+      // Listed so that a drain (stop_accepting) can cancel the wait: its
+      // flag is checked before each step that would wait, its cancel ends
+      // the wait under way.
       IdleConnections::Wait idle_wait{*this, stream.socket()};
       asio::use_service<IdleConnections>(stream.get_executor().context()).add(idle_wait);
       // The read the handler's client watch left pending (or a new one) is
       // this wait; bytes it brings start the request.
       deadline.arm(stream.socket(), options_.keep_alive_timeout);
-      if (!client_read.state->pending && !client_read.state->gone) {
+      if (!draining_.load() && !client_read.state->pending && !client_read.state->gone) {
         // Busy: the client has usually sent its next request by the time the
         // work already ready here has run, and the read then finds it.
         if (exchanges_on_this_thread > 0) co_await let_ready_work_run(stream.get_executor());
-        start_client_read(client_read, stream.socket(), buffer);
+        if (!draining_.load()) start_client_read(client_read, stream.socket(), buffer);
+      }
+      if (client_read.state->pending && draining_.load()) {
+        beast::error_code ignored;
+        stream.socket().cancel(ignored);  // the drain came before this wait began
       }
       if (client_read.state->pending) co_await wait_client_read(client_read, asio::deferred);
-      // Closed for the drain as a request arrived: that one is served (as
-      // the connection's last), not dropped.
+      // Drained: a request that has already arrived is served (as the
+      // connection's last), not dropped; none, and the connection closes.
       if (buffer.size() == 0 && !client_read.state->gone && draining_.load()) {
         beast::error_code aec;
         if (stream.socket().available(aec) > 0 && !aec) {
@@ -601,6 +609,12 @@ Awaitable<void> HttpServer::serve_connection(Socket tcp_socket) {
       break;
     }
     first = false;
+    // From its header to its reply's end, whether forwarded or answered here.
+    struct UnderWay {
+      explicit UnderWay(std::atomic<int>& n) : n(n) { n.fetch_add(1, std::memory_order_relaxed); }
+      ~UnderWay() { n.fetch_sub(1, std::memory_order_relaxed); }
+      std::atomic<int>& n;
+    } under_way{requests_under_way_};
     if (const auto refusal = refuse_header(request)) {
       co_await send_error(target, refusal->status, refusal->message);
       break;
@@ -650,10 +664,8 @@ Awaitable<void> HttpServer::serve_connection(Socket tcp_socket) {
     // may move, and `target` above views that text.
     const bool head_only = request.method() == http::verb::head;
     if (head_only) request.set_method(http::verb::get);
-    Exchange exchange{stream, buffer, request, remote, deadline, client_read};
+    Exchange exchange{stream, buffer, request, remote, deadline, client_read, &draining_};
     if (head_only) exchange.set_head_only();
-    // Draining: this reply is the connection's last (it says Connection: close).
-    if (draining_.load()) exchange.close_after();
     {
       struct InProgress {
         InProgress() noexcept { ++exchanges_on_this_thread; }

@@ -142,14 +142,18 @@ class Exchange {
     std::string address;  // e.g. "127.0.0.1"
   };
 
+  // `draining`: the server's flag; once set, the reply not yet begun is the
+  // connection's last (Connection: close).
   Exchange(Stream& stream, beast::flat_buffer& buffer, Request& request, const Peer& remote,
-           ConnectionDeadline& deadline, ClientRead& client_read)
+           ConnectionDeadline& deadline, ClientRead& client_read,
+           const std::atomic<bool>* draining = nullptr)
       : stream_(stream),
         buffer_(buffer),
         request_(request),
         remote_(remote),
         deadline_(deadline),
         client_read_(client_read),
+        draining_(draining),
         http10_(request.version() < 11),
         keep_alive_(request.keep_alive()) {}
   ~Exchange();
@@ -266,6 +270,7 @@ class Exchange {
   const Peer& remote_;
   ConnectionDeadline& deadline_;
   ClientRead& client_read_;
+  const std::atomic<bool>* draining_;
   State state_ = State::kNone;
   std::uint64_t bytes_sent_ = 0;
   bool chunked_ = false;
@@ -415,6 +420,11 @@ class HttpServer {
   // (with tables of their own, the first thread closed it as it stopped).
   void close_acceptor() noexcept { acceptor_.reset(); }
   std::size_t open_connections() const noexcept { return connections_.load(); }
+  // Requests whose header has been read and whose reply has not ended (a
+  // drain waits for them).
+  int requests_under_way() const noexcept {
+    return requests_under_way_.load(std::memory_order_relaxed);
+  }
 
  private:
   void start_accepting();
@@ -436,6 +446,7 @@ class HttpServer {
   tcp protocol_ = tcp::v4();  // the listening socket's
   std::atomic<std::size_t> connections_{0};
   std::atomic<bool> draining_{false};
+  std::atomic<int> requests_under_way_{0};
 };
 
 // "HOST:PORT" split, with [v6]:port. False when malformed.

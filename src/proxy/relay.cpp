@@ -406,6 +406,7 @@ net::Awaitable<AttemptResult> forward_once(AttemptContext& ctx,
   // A pooled connection may have been closed by the server an instant ago; if
   // it fails before any reply byte, try once more on a fresh connection.
   for (int fresh = 0; fresh < 2; ++fresh) {
+    if (cutting(ctx)) co_return cut_by_shutdown();  // no new connection once cutting
     UpstreamConnection conn;
     if (fresh > 0 || !ctx.pool.take_idle(backend, conn)) {
       ctx.exchange.watch_client();  // connecting can take up to the connect timeout
@@ -469,6 +470,7 @@ net::Awaitable<AttemptResult> forward_once(AttemptContext& ctx,
     // dropped, and the final one that follows is read in their place (RFC
     // 9110 §15.2), within the same first-byte timeout. A few at most.
     net::beast::error_code hec0;
+    bool interim_seen = false;  // then the server has the request: never sent again
     for (int interim = 0;; ++interim) {
       auto& parser = conn.reader->parser.emplace();
       parser.body_limit(boost::none);  // replies stream for as long as they need
@@ -479,6 +481,7 @@ net::Awaitable<AttemptResult> forward_once(AttemptContext& ctx,
                                          ctx.exchange.deadline());
       }
       if (hec0 || parser.status() >= 200 || parser.status() == 101) break;
+      interim_seen = true;
       if (interim == kMaxInterimReplies) {
         hec0 = http::error::bad_status;  // an endless stream of them: a bad reply
         break;
@@ -488,7 +491,7 @@ net::Awaitable<AttemptResult> forward_once(AttemptContext& ctx,
     auto& parser = *conn.reader->parser;
     const auto hec = classify(ctx, hec0);
     if (hec) {
-      if (conn.reused && is_reset(hec) && conn.buffer.size() == 0) continue;
+      if (conn.reused && is_reset(hec) && conn.buffer.size() == 0 && !interim_seen) continue;
       if (hec == net::beast::error::timeout)
         co_return attempt_result(Outcome::kFailed, http::status::gateway_timeout,
                                  "first_byte_timeout", {}, "upstream "sv, backend.url,

@@ -29,6 +29,9 @@ class WardenRuntime {
   void stop_accepting() { server_->stop_accepting(); }
   // Requests being served (in any configuration, current or retired).
   int in_flight() const { return warden_->requests_in_progress(); }
+  // Requests read in part or whole and not yet answered, of any route: a
+  // drain's grace period waits for these.
+  int requests_under_way() const { return server_->requests_under_way(); }
   // Publishes a new configuration (see Warden::reload) and restarts the
   // scraper's loops for it. Returns what the operator should hear of it (see
   // Warden::reload).

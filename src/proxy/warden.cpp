@@ -435,43 +435,43 @@ void take_out_of_service(ModelState& model, int backend, std::string_view why) {
                  why);
 }
 
-// Passive health: an attempt's reply, where it had one, counts for or
-// against its replica; eject_after_5xx server errors in a row eject it
-// (Router::eject) for eject_for. The count is the replica's telemetry's, so
-// that a good reply takes no lock.
-void note_reply(ModelState& model, const config::Config& config,
-                const core::RouteDecision& decision, const AttemptResult& result) {
-  if (decision.replica < 0) return;  // the server's own balancer picked the rank
-  bool server_error = false;
-  if (result.outcome == AttemptResult::Outcome::kRelayed) {
-    server_error = static_cast<unsigned>(result.status) >= 500;
-  } else if (result.error_kind == "status_5xx") {
-    server_error = true;
-  } else {
-    return;  // no reply to judge the replica by
-  }
-  std::atomic<int>& in_row = model.telemetry.replica(decision.replica).server_errors_in_row;
-  if (!server_error) {
-    if (in_row.load(std::memory_order_relaxed) != 0) in_row.store(0, std::memory_order_relaxed);
-    return;
-  }
+// Passive health. A server error (5xx) counts against a replica only when
+// the same request was then served well elsewhere: the evidence that the
+// fault was the replica's, not the request's (a prompt every engine refuses
+// with a 500 ejects nothing). eject_after_5xx of them in a row, with no good
+// reply between, eject it (Router::eject) for eject_for. The count is the
+// replica's telemetry's, so that a good reply takes no lock.
+struct ServerError {
+  int replica;
+  int backend;
+  int rank;
+};
+
+void note_served_well(ModelState& model, int replica) {
+  std::atomic<int>& in_row = model.telemetry.replica(replica).server_errors_in_row;
+  if (in_row.load(std::memory_order_relaxed) != 0) in_row.store(0, std::memory_order_relaxed);
+}
+
+void note_server_error(ModelState& model, const config::Config& config, const ServerError& e) {
+  std::atomic<int>& in_row = model.telemetry.replica(e.replica).server_errors_in_row;
   if (config.eject_after_5xx <= 0 ||
       in_row.fetch_add(1, std::memory_order_relaxed) + 1 < config.eject_after_5xx)
     return;
   bool ejected = false;
   {
     std::lock_guard lock{model.mutex};
-    ejected = model.router.eject(decision.replica, coarse_steady_now() + config.eject_for);
+    ejected = model.router.eject(e.replica, coarse_steady_now() + config.eject_for);
   }
   // Counted afresh either way (when it was out already, or the last replica
   // taking work, the next errors are new evidence too).
   in_row.store(0, std::memory_order_relaxed);
   if (!ejected) return;
   spdlog::warn("model={} replica={} ({} rank {}) ejected for {} s: {} server errors (5xx) in a "
-               "row while its probes pass; no new work, its conversations re-home",
-               model.config.name, decision.replica,
-               model.config.backends[static_cast<std::size_t>(decision.backend)].url,
-               decision.rank < 0 ? 0 : decision.rank,
+               "row, each request then served by another replica, while its probes pass; no "
+               "new work, its conversations re-home",
+               model.config.name, e.replica,
+               model.config.backends[static_cast<std::size_t>(e.backend)].url,
+               e.rank < 0 ? 0 : e.rank,
                std::chrono::duration_cast<std::chrono::seconds>(config.eject_for).count(),
                config.eject_after_5xx);
 }
@@ -531,6 +531,7 @@ net::Awaitable<void> Warden::run_attempts(Forward& f) {
   using Outcome = AttemptResult::Outcome;
   const auto& identity = f.facts.identity;
   std::vector<int> tried;
+  std::vector<ServerError> server_errors;  // this request's 5xx replies, before a retry
   AttemptResult last;
   std::string refusal;  // the text of an error reply the warden itself sends
 
@@ -591,7 +592,14 @@ net::Awaitable<void> Warden::run_attempts(Forward& f) {
         attempt < config.retries && identity.kind != core::IdentityKind::kPinned, f.model, tried,
         decision};
     last = co_await forward_once(ctx, backend, decision.rank, retry_elsewhere);
-    note_reply(f.model, config, decision, last);
+    if (decision.replica >= 0) {  // (else the server's own balancer picked the rank)
+      if (last.outcome == Outcome::kRetryable && last.error_kind == "status_5xx") {
+        server_errors.push_back({decision.replica, decision.backend, decision.rank});
+      } else if (last.outcome == Outcome::kRelayed && static_cast<unsigned>(last.status) < 500) {
+        note_served_well(f.model, decision.replica);
+        for (const ServerError& e : server_errors) note_server_error(f.model, config, e);
+      }
+    }
     // A reply cut short was counted by RequestAccounting, before the client
     // heard of it; so was a relayed 5xx.
     if (!last.error_kind.empty() && last.outcome != Outcome::kCutShort &&

@@ -212,7 +212,9 @@ TEST(FaultBackend, AServerAnsweringOnly5xxIsEjectedThoughItsProbesPass) {
   for (int i = 0; i < 10; ++i) EXPECT_EQ(chat(warden.port(), "after" + std::to_string(i)).status, 200u);
   EXPECT_EQ(bad.seen().size(), 3u) << "an ejected server took new work";
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // three probe rounds
-  EXPECT_EQ(card_of_bad()["ejected"], true) << "its passing probes brought it back early";
+  EXPECT_EQ(card_of_bad()["healthy"], false) << "its passing probes brought it back early";
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(chat(warden.port(), "probed" + std::to_string(i)).status, 200u);
+  EXPECT_EQ(bad.seen().size(), 3u) << "it took new work after its probes passed";
 
   // Mended, and its time served: it takes new conversations again.
   bad.fail_with(0);
@@ -226,6 +228,24 @@ TEST(FaultBackend, AServerAnsweringOnly5xxIsEjectedThoughItsProbesPass) {
   EXPECT_EQ(card_of_bad()["ejected"], false);
   EXPECT_EQ(card_of_bad()["healthy"], true);
   EXPECT_EQ(card_in_flight(warden), 0);
+}
+
+// A request that every replica answers with a 500 (a prompt the engines all
+// refuse) is the request's fault, not theirs: it ejects nobody.
+TEST(FaultBackend, ARequestEveryReplicaFailsEjectsNoReplica) {
+  FakeVllm one{1};
+  FakeVllm two{1};
+  one.fail_with(500);
+  two.fail_with(500);
+  RunningWarden warden{make_config({{one.port(), 1}, {two.port(), 1}}, std::nullopt,
+                                   "scrape_interval: 100ms\neject_after_5xx: 2\n")};
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(chat(warden.port(), "bad" + std::to_string(i)).status, 500u);
+  EXPECT_EQ(one.seen().size() + two.seen().size(), 12u) << "each request tried on both";
+  for (int replica = 0; replica < 2; ++replica) {
+    const json r = warden.card()["replicas"][replica];
+    EXPECT_EQ(r["ejected"], false) << r.dump();
+    EXPECT_EQ(r["healthy"], true) << r.dump();
+  }
 }
 
 // One replica on a server that is no vLLM: probed once a minute, so that it
@@ -266,6 +286,7 @@ TEST(FaultBackend, InterimRepliesAreDroppedAndTheFinalOneRelayed) {
 
   std::string endless;
   for (int i = 0; i < 9; ++i) endless += "HTTP/1.1 100 Continue\r\n\r\n";
+  endless += "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
   BadServer chatty{BadServer::Behaviour::kReply, endless};
   RunningWarden other{single_config(chatty.port())};
   const auto bad = chat(other.port(), "endless");

@@ -245,6 +245,30 @@ TEST(ServeRestart, DrainingClosesIdleConnectionsAndServesARequestUnderWayAsTheLa
   EXPECT_EQ(WEXITSTATUS(*status), 0);
 }
 
+// With nothing forwarded in flight, a request whose header had come when the
+// signal came still holds the process until it is answered.
+TEST(ServeRestart, ARequestHalfSentWhenTheSignalCameIsServedThoughNothingElseIsInFlight) {
+  FakeVllm fake{1};
+  ServeProcess serve{serve_yaml(fake.port(), 1)};
+  HttpConnection busy{serve.port()};
+  const std::string body = chat_body(false);
+  busy.send_raw("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                "Content-Type: application/json\r\nContent-Length: " +
+                std::to_string(body.size()) + "\r\n\r\n" + body.substr(0, 5));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // its header read
+  ::kill(serve.pid(), SIGTERM);
+  EXPECT_TRUE(eventually([&] { return !can_connect(serve.port()); })) << "still accepting";
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE(serve.process().running()) << "exited with a request half read";
+  busy.send_raw(body.substr(5));
+  const HttpReply last = busy.read();
+  EXPECT_EQ(last.status, 200u) << last.body;
+  EXPECT_EQ(last.headers.count("connection") ? last.headers.at("connection") : "", "close");
+  const auto status = exit_status(serve.process(), std::chrono::seconds(10));
+  ASSERT_TRUE(status.has_value()) << "did not exit after its last request";
+  EXPECT_EQ(WEXITSTATUS(*status), 0);
+}
+
 TEST(ServeRestart, SighupReloadsWithoutDroppingConnectionsAndRefusesABrokenFile) {
   FakeVllm fake{2};
   ServeProcess serve{serve_yaml(fake.port(), 2, "    spill_threshold: 8\n")};

@@ -200,6 +200,22 @@ TEST(Router, TheLastReplicaTakingWorkIsNeverEjected) {
   EXPECT_TRUE(router.eject(0, t0 + seconds(30)));
   EXPECT_FALSE(router.eject(1, t0 + seconds(30))) << "its errors beat a 503 for everyone";
   EXPECT_TRUE(router.healthy(1));
+  // Nor does an ejection outlast the others: when the last one taking work
+  // fails its probes, the ejected one comes back at once.
+  router.set_healthy(1, false);
+  EXPECT_TRUE(router.healthy(0));
+  EXPECT_FALSE(router.ejected(0));
+  EXPECT_TRUE(router.route(session("x"), t0 + seconds(1)).ok());
+}
+
+TEST(Router, AnEjectionEndsOnTheClockWithoutARequest) {
+  Router router = make_router(dp_model(2));
+  EXPECT_TRUE(router.eject(0, t0 + seconds(30)));
+  router.expire(t0 + seconds(29));
+  EXPECT_TRUE(router.ejected(0));
+  router.expire(t0 + seconds(30));
+  EXPECT_FALSE(router.ejected(0));
+  EXPECT_TRUE(router.healthy(0));
 }
 
 TEST(Router, AServersHealthIsEveryRankOfIt) {
