@@ -552,9 +552,12 @@ net::Awaitable<void> Warden::run_attempts(Forward& f) {
       if (decision.status == core::RouteDecision::Status::kUnknownRank) {
         f.log.status = 400;
         f.log.error = "unknown_rank";
-        refusal = "X-data-parallel-rank " + std::to_string(identity.pinned_rank) +
+        // As the client wrote it (the parsed rank saturates past int).
+        refusal = "X-data-parallel-rank " +
+                  std::string(f.exchange.request()[core::kDataParallelRankHeader]) +
                   " is out of range: model '" + f.model.config.name + "' has " +
-                  std::to_string(f.model.router.replica_count()) + " replicas";
+                  std::to_string(f.model.router.replica_count()) + " replicas (ranks 0 to " +
+                  std::to_string(f.model.router.replica_count() - 1) + ")";
         co_await respond_error(f.exchange, f.dialect, http::status::bad_request, refusal);
       } else {
         log_unavailable(f.model, f.id);
