@@ -186,11 +186,9 @@ void Router::set_taking_work(int replica) noexcept {
 void Router::set_healthy(int replica, bool healthy) noexcept {
   replicas_[static_cast<std::size_t>(replica)].probed = healthy;
   set_taking_work(replica);
-  if (healthy) return;
   // None left taking work while some are out only for their errors: those
   // come back, as an ejection never takes the last one.
-  const auto takes_work = [](const Replica& r) { return r.healthy; };
-  if (std::any_of(replicas_.begin(), replicas_.end(), takes_work)) return;
+  if (healthy || another_takes_work(-1)) return;
   for (int i = 0; i < replica_count(); ++i) {
     Replica& r = replicas_[static_cast<std::size_t>(i)];
     if (!r.ejected) continue;
@@ -201,15 +199,18 @@ void Router::set_healthy(int replica, bool healthy) noexcept {
 
 bool Router::eject(int replica, TimePoint until) noexcept {
   Replica& r = replicas_[static_cast<std::size_t>(replica)];
-  if (!r.healthy) return false;
-  const bool another_takes_work = std::any_of(replicas_.begin(), replicas_.end(),
-                                              [&](const Replica& o) { return &o != &r && o.healthy; });
-  if (!another_takes_work) return false;
+  if (!r.healthy || !another_takes_work(replica)) return false;
   r.ejected = true;
   r.ejected_until = until;
   next_ejection_end_ = std::min(next_ejection_end_, until);
   set_taking_work(replica);
   return true;
+}
+
+bool Router::another_takes_work(int replica) const noexcept {
+  for (int i = 0; i < replica_count(); ++i)
+    if (i != replica && replicas_[static_cast<std::size_t>(i)].healthy) return true;
+  return false;
 }
 
 void Router::end_ejections(TimePoint now) noexcept {

@@ -180,6 +180,8 @@ class Router final : private SessionTable::Listener {
   void rescore(int replica) noexcept;
   void live_changed(int replica) noexcept override { rescore(replica); }
   void set_taking_work(int replica) noexcept;
+  // Whether a replica other than `replica` (-1: any) takes work.
+  bool another_takes_work(int replica) const noexcept;
   // Ends the ejections due by `now`.
   void end_ejections(TimePoint now) noexcept;
   // The healthy, not excluded replica with the lowest score, optionally only

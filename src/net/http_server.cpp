@@ -28,6 +28,7 @@
 #include <system_error>
 #include <utility>
 
+#include "net/drain_state.h"
 #include "net/read_available.h"
 #include "net/request_reader.h"
 
@@ -256,48 +257,10 @@ class ClientWatchTicker final : public asio::execution_context::service {
   bool ticking_ = false;
 };
 
-// The connections of one io_context that wait between requests, so that a
-// server that drains (stop_accepting) can close them at once: their clients
-// then open a new connection, to whichever server now listens, rather than
-// send a request that the draining one would have to serve.
-class IdleConnections final : public asio::execution_context::service {
- public:
-  static inline asio::execution_context::id id;
-
-  struct Wait {
-    Wait(const HttpServer& server, Socket& socket) : server(&server), socket(&socket) {}
-    boost::intrusive::list_member_hook<boost::intrusive::link_mode<boost::intrusive::auto_unlink>>
-        hook;
-    const HttpServer* server;
-    Socket* socket;
-  };
-
-  explicit IdleConnections(asio::io_context& context) : service(context) {}
-
-  void add(Wait& wait) { waits_.push_back(wait); }
-  // Cancels the waits of `server`; each connection then finds no request and
-  // closes. From the context's own thread.
-  void close_for(const HttpServer& server) noexcept {
-    for (Wait& wait : waits_) {
-      if (wait.server != &server) continue;
-      beast::error_code ignored;
-      wait.socket->cancel(ignored);
-    }
-  }
-
- private:
-  void shutdown() override { waits_.clear(); }
-
-  boost::intrusive::list<Wait,
-                         boost::intrusive::member_hook<Wait, decltype(Wait::hook), &Wait::hook>,
-                         boost::intrusive::constant_time_size<false>>
-      waits_;
-};
-
 // ---------------------------------------------------------------- Exchange
 
 Awaitable<beast::error_code> Exchange::respond(Response response) {
-  if (draining_ && draining_->load()) keep_alive_ = false;
+  if (draining()) keep_alive_ = false;
   response.keep_alive(keep_alive_);
   keep_alive_ = response.keep_alive();
   // An HTTP/1.1 reply is persistent unless it says otherwise; an HTTP/1.0
@@ -328,7 +291,7 @@ Awaitable<beast::error_code> Exchange::begin_stream(const ResponseHeader& header
 Awaitable<beast::error_code> Exchange::begin_stream(std::string_view head,
                                                     std::optional<std::uint64_t> content_length,
                                                     bool chunked, std::string_view first_body) {
-  if (draining_ && draining_->load()) keep_alive_ = false;
+  if (draining()) keep_alive_ = false;
   // HTTP/1.0 has no chunked framing: a body of unknown length ends with the
   // connection.
   if (!content_length && chunked && http10_) {
@@ -492,6 +455,13 @@ HttpServer::HttpServer(IoThreads& io, ServerOptions options, Handler handler)
 
 HttpServer::~HttpServer() = default;
 
+int HttpServer::requests_under_way() const noexcept {
+  int total = 0;
+  for (std::size_t i = 0; i < io_.size(); ++i)
+    total += asio::use_service<DrainState>(io_.at(i)).under_way.load(std::memory_order_relaxed);
+  return total;
+}
+
 Awaitable<void> HttpServer::serve_connection(Socket tcp_socket) {
   struct Release {
     std::atomic<std::size_t>& n;
@@ -505,6 +475,7 @@ Awaitable<void> HttpServer::serve_connection(Socket tcp_socket) {
   beast::flat_buffer buffer;
   ConnectionDeadline deadline{stream.get_executor()};
   ClientRead client_read{stream.socket()};
+  DrainState& drain_state = asio::use_service<DrainState>(stream.get_executor().context());
   bool first = true;
   // One request object for the connection: each request reuses its storage.
   Request request;
@@ -556,8 +527,8 @@ Awaitable<void> HttpServer::serve_connection(Socket tcp_socket) {
       // Listed so that a drain (stop_accepting) can cancel the wait: its
       // flag is checked before each step that would wait, its cancel ends
       // the wait under way.
-      IdleConnections::Wait idle_wait{*this, stream.socket()};
-      asio::use_service<IdleConnections>(stream.get_executor().context()).add(idle_wait);
+      DrainState::Wait idle_wait{*this, stream.socket()};
+      drain_state.add(idle_wait);
       // The read the handler's client watch left pending (or a new one) is
       // this wait; bytes it brings start the request.
       deadline.arm(stream.socket(), options_.keep_alive_timeout);
@@ -611,10 +582,10 @@ Awaitable<void> HttpServer::serve_connection(Socket tcp_socket) {
     first = false;
     // From its header to its reply's end, whether forwarded or answered here.
     struct UnderWay {
-      explicit UnderWay(std::atomic<int>& n) : n(n) { n.fetch_add(1, std::memory_order_relaxed); }
-      ~UnderWay() { n.fetch_sub(1, std::memory_order_relaxed); }
-      std::atomic<int>& n;
-    } under_way{requests_under_way_};
+      explicit UnderWay(DrainState& state) : state(state) { state.count_under_way(1); }
+      ~UnderWay() { state.count_under_way(-1); }
+      DrainState& state;
+    } under_way{drain_state};
     if (const auto refusal = refuse_header(request)) {
       co_await send_error(target, refusal->status, refusal->message);
       break;
@@ -684,33 +655,6 @@ Awaitable<void> HttpServer::serve_connection(Socket tcp_socket) {
   }
   stream.socket().shutdown(tcp::socket::shutdown_send, ec);
   stream.socket().close(ec);
-}
-
-void HttpServer::close_idle_connections(asio::io_context& context) noexcept {
-  asio::use_service<IdleConnections>(context).close_for(*this);
-}
-
-bool split_host_port(std::string_view text, std::string& host, std::uint16_t& port) {
-  std::string_view h, p;
-  if (!text.empty() && text.front() == '[') {
-    const auto close = text.find(']');
-    if (close == std::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':')
-      return false;
-    h = text.substr(1, close - 1);
-    p = text.substr(close + 2);
-  } else {
-    const auto colon = text.rfind(':');
-    if (colon == std::string_view::npos) return false;
-    h = text.substr(0, colon);
-    p = text.substr(colon + 1);
-  }
-  if (h.empty() || p.empty()) return false;
-  unsigned value = 0;
-  auto [end, err] = std::from_chars(p.data(), p.data() + p.size(), value);
-  if (err != std::errc{} || end != p.data() + p.size() || value > 65535) return false;
-  host = std::string(h);
-  port = static_cast<std::uint16_t>(value);
-  return true;
 }
 
 }  // namespace lmwarden::net

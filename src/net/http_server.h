@@ -271,6 +271,7 @@ class Exchange {
   ConnectionDeadline& deadline_;
   ClientRead& client_read_;
   const std::atomic<bool>* draining_;
+  bool draining() const noexcept { return draining_ && draining_->load(); }
   State state_ = State::kNone;
   std::uint64_t bytes_sent_ = 0;
   bool chunked_ = false;
@@ -422,9 +423,7 @@ class HttpServer {
   std::size_t open_connections() const noexcept { return connections_.load(); }
   // Requests whose header has been read and whose reply has not ended (a
   // drain waits for them).
-  int requests_under_way() const noexcept {
-    return requests_under_way_.load(std::memory_order_relaxed);
-  }
+  int requests_under_way() const noexcept;
 
  private:
   void start_accepting();
@@ -446,7 +445,6 @@ class HttpServer {
   tcp protocol_ = tcp::v4();  // the listening socket's
   std::atomic<std::size_t> connections_{0};
   std::atomic<bool> draining_{false};
-  std::atomic<int> requests_under_way_{0};
 };
 
 // "HOST:PORT" split, with [v6]:port. False when malformed.

@@ -30,6 +30,7 @@
 #include <utility>
 
 #include "net/http_server.h"
+#include "net/drain_state.h"
 #include "net/read_available.h"
 
 namespace lmwarden::net {
@@ -473,6 +474,33 @@ Awaitable<void> HttpServer::receive_connections(std::size_t i) {
       co_return;
     }
   }
+}
+
+void HttpServer::close_idle_connections(asio::io_context& context) noexcept {
+  asio::use_service<DrainState>(context).close_for(*this);
+}
+
+bool split_host_port(std::string_view text, std::string& host, std::uint16_t& port) {
+  std::string_view h, p;
+  if (!text.empty() && text.front() == '[') {
+    const auto close = text.find(']');
+    if (close == std::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':')
+      return false;
+    h = text.substr(1, close - 1);
+    p = text.substr(close + 2);
+  } else {
+    const auto colon = text.rfind(':');
+    if (colon == std::string_view::npos) return false;
+    h = text.substr(0, colon);
+    p = text.substr(colon + 1);
+  }
+  if (h.empty() || p.empty()) return false;
+  unsigned value = 0;
+  auto [end, err] = std::from_chars(p.data(), p.data() + p.size(), value);
+  if (err != std::errc{} || end != p.data() + p.size() || value > 65535) return false;
+  host = std::string(h);
+  port = static_cast<std::uint16_t>(value);
+  return true;
 }
 
 }  // namespace lmwarden::net

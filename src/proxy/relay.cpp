@@ -167,12 +167,16 @@ net::beast::error_code classify(AttemptContext& ctx, net::beast::error_code ec) 
   return ec;
 }
 
+// What a client whose request the shutdown cut is told, before or after its
+// reply began.
+constexpr std::string_view kShutdownMessage =
+    "the warden is shutting down and its grace period ended before this reply did; send the "
+    "request again";
+
 // A request the shutdown cut before any of its reply reached the client.
 AttemptResult cut_by_shutdown() {
   return attempt_result(AttemptResult::Outcome::kFailed, http::status::service_unavailable,
-                        kShutdownKind, {},
-                        "the warden is shutting down and its grace period ended before this "
-                        "reply came; send the request again"sv);
+                        kShutdownKind, {}, kShutdownMessage);
 }
 
 // Where a relayed reply stands when it is cut short.
@@ -194,8 +198,7 @@ net::Awaitable<AttemptResult> cut_short(AttemptContext& ctx, const config::Backe
   AttemptResult result =
       ec == net::asio::error::shut_down
           ? attempt_result(Outcome::kCutShort, http::status::service_unavailable, kShutdownKind, {},
-                           "the warden is shutting down and its grace period ended before this "
-                           "reply did"sv)
+                           kShutdownMessage)
       : ec != net::beast::error::timeout
           ? attempt_result(Outcome::kCutShort, http::status::bad_gateway, "reset", ec, "upstream "sv,
                            backend.url, " failed mid-reply"sv)
