@@ -106,6 +106,16 @@ net::Awaitable<net::beast::error_code> send_request(net::Socket& socket, std::st
   co_return wec;
 }
 
+// Whether the server sent anything before the reset that ended the request's
+// send: taken into the buffer, it is read as the reply.
+bool answered_early(net::Socket& socket, net::beast::flat_buffer& buffer) {
+  net::beast::error_code ec;
+  const std::array<net::asio::mutable_buffer, 1> into{buffer.prepare(kReplyReadBytes)};
+  const std::size_t got = net::read_now(socket, into, ec);
+  buffer.commit(got);
+  return got > 0;
+}
+
 void append_text(std::string& out, std::string_view text) {
   out.append(text);
 }
@@ -441,7 +451,11 @@ net::Awaitable<AttemptResult> forward_once(AttemptContext& ctx,
         classify(ctx, co_await send_request(upstream.socket(), conn.head, request.body()));
     if (wec == net::asio::error::operation_aborted) co_return client_gone();
     if (wec == net::asio::error::shut_down) co_return cut_by_shutdown();
-    if (wec) {
+    // A server may answer before it has read the whole body, and close (an
+    // nginx in front of vLLM refusing a body over its limit does): the close
+    // with the body unread resets the send, and the answer, which came before
+    // the reset, is the reply.
+    if (wec && !(is_reset(wec) && answered_early(upstream.socket(), conn.buffer))) {
       if (conn.reused && is_reset(wec)) continue;
       co_return attempt_result(Outcome::kRetryable, http::status::bad_gateway, "reset", wec,
                                "sending to "sv, backend.url, " failed"sv);

@@ -323,6 +323,32 @@ TEST(FaultBackend, AResetRightAfterTheLastBytesEndsTheStreamAtOnce) {
   EXPECT_TRUE(metrics_count_error(warden, 0, "reset"));
 }
 
+// A server may answer before it has read the whole request, and close: an
+// nginx in front of vLLM refusing a body over its client_max_body_size does.
+// Its close with the body unread resets the connection while the warden is
+// still sending; the answer, which came before the reset, is the reply.
+TEST(FaultBackend, AnAnswerSentBeforeTheWholeBodyWasReadIsRelayed) {
+  const std::string page = "<html><body>413 Request Entity Too Large</body></html>";
+  BadServer server{BadServer::Behaviour::kReply,
+                   "HTTP/1.1 413 Request Entity Too Large\r\nContent-Type: text/html\r\n"
+                   "Content-Length: " + std::to_string(page.size()) +
+                       "\r\nConnection: close\r\n\r\n" + page};
+  auto cfg = single_config(server.port());
+  cfg.limits.max_body_bytes = 32 << 20;
+  RunningWarden warden{std::move(cfg)};
+  // Far more than the socket buffers hold, so the reset meets the send.
+  const std::string body = json{{"model", "m"},
+                                {"messages", {{{"role", "user"}, {"content", std::string(24 << 20, 'x')}}}}}
+                               .dump();
+  const auto r = http_request(warden.port(), http::verb::post, "/v1/chat/completions", body,
+                              {{"session-id", "early-answer"}});
+  EXPECT_EQ(r.status, 413u) << r.body;
+  EXPECT_EQ(r.body, page);
+  EXPECT_EQ(server.accepted(), 1) << "an answer is not a failure to retry";
+  EXPECT_TRUE(eventually([&] { return card_in_flight(warden) == 0; }));
+  EXPECT_FALSE(metrics_count_error(warden, 0, "reset"));
+}
+
 TEST(FaultBackend, AReplyShorterThanItsLengthIsCutShortAndCounted) {
   BadServer server{
       BadServer::Behaviour::kReply,
