@@ -421,17 +421,21 @@ net::Awaitable<AttemptResult> forward_once(AttemptContext& ctx,
   for (int fresh = 0; fresh < 2; ++fresh) {
     if (cutting(ctx)) co_return cut_by_shutdown();  // no new connection once cutting
     UpstreamConnection conn;
-    if (fresh > 0 || !ctx.pool.take_idle(backend, conn)) {
-      ctx.exchange.watch_client();  // connecting can take up to the connect timeout
-      if (const auto cec = co_await ctx.pool.connect(backend, ctx.timeouts.connect, conn))
-        co_return connect_failure(backend, cec);
-    }
-    auto& upstream = *conn.stream;
     struct LiveGuard {
-      net::Stream** slot;
+      UpstreamConnection** slot;
       ~LiveGuard() { if (slot) *slot = nullptr; }
     } live{ctx.live_upstream};
-    if (ctx.live_upstream) *ctx.live_upstream = &upstream;
+    if (ctx.live_upstream) *ctx.live_upstream = &conn;
+    if (fresh > 0 || !ctx.pool.take_idle(backend, conn)) {
+      ctx.exchange.watch_client();  // connecting can take up to the connect timeout
+      if (const auto cec = co_await ctx.pool.connect(backend, ctx.timeouts.connect, conn)) {
+        // A connect the client's leaving or the shutdown's cut closed.
+        if (ctx.exchange.client_gone()) co_return client_gone();
+        if (cutting(ctx)) co_return cut_by_shutdown();
+        co_return connect_failure(backend, cec);
+      }
+    }
+    auto& upstream = *conn.stream;
     if (ctx.exchange.client_gone()) co_return client_gone();
     if (cutting(ctx)) co_return cut_by_shutdown();
 

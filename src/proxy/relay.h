@@ -73,9 +73,10 @@ struct AttemptContext {
   Dialect dialect;
   std::string_view forwarded_for;    // client address for X-Forwarded-For
   RelayObserver* observer = nullptr;
-  // Set while an upstream connection is in use, so that a client disconnect
-  // can close it at once (the engine then aborts the request).
-  net::Stream** live_upstream = nullptr;
+  // Set while an upstream connection is in use, connecting included, so that
+  // a client disconnect can close it at once (the engine then aborts the
+  // request).
+  UpstreamConnection** live_upstream = nullptr;
   // Set when the warden's shutdown grace period has ended: the live upstream
   // connection is then closed, and the request ended with an error (a 503,
   // or an error event in a stream that had begun), not retried.

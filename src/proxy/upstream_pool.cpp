@@ -48,18 +48,19 @@ bool UpstreamPool::take_idle(const config::BackendConfig& backend, UpstreamConne
 net::Awaitable<net::beast::error_code> UpstreamPool::connect(
     const config::BackendConfig& backend, std::chrono::milliseconds connect_timeout,
     UpstreamConnection& into) {
-  auto stream = std::make_unique<net::Stream>(io_);
-  stream->expires_after(connect_timeout);
-  const auto ec = co_await net::connect_to(*stream, backend.host, backend.port);
-  stream->expires_never();
+  // In place before the wait, so that the caller can close it while it connects.
+  into = UpstreamConnection{};
+  into.stream = std::make_unique<net::Stream>(io_);
+  into.key = backend.authority;
+  net::Stream& stream = *into.stream;
+  stream.expires_after(connect_timeout);
+  const auto ec = co_await net::connect_to(stream, backend.host, backend.port);
+  stream.expires_never();
   if (!ec) {
     net::beast::error_code ignored;
-    stream->socket().set_option(net::tcp::no_delay(true), ignored);
-    net::enable_drain_hints(stream->socket());  // reads that wait without a recv first
+    stream.socket().set_option(net::tcp::no_delay(true), ignored);
+    net::enable_drain_hints(stream.socket());  // reads that wait without a recv first
   }
-  into = UpstreamConnection{};
-  into.stream = std::move(stream);
-  into.key = backend.authority;
   co_return ec;
 }
 

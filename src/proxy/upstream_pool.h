@@ -115,6 +115,13 @@ struct UpstreamConnection {
   std::unique_ptr<ReplyReader> reader;
   // The request head in wire form, then the reply's head for the client.
   std::string head;
+
+  // Closes the socket, connecting or connected, if there is one: whatever
+  // waits on it ends with an error.
+  void close() {
+    net::beast::error_code ignored;
+    if (stream) stream->socket().close(ignored);
+  }
 };
 
 class UpstreamPool {

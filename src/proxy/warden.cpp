@@ -301,11 +301,11 @@ namespace {
 // so that the end of a shutdown's grace period can close its upstream
 // connection (Warden::cut_in_flight).
 struct Cuttable {
-  Cuttable(const Warden& owner, net::Stream*& live) : owner(&owner), live(&live) {}
+  Cuttable(const Warden& owner, UpstreamConnection*& live) : owner(&owner), live(&live) {}
   boost::intrusive::list_member_hook<boost::intrusive::link_mode<boost::intrusive::auto_unlink>>
       hook;
   const Warden* owner;
-  net::Stream** live;  // the request's upstream connection while it has one
+  UpstreamConnection** live;  // the request's upstream connection while it has one
 };
 
 thread_local boost::intrusive::list<
@@ -320,9 +320,7 @@ void Warden::cut_in_flight(net::IoThreads& io) {
   for (std::size_t i = 0; i < io.size(); ++i) {
     net::asio::post(io.at(i), [this] {
       for (Cuttable& request : cuttable_here) {
-        if (request.owner != this || !*request.live) continue;
-        net::beast::error_code ignored;
-        (*request.live)->socket().close(ignored);
+        if (request.owner == this && *request.live) (*request.live)->close();
       }
     });
   }
@@ -338,7 +336,7 @@ struct Warden::Forward {
   bool injected_usage;
   std::uint64_t id;
   bool usage_reported = true;  // the route's replies carry token usage
-  net::Stream* live_upstream = nullptr;
+  UpstreamConnection* live_upstream = nullptr;
   AccessRecord log{};  // filled as the request goes; written when the set has an access log
 };
 
@@ -394,10 +392,7 @@ net::Awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dialect) {
   Cuttable cuttable{*this, f.live_upstream};
   cuttable_here.push_back(cuttable);
   exchange.on_client_gone([&f] {
-    if (f.live_upstream) {
-      net::beast::error_code ignored;
-      f.live_upstream->socket().close(ignored);
-    }
+    if (f.live_upstream) f.live_upstream->close();
   });
   co_await run_attempts(f);
   exchange.stop_watching_client();

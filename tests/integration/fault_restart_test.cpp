@@ -179,6 +179,29 @@ TEST(ServeRestart, RequestsStillInFlightWhenTheGracePeriodEndsGetAnErrorAndALogL
   ::close(silent);
 }
 
+// A request whose connect still waits (a server that drops packets, the
+// connect timeout a minute) when the grace period ends is cut like the rest:
+// its connect is closed and the client told, not left to the process's exit.
+TEST(ServeRestart, ARequestStillConnectingWhenTheGracePeriodEndsGetsAnError) {
+  UnansweredConnects server;
+  ServeProcess serve{serve_yaml(server.port(), 1, "", "  connect: 60s\n", "300ms")};
+  HttpConnection waiting{serve.port()};
+  waiting.send(http::verb::post, "/v1/chat/completions", chat_body(false));
+  ASSERT_TRUE(eventually([&] { return serve.card()["in_flight"] == 1; }));
+
+  ::kill(serve.pid(), SIGTERM);
+  HttpReply cut;
+  ASSERT_NO_THROW(cut = waiting.read()) << "no reply: the connection was only closed";
+  EXPECT_EQ(cut.status, 503u) << cut.body;
+  EXPECT_NE(cut.body.find("shutting down"), std::string::npos) << cut.body;
+  const auto status = exit_status(serve.process(), std::chrono::seconds(10));
+  ASSERT_TRUE(status.has_value()) << "still running with a connect under way";
+  EXPECT_TRUE(WIFEXITED(*status));
+  EXPECT_EQ(WEXITSTATUS(*status), 0);
+  EXPECT_EQ(serve.log().find("cannot connect"), std::string::npos)
+      << "the cut connect was reported as the server's failure:\n" << serve.log();
+}
+
 TEST(ServeRestart, AShutdownGraceChangedByAReloadIsTheOneThatHolds) {
   FakeVllm fake{1};
   ServeProcess serve{serve_yaml(fake.port(), 1, "", "", "10m")};

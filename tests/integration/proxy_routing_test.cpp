@@ -200,6 +200,25 @@ TEST(ProxyRouting, ClientDisconnectClosesTheUpstreamRequest) {
   EXPECT_EQ(chat(warden.port(), "leaver").status, 200u);
 }
 
+// A client that leaves while its request's connect waits (a server that
+// drops packets) ends the request then, not when the connect timeout does.
+TEST(ProxyRouting, AClientLeavingWhileItsRequestConnectsEndsTheConnect) {
+  UnansweredConnects server;
+  auto cfg = make_config({{server.port(), 1}});
+  cfg.timeouts.connect = std::chrono::minutes(2);
+  RunningWarden warden{std::move(cfg)};
+  {
+    HttpConnection c{warden.port()};
+    c.send(http::verb::post, "/v1/chat/completions", chat_body(), {{"session-id", "impatient"}});
+    ASSERT_TRUE(eventually([&] { return warden.card()["in_flight"] == 1; }));
+    c.close();
+  }
+  EXPECT_TRUE(eventually([&] { return warden.card()["in_flight"] == 0; }, std::chrono::seconds(5)))
+      << "the connect went on after the client left";
+  EXPECT_TRUE(warden.card()["replicas"][0]["healthy"].get<bool>())
+      << "a connect the client's leaving ended says nothing of the server";
+}
+
 TEST(ProxyRouting, RefusedUpstreamIsRetriedOnAnotherReplica) {
   FakeVllm fake{1};
   RunningWarden warden{make_config({{closed_port(), 1}, {fake.port(), 1}})};

@@ -49,4 +49,39 @@ inline std::uint16_t closed_port() {
   return ntohs(addr.sin_port);
 }
 
+// A loopback port where a connect waits without an answer, as one to a host
+// that drops packets does: it listens with a backlog of 0 and one connection
+// fills that, so the kernel drops the SYNs of any other (and the connecting
+// side retries them for minutes).
+class UnansweredConnects {
+ public:
+  UnansweredConnects() {
+    listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    if (::bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        ::listen(listener_, 0) != 0)
+      throw std::runtime_error("bind failed");
+    ::getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    filler_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (::connect(filler_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
+      throw std::runtime_error("the connect that fills the backlog failed");
+  }
+  ~UnansweredConnects() {
+    ::close(filler_);
+    ::close(listener_);
+  }
+  UnansweredConnects(const UnansweredConnects&) = delete;
+  UnansweredConnects& operator=(const UnansweredConnects&) = delete;
+  std::uint16_t port() const { return port_; }
+
+ private:
+  int listener_ = -1;
+  int filler_ = -1;
+  std::uint16_t port_ = 0;
+};
+
 }  // namespace lmwarden::testing
