@@ -256,7 +256,7 @@ void add_serve_command(CLI::App& app) {
       ->check(CLI::ExistingFile);
   cmd->add_option("-l,--listen", opts->listen,
                   "Override the listen address, HOST:PORT (port 0: any free port)");
-  cmd->add_option("--log-level", opts->log_level, "trace, debug, info, warn, error")
+  cmd->add_option("--log-level", opts->log_level, "trace, debug, info, warn, error, off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
       ->capture_default_str();
   cmd->callback([opts] { std::exit(serve(*opts)); });

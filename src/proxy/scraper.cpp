@@ -32,10 +32,14 @@ net::Awaitable<void> Scraper::watch(std::shared_ptr<ModelState> model_ptr, int b
                                     std::uint64_t generation) {
   ModelState& model = *model_ptr;
   const auto& backend = model.config.backends[static_cast<std::size_t>(backend_index)];
-  const auto [first, ranks, was_healthy] = [&] {
+  // A reload hands a server over with its health and its count of failed
+  // rounds: reloads more often than `unhealthy_after` rounds must not keep a
+  // dead server in service.
+  int& failed_in_row = model.routing->failed_probes[static_cast<std::size_t>(backend_index)];
+  auto [first, ranks, failures] = [&] {
     std::lock_guard lock{model.mutex};
     const auto [f, n] = model.router.backend_replicas(backend_index);
-    return std::tuple{f, n, model.router.backend_healthy(backend_index)};
+    return std::tuple{f, n, failed_in_row};
   }();
   // A probe may take as long as a round, but never so little that a loaded
   // server is declared dead for answering in 600 ms.
@@ -45,8 +49,6 @@ net::Awaitable<void> Scraper::watch(std::shared_ptr<ModelState> model_ptr, int b
   net::HttpGetter server{executor, backend.host, backend.port};
   const std::string health_target = backend.base_path + "/health";
   const std::string metrics_target = backend.base_path + "/metrics";
-  // A reload hands a server over with the health it had.
-  int failures = was_healthy ? 0 : unhealthy_after_;
 
   while (warden_.models()->generation == generation) {
     const auto round_start = std::chrono::steady_clock::now();
@@ -94,6 +96,7 @@ net::Awaitable<void> Scraper::watch(std::shared_ptr<ModelState> model_ptr, int b
       was = model.router.backend_healthy(backend_index);
       now = problem.empty() || (failures < unhealthy_after_ && was);
       model.router.set_backend_healthy(backend_index, now);
+      failed_in_row = failures;
       // What the engine said this round. A failed /metrics keeps the last
       // figures while the server stays in service (one slow scrape should not
       // blank its KV out of the load score); out of service, a dead engine's

@@ -14,7 +14,8 @@
 //
 // After a configuration reload, `start` is called again: loops of the retired
 // configuration end at their next round, and the new configuration's begin
-// (a model that kept its layout keeps its health and counter baselines).
+// (a model that kept its layout keeps its health, its count of failed
+// probes and its counter baselines).
 #pragma once
 
 #include <chrono>

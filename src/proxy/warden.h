@@ -34,9 +34,13 @@ namespace lmwarden::proxy {
 // replica layout stays the same: the router (conversations, in-flight counts,
 // health) with the lock that guards it, and the telemetry.
 struct RoutingState {
-  explicit RoutingState(const config::ModelConfig& model) : router(model) {}
+  explicit RoutingState(const config::ModelConfig& model)
+      : router(model), failed_probes(model.backends.size(), 0) {}
   std::mutex mutex;
   core::Router router;  // guarded by mutex
+  // Per backend server, guarded by mutex: the scraper's failed rounds in a
+  // row, kept here so that a reload does not start the count again.
+  std::vector<int> failed_probes;
   // When its counters began: the warden's start, or the reload that made it.
   const std::chrono::system_clock::time_point since = std::chrono::system_clock::now();
 };

@@ -417,6 +417,29 @@ TEST(ProxyTelemetry, UnhealthyServerLosesItsConversationsAndComesBack) {
   EXPECT_EQ(home.seen().size(), 2u);
 }
 
+// A reload hands each server's count of failed probes over: reloads more
+// often than `unhealthy_after` rounds (a deploy tool's, a config loop's) must
+// not keep a dead server in service for as long as they go on.
+TEST(ProxyTelemetry, ReloadsMoreOftenThanTheProbesDoNotKeepADeadServerInService) {
+  FakeVllm a{1}, b{1};
+  a.set_engine(0, 0, 0, 0, 0, 0);
+  b.set_engine(0, 0, 0, 0, 0, 0);
+  b.set_healthy(false);
+  const auto config = [&] {
+    return make_config({{a.port(), 1}, {b.port(), 1}}, std::nullopt,
+                       "scrape_interval: 300ms\nunhealthy_after: 3\n");
+  };
+  RunningWarden warden{config(), true};
+  bool out = false;
+  for (int i = 0; i < 40 && !out; ++i) {  // 6 s: the server fails every probe meanwhile
+    warden.reload(config());
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    out = warden.card()["replicas"][1]["healthy"] == false;
+  }
+  EXPECT_TRUE(out) << "still in service after 40 reloads";
+  EXPECT_EQ(warden.card()["replicas"][0]["healthy"], true);
+}
+
 // Every request refused while a model is down would flood the log: one line
 // per 10 s, with the count since the last.
 TEST(ProxyTelemetry, AModelWithNoHealthyReplicaIsLoggedOnceNotPerRequest) {
