@@ -97,8 +97,22 @@ struct ServeOptions {
   std::string log_level = "info";
 };
 
+// The first backend of `cfg` that is the warden itself listening on
+// `address`, as "model M's backend URL"; empty when none is.
+std::string backend_at(const config::ListenAddress& address, const config::Config& cfg) {
+  for (const auto& model : cfg.models)
+    for (const auto& backend : model.backends)
+      if (config::is_own_address(address, backend))
+        return "model " + model.name + "'s backend " + backend.url;
+  return {};
+}
+
 // The configuration file with --listen applied, or why it cannot be used.
-Result<config::Config, std::string> load(const ServeOptions& opts) {
+// `in_force`, on a reload: the address the warden listens on, which a reload
+// does not change; no backend may be it. (The loader checks the file's own
+// listen address.)
+Result<config::Config, std::string> load(const ServeOptions& opts,
+                                         const config::ListenAddress* in_force = nullptr) {
   auto loaded = config::load_config_file(opts.config_path);
   if (!loaded) return unexpected("invalid configuration\n" + loaded.error().message());
   config::Config cfg = std::move(loaded).value();
@@ -107,12 +121,17 @@ Result<config::Config, std::string> load(const ServeOptions& opts) {
     if (!address) return unexpected("--listen " + opts.listen + ": " + address.error());
     cfg.listen_host = address->host;
     cfg.listen_port = address->port;
-    for (const auto& model : cfg.models)
-      for (const auto& backend : model.backends)
-        if (config::is_own_address(*address, backend))
-          return unexpected("--listen " + opts.listen + ": model " + model.name + "'s backend " +
-                            backend.url + " is that address: every request would come back to it");
+    if (const auto loop = backend_at(*address, cfg); !loop.empty())
+      return unexpected("--listen " + opts.listen + ": " + loop +
+                        " is that address: every request would come back to it");
   }
+  if (in_force)
+    if (const auto loop = backend_at(*in_force, cfg); !loop.empty())
+      return unexpected(loop + " is the address this warden listens on (" +
+                        (in_force->host.find(':') != std::string::npos ? "[" + in_force->host + "]"
+                                                                       : in_force->host) +
+                        ":" + std::to_string(in_force->port) +
+                        ", until a restart): every request would come back to it");
   return cfg;
 }
 
@@ -120,8 +139,8 @@ Result<config::Config, std::string> load(const ServeOptions& opts) {
 // keeps serving; requests in flight finish under the configuration they began
 // with. Returns the shutdown grace now in force (`grace` when refused).
 config::Millis reload(proxy::WardenRuntime& runtime, const ServeOptions& opts,
-                      config::Millis grace) {
-  auto cfg = load(opts);
+                      const config::ListenAddress& in_force, config::Millis grace) {
+  auto cfg = load(opts, &in_force);
   if (!cfg) {
     spdlog::error("reload of {} refused; still serving the previous configuration: {}",
                   opts.config_path, cfg.error());
@@ -175,11 +194,13 @@ int serve(const ServeOptions& opts) {
   bool give_up = false;   // a second one: end the grace period now
   // The configuration's, as last reloaded (also during the grace period).
   config::Millis grace = cfg.timeouts.shutdown_grace;
+  // Where it listens: the port the OS picked once the port is open.
+  config::ListenAddress listening{cfg.listen_host, cfg.listen_port};
   std::function<void(const boost::system::error_code&, int)> on_signal =
       [&](const boost::system::error_code& ec, int sig) {
         if (ec) return;
         if (sig == SIGHUP) {
-          grace = reload(runtime, opts, grace);
+          grace = reload(runtime, opts, listening, grace);
         } else if (stopping) {
           spdlog::warn("signal {} again: not waiting for requests in flight", sig);
           give_up = true;
@@ -194,6 +215,7 @@ int serve(const ServeOptions& opts) {
   net::tcp::endpoint bound;
   try {
     bound = runtime.start();
+    listening.port = bound.port();
   } catch (const std::system_error& e) {
     std::fprintf(stderr, "lmwarden: %s\n", e.what());
     return 1;

@@ -399,5 +399,35 @@ TEST(ServeRestart, AListenAddressThatMakesABackendTheWardenItselfIsRefused) {
                       port + " is that address: every request would come back to it\n");
 }
 
+// A reload is checked against the address the warden listens on, which it
+// does not change: the port the OS picked for `listen: …:0`, whatever listen
+// address the new file names.
+TEST(ServeRestart, AReloadThatMakesABackendTheWardenItselfIsRefused) {
+  FakeVllm fake{1};
+  ServeProcess serve{serve_yaml(fake.port(), 1)};
+  const std::string self = std::to_string(serve.port());
+  const std::string looping =
+      "  - name: loop\n    backends:\n      - url: http://127.0.0.1:" + self + "\n";
+  std::string moved = serve_yaml(fake.port(), 1);  // the same, listening elsewhere
+  moved.replace(0, moved.find('\n'), "listen: 127.0.0.1:" + std::to_string(closed_port()));
+  int refused = 0;
+  for (const std::string& yaml : {serve_yaml(fake.port(), 1) + looping, moved + looping}) {
+    serve.write_config(yaml);
+    ::kill(serve.pid(), SIGHUP);
+    ++refused;
+    ASSERT_TRUE(eventually([&] {
+      return metric(serve.port(), "lmwarden_config_reloads_total", {{"result", "refused"}}) == refused;
+    })) << serve.log();
+  }
+  EXPECT_NE(serve.log().find("model loop's backend http://127.0.0.1:" + self +
+                             " is the address this warden listens on (127.0.0.1:" + self +
+                             ", until a restart): every request would come back to it"),
+            std::string::npos)
+      << serve.log();
+  EXPECT_EQ(http_request(serve.port(), http::verb::get, "/api/models/loop").status, 404u);
+  EXPECT_EQ(http_request(serve.port(), http::verb::post, "/v1/chat/completions", chat_body(false)).status,
+            200u);
+}
+
 }  // namespace
 }  // namespace lmwarden::testing
