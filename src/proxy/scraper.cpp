@@ -19,6 +19,34 @@ std::string describe(const net::GetResult& r) {
   return "HTTP " + std::to_string(r.status);
 }
 
+// The ranks below `ranks` that a server's /metrics has no engine for, when it
+// has one for some of them (a data_parallel_size larger than the server's:
+// vLLM refuses a request for a rank it does not have), as "4-7" or "1, 3";
+// empty when none is missing or the server names none of them.
+std::string missing_ranks(const telemetry::VllmSnapshot& snapshot, int ranks) {
+  std::vector<bool> seen(static_cast<std::size_t>(ranks), false);
+  bool any = false;
+  for (const auto& m : snapshot.ranks)
+    if (m.rank >= 0 && m.rank < ranks) {
+      seen[static_cast<std::size_t>(m.rank)] = true;
+      any = true;
+    }
+  std::string text;
+  if (!any) return text;
+  for (int r = 0; r < ranks;) {
+    if (seen[static_cast<std::size_t>(r)]) {
+      ++r;
+      continue;
+    }
+    int end = r;
+    while (end + 1 < ranks && !seen[static_cast<std::size_t>(end + 1)]) ++end;
+    if (!text.empty()) text += ", ";
+    text += end == r ? std::to_string(r) : std::to_string(r) + "-" + std::to_string(end);
+    r = end + 1;
+  }
+  return text;
+}
+
 }  // namespace
 
 void Scraper::start(net::asio::io_context& io) {
@@ -49,6 +77,7 @@ net::Awaitable<void> Scraper::watch(std::shared_ptr<ModelState> model_ptr, int b
   net::HttpGetter server{executor, backend.host, backend.port};
   const std::string health_target = backend.base_path + "/health";
   const std::string metrics_target = backend.base_path + "/metrics";
+  std::string missing_said;  // the ranks last logged as missing from /metrics
 
   while (warden_.models()->generation == generation) {
     const auto round_start = std::chrono::steady_clock::now();
@@ -69,6 +98,15 @@ net::Awaitable<void> Scraper::watch(std::shared_ptr<ModelState> model_ptr, int b
         problem += (problem.empty() ? "" : "; ") + std::string("/metrics has no vLLM samples");
       } else {
         metrics_read = true;
+        if (auto missing = missing_ranks(snapshot, ranks); missing != missing_said) {
+          if (!missing.empty())
+            spdlog::warn(
+                "model={} backend={}: data_parallel_size is {}, but its /metrics has no engine "
+                "for rank {}; vLLM refuses requests for a rank it does not have: set "
+                "data_parallel_size to the server's --data-parallel-size",
+                model.config.name, backend.url, ranks, missing);
+          missing_said = std::move(missing);
+        }
         std::lock_guard lock{model.mutex};
         for (const auto& m : snapshot.ranks) {
           if (m.rank < 0 || m.rank >= ranks) continue;

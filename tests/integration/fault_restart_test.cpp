@@ -429,5 +429,22 @@ TEST(ServeRestart, AReloadThatMakesABackendTheWardenItselfIsRefused) {
             200u);
 }
 
+// A data_parallel_size larger than the server runs loads (the server may be
+// starting), but the first scrape that shows the missing engines says so,
+// once: vLLM refuses every request for those ranks.
+TEST(ServeRestart, RanksTheServersMetricsDoNotHaveAreNamedOnce) {
+  FakeVllm fake{2};
+  fake.set_engine(0, 0, 0, 0, 0, 0);
+  fake.set_engine(1, 0, 0, 0, 0, 0);
+  ServeProcess serve{serve_yaml(fake.port(), 4, "", "scrape_interval: 100ms\n")};
+  const std::string said = "model=m backend=http://127.0.0.1:" + std::to_string(fake.port()) +
+                           ": data_parallel_size is 4, but its /metrics has no engine for rank "
+                           "2-3; vLLM refuses requests for a rank it does not have";
+  ASSERT_TRUE(eventually([&] { return serve.log().find(said) != std::string::npos; })) << serve.log();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // five more rounds
+  const std::string log = serve.log();
+  EXPECT_EQ(log.find(said, log.find(said) + 1), std::string::npos) << "said more than once:\n" << log;
+}
+
 }  // namespace
 }  // namespace lmwarden::testing
