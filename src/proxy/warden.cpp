@@ -169,15 +169,29 @@ bool same_layout(const config::ModelConfig& a, const config::ModelConfig& b) {
   return true;
 }
 
+// The model of `previous` whose routing state `m` carries on: the one of the
+// same name, or, for a model renamed, the one whose name `m` keeps as an
+// alias (no model of `next` has that name any more); either with the same
+// layout. Null when none.
+const ModelState* carried_from(const config::ModelConfig& m, const config::Config& next,
+                               const ModelSet& previous) {
+  for (const auto& p : previous.models)
+    if (p->config.name == m.name) return same_layout(p->config, m) ? p.get() : nullptr;
+  for (const auto& p : previous.models) {
+    const std::string& old_name = p->config.name;
+    if (std::ranges::find(m.aliases, old_name) == m.aliases.end()) continue;
+    if (std::ranges::any_of(next.models, [&](const auto& n) { return n.name == old_name; })) continue;
+    return same_layout(p->config, m) ? p.get() : nullptr;
+  }
+  return nullptr;
+}
+
 std::shared_ptr<ModelSet> make_model_set(config::Config config, const ModelSet* previous) {
   auto set = std::make_shared<ModelSet>();
   set->config = std::move(config);
   set->generation = previous ? previous->generation + 1 : 0;
   for (const auto& m : set->config.models) {
-    const ModelState* before = nullptr;
-    if (previous)
-      for (const auto& p : previous->models)
-        if (p->config.name == m.name && same_layout(p->config, m)) before = p.get();
+    const ModelState* before = previous ? carried_from(m, set->config, *previous) : nullptr;
     if (before) {
       set->models.push_back(std::make_shared<ModelState>(m, *before));
     } else {
@@ -258,14 +272,32 @@ std::vector<std::string> Warden::reload(config::Config next) {
   next.unhealthy_after = now.unhealthy_after;
 
   std::shared_ptr<const ModelSet> set = make_model_set(std::move(next), current.get());
-  // A model kept by name whose replicas changed could not carry its routing
-  // state over: say so, as its card and chart restart from nothing.
-  for (const auto& m : set->models)
-    for (const auto& p : current->models)
-      if (p->config.name == m->config.name && p->routing != m->routing)
-        notes.push_back("model " + m->config.name +
-                       ": its replicas changed, so its conversations, counters and chart start "
-                       "afresh");
+  // What became of each model's routing state, where the card and chart
+  // would otherwise change without a word.
+  for (const auto& p : current->models) {
+    const auto same_name = std::ranges::find_if(
+        set->models, [&](const auto& m) { return m->config.name == p->config.name; });
+    const auto carried = std::ranges::find_if(
+        set->models, [&](const auto& m) { return m->routing == p->routing; });
+    if (same_name != set->models.end() && carried == same_name) {
+      if ((*same_name)->config.max_conversations != p->config.max_conversations)
+        notes.push_back("model " + p->config.name +
+                        ": max_conversations changed; it takes effect when its replicas change, "
+                        "or at the next restart");
+    } else if (same_name != set->models.end()) {
+      notes.push_back("model " + p->config.name +
+                      ": its replicas changed, so its conversations, counters and chart start "
+                      "afresh");
+    } else if (carried != set->models.end()) {
+      notes.push_back("model " + p->config.name + " renamed " + (*carried)->config.name +
+                      ", which keeps the old name as an alias, and its conversations, counters "
+                      "and chart");
+    } else {
+      notes.push_back("model " + p->config.name +
+                      " removed, with its conversations, counters and chart (a model renamed "
+                      "keeps them when it keeps the old name as an alias)");
+    }
+  }
   {
     std::lock_guard lock{models_mutex_};
     models_ = set;

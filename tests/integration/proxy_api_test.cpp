@@ -202,6 +202,43 @@ TEST(ProxyApi, RefusalsAreCountedByModelAndReason) {
   EXPECT_EQ(refused(warden.port()), without_m);
 }
 
+// A model renamed with its old name kept as an alias keeps its conversations
+// and counters (clients still sending the old name find their homes); one
+// renamed without it starts afresh, and the reload says which happened.
+TEST(ProxyApi, AModelRenamedWithItsOldNameAsAnAliasKeepsItsConversations) {
+  FakeVllm fake{2};
+  RunningWarden warden{make_config({{fake.port(), 2}})};
+  auto turn = [&](const std::string& model) {
+    return http_request(warden.port(), http::verb::post, "/v1/chat/completions", chat_body(model),
+                        {{"session-id", "kept"}});
+  };
+  ASSERT_EQ(turn("m").status, 200u);
+  const auto renamed = [&](const std::string& name, const std::string& aliases) {
+    return load_test_config("listen: 127.0.0.1:0\nmodels:\n  - name: " + name + "\n    aliases: " +
+                            aliases + "\n    backends:\n      - url: http://127.0.0.1:" +
+                            std::to_string(fake.port()) + "\n        data_parallel_size: 2\n");
+  };
+  // (Its other notes: the test config's limits, which a reload leaves.)
+  const auto said = [](const std::vector<std::string>& notes, const std::string& what) {
+    return std::ranges::any_of(notes, [&](const std::string& n) { return n.starts_with(what); });
+  };
+  const auto notes = warden.reload(renamed("m-new", "[m]"));
+  EXPECT_TRUE(said(notes, "model m renamed m-new, which keeps the old name as an alias, and its "
+                          "conversations, counters and chart"))
+      << ::testing::PrintToString(notes);
+  ASSERT_EQ(turn("m").status, 200u);
+  json card = warden.card("m-new");
+  EXPECT_EQ(card["conversations"], 1) << card;
+  int sticky = 0;
+  for (const auto& r : card["replicas"]) sticky += r["sticky"].get<int>();
+  EXPECT_EQ(sticky, 1) << "the second turn found its home: " << card;
+
+  const auto dropped = warden.reload(renamed("m-other", "[]"));
+  EXPECT_TRUE(said(dropped, "model m-new removed, with its conversations"))
+      << ::testing::PrintToString(dropped);
+  EXPECT_EQ(warden.card("m-other")["conversations"], 0);
+}
+
 // A retry is not a spill: a conversation whose home answers 500 is served
 // by the retry elsewhere, counted there as `retried`, and every other route
 // counts each client request once.
