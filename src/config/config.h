@@ -16,6 +16,9 @@ using Millis = std::chrono::milliseconds;
 
 // Spill threshold used when a model says `spill_threshold: auto`.
 inline constexpr int kAutoSpillThreshold = 8;
+// The largest spill threshold, in the file and at run time: a home with a
+// million requests in flight is past any engine's batch.
+inline constexpr int kMaxSpillThreshold = 1'000'000;
 
 // Where a conversation id can come from (DESIGN §4). Header sources match the
 // header name case-insensitively; body sources name a dotted JSON path.

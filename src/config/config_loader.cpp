@@ -524,13 +524,15 @@ class Loader {
       }
       int v = 0;
       const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-      if (ec == std::errc{} && end == text.data() + text.size() && v >= 1) {
+      if (ec == std::errc{} && end == text.data() + text.size() && v >= 1 &&
+          v <= kMaxSpillThreshold) {
         model.spill_threshold = v;
         return;
       }
     }
     error(e, child(model_path, "spill_threshold"),
-          fmt::format("must be an integer >= 1 or \"auto\", got {}", shown(e.value)));
+          fmt::format("must be an integer from 1 to {} or \"auto\", got {}", kMaxSpillThreshold,
+                      shown(e.value)));
   }
 
   void read_session_sources(const Entry& e, const std::string& model_path, ModelConfig& model) {

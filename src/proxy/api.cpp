@@ -155,19 +155,34 @@ bool constant_time_equal(std::string_view a, std::string_view b) noexcept {
   return diff == 0;
 }
 
+namespace {
+
+std::string threshold_text(std::optional<int> threshold) {
+  return threshold ? std::to_string(*threshold) : std::string("auto");
+}
+
+// At most `n` bytes of a client's text, for a message that quotes it.
+std::string clipped(std::string_view text, std::size_t n = 64) {
+  return text.size() <= n ? std::string(text) : std::string(text.substr(0, n)) + "…";
+}
+
+}  // namespace
+
 net::Response patch_model(ModelState& model, const net::Request& request,
-                          const std::optional<std::string>& admin_token) {
+                          const std::optional<std::string>& admin_token, std::string_view client) {
   const auto error = [](http::status s, std::string_view m) { return error_response(Dialect::kOpenAi, s, m); };
   if (!admin_token)
     return error(http::status::forbidden,
                  "run-time control is disabled: set the admin token (admin_token_env) to enable it");
   const std::string_view auth = request[http::field::authorization];
-  constexpr std::string_view kBearer = "Bearer ";
-  if (!auth.starts_with(kBearer)) return error(http::status::unauthorized, "missing Authorization: Bearer <admin token>");
+  constexpr std::string_view kBearer = "Bearer ";  // the scheme in any case (RFC 9110 §11.1)
+  if (auth.size() < kBearer.size() || !net::beast::iequals(auth.substr(0, kBearer.size()), kBearer))
+    return error(http::status::unauthorized, "missing Authorization: Bearer <admin token>");
   if (!constant_time_equal(auth.substr(kBearer.size()), *admin_token))
     return error(http::status::forbidden, "wrong admin token");
 
   const json body = json::parse(request.body().view(), nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded()) return error(http::status::bad_request, "body is not valid JSON");
   if (!body.is_object()) return error(http::status::bad_request, "body must be a JSON object");
   std::optional<bool> affinity;
   std::optional<std::optional<int>> threshold;  // outer: given; inner nullopt: auto
@@ -179,24 +194,34 @@ net::Response patch_model(ModelState& model, const net::Request& request,
       if (value.is_string() && value.get<std::string>() == "auto") {
         threshold = std::optional<int>{};
       } else if (value.is_number_integer() && value.get<std::int64_t>() >= 1 &&
-                 value.get<std::int64_t>() <= 1'000'000) {
+                 value.get<std::int64_t>() <= config::kMaxSpillThreshold) {
         threshold = static_cast<int>(value.get<std::int64_t>());
       } else {
-        return error(http::status::bad_request, "spill_threshold must be an integer >= 1 or \"auto\"");
+        return error(http::status::bad_request,
+                     "spill_threshold must be an integer from 1 to 1000000 or \"auto\"");
       }
     } else {
-      return error(http::status::bad_request, "unknown field '" + key + "' (allowed: affinity, spill_threshold)");
+      return error(http::status::bad_request,
+                   "unknown field '" + clipped(key) + "' (allowed: affinity, spill_threshold)");
     }
   }
+  std::string changed;  // for the log: what was, and what is
   {
     std::lock_guard lock{model.mutex};
-    if (affinity) model.router.set_affinity(*affinity);
-    if (threshold) model.router.set_spill_threshold(*threshold);
+    core::Router& router = model.router;
+    if (affinity && *affinity != router.affinity()) {
+      changed = fmt::format("affinity {} -> {}", router.affinity() ? "on" : "off", *affinity ? "on" : "off");
+      router.set_affinity(*affinity);
+    }
+    if (threshold && *threshold != router.spill_threshold_setting()) {
+      changed += fmt::format("{}spill threshold {} -> {}", changed.empty() ? "" : ", ",
+                             threshold_text(router.spill_threshold_setting()), threshold_text(*threshold));
+      router.set_spill_threshold(*threshold);
+    }
   }
-  if (affinity) spdlog::info("model={} affinity set to {}", model.config.name, *affinity ? "on" : "off");
-  if (threshold)
-    spdlog::info("model={} spill threshold set to {}", model.config.name,
-                 *threshold ? std::to_string(**threshold) : std::string("auto"));
+  if (!changed.empty())
+    spdlog::info("model={} {} (PATCH from {}; the file's values return at the next reload)",
+                 model.config.name, changed, client);
   return json_response(http::status::ok, model_card_json(model));
 }
 

@@ -29,8 +29,9 @@ std::string api_models_json(const ModelSet& models);
 std::string model_card_json(const ModelState& model);
 // PATCH /api/models/{name} with {"affinity": bool, "spill_threshold": int|"auto"},
 // guarded by `Authorization: Bearer <admin token>` (401 without, 403 wrong).
+// What it changed is logged with `client`, the caller's address.
 net::Response patch_model(ModelState& model, const net::Request& request,
-                          const std::optional<std::string>& admin_token);
+                          const std::optional<std::string>& admin_token, std::string_view client);
 
 // The admin token in force: admin_token_env's variable, else admin_token;
 // none (run-time control off) when neither gives one.

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <charconv>
+#include <limits>
 #include <optional>
 
 #include "proxy/api.h"
@@ -35,9 +36,9 @@ std::string percent_decoded(std::string_view v, bool plus_is_space) {
   return out;
 }
 
-std::string query_param(std::string_view target, std::string_view name) {
+std::optional<std::string> query_param(std::string_view target, std::string_view name) {
   const auto q = target.find('?');
-  if (q == std::string_view::npos) return {};
+  if (q == std::string_view::npos) return std::nullopt;
   std::string_view rest = target.substr(q + 1);
   while (!rest.empty()) {
     const auto amp = rest.find('&');
@@ -48,7 +49,7 @@ std::string query_param(std::string_view target, std::string_view name) {
     if (amp == std::string_view::npos) break;
     rest = rest.substr(amp + 1);
   }
-  return {};
+  return std::nullopt;
 }
 
 // The methods a local route answers, for a 405's Allow; "" for no such route.
@@ -191,7 +192,7 @@ net::Awaitable<void> Warden::handle_api(net::Exchange& exchange, std::string_vie
   }
   if (path == "/api/stats" && request.method() == http::verb::get) {
     const std::string target(request.target());
-    std::string model = query_param(target, "model");
+    std::string model = query_param(target, "model").value_or("");
     if (!model.empty()) {
       const ModelState* named = set->find(model);
       if (!named) {
@@ -201,11 +202,14 @@ net::Awaitable<void> Warden::handle_api(net::Exchange& exchange, std::string_vie
       }
       model = named->config.name;  // an alias names its model's series
     }
-    const std::string window = query_param(target, "window");
     long seconds = 3600;
-    if (!window.empty()) {
-      const auto [end, ec] = std::from_chars(window.data(), window.data() + window.size(), seconds);
-      if (ec != std::errc{} || end != window.data() + window.size() || seconds <= 0) {
+    if (const auto window = query_param(target, "window")) {
+      const char* const last = window->data() + window->size();
+      const auto [end, ec] = std::from_chars(window->data(), last, seconds);
+      // More digits than a long holds: longer than any window kept.
+      if (ec == std::errc::result_out_of_range && end == last && !window->starts_with('-')) {
+        seconds = std::numeric_limits<long>::max();
+      } else if (ec != std::errc{} || end != last || seconds <= 0) {
         co_await exchange.respond(
             error_response(Dialect::kOpenAi, http::status::bad_request,
                            "window must be a whole number of seconds from 1"));
@@ -231,7 +235,8 @@ net::Awaitable<void> Warden::handle_api(net::Exchange& exchange, std::string_vie
       co_return;
     }
     if (request.method() == http::verb::patch) {
-      co_await exchange.respond(patch_model(*model, request, admin_token(set->config)));
+      co_await exchange.respond(
+          patch_model(*model, request, admin_token(set->config), exchange.remote_address()));
       co_return;
     }
   }

@@ -163,7 +163,9 @@ TEST(ProxyApi, StatsOfAnAliasAreItsModelsAndAWindowIsWholeSeconds) {
   const json of_model = totals("model=m");
   EXPECT_EQ(of_model["prompt_cached"], 64) << of_model;
   EXPECT_EQ(totals("model=m-alias"), of_model);
-  for (const std::string bad : {"0", "-5", "+90", "%2090", "90s", "1e3"}) {
+  // More digits than any integer holds: longer than any window kept.
+  EXPECT_EQ(totals("window=99999999999999999999999"), totals("window=21600"));
+  for (const std::string bad : {"0", "-5", "+90", "%2090", "90s", "1e3", "", "-99999999999999999999999"}) {
     const auto r = http_request(warden.port(), http::verb::get, "/api/stats?window=" + bad);
     EXPECT_EQ(r.status, 400u) << bad;
     EXPECT_EQ(json::parse(r.body)["error"]["message"],

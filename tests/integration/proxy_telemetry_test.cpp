@@ -494,8 +494,24 @@ TEST(ProxyTelemetry, AdminApiNeedsTheRightToken) {
                           {{"Authorization", "Bearer s3cret"}});
   EXPECT_EQ(bad.status, 400u);
   auto back = http_request(warden.port(), http::verb::patch, "/api/models/m", R"({"spill_threshold":"auto"})",
-                           {{"Authorization", "Bearer s3cret"}});
+                           {{"Authorization", "bearer s3cret"}});
+  EXPECT_EQ(back.status, 200u) << "the scheme's name is case-insensitive: " << back.body;
   EXPECT_EQ(json::parse(back.body)["spill_threshold_auto"], true);
+  // Refusals say what was wrong, and quote no more of the body than needed.
+  auto said = [&](const std::string& patch) {
+    const auto r = http_request(warden.port(), http::verb::patch, "/api/models/m", patch,
+                                {{"Authorization", "Bearer s3cret"}});
+    EXPECT_EQ(r.status, 400u) << patch.substr(0, 80);
+    return json::parse(r.body)["error"]["message"].get<std::string>();
+  };
+  EXPECT_EQ(said(R"({"spill_threshold":1000001})"),
+            "spill_threshold must be an integer from 1 to 1000000 or \"auto\"");
+  EXPECT_EQ(said(R"({"affinity":true} trailing)"), "body is not valid JSON");
+  EXPECT_EQ(said("[1]"), "body must be a JSON object");
+  const std::string unknown = said("{\"" + std::string(100'000, 'k') + "\":1}");
+  EXPECT_LT(unknown.size(), 200u);
+  EXPECT_TRUE(unknown.starts_with("unknown field 'kkkk")) << unknown;
+  EXPECT_EQ(warden.card()["spill_threshold_auto"], true) << "a refused PATCH changes nothing";
 }
 
 TEST(ProxyTelemetry, ClientApiKeysAreEnforcedInTheClientsDialect) {

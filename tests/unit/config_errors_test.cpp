@@ -23,15 +23,15 @@ TEST(ConfigErrors, MessageNamesFileLineKeyAndReason) {
     backends:
       - url: http://127.0.0.1:8000
 )"),
-      R"(lmwarden.yaml:3: models[0].spill_threshold: must be an integer >= 1 or "auto", got "0")");
+      R"(lmwarden.yaml:3: models[0].spill_threshold: must be an integer from 1 to 1000000 or "auto", got "0")");
 }
 
 TEST(ConfigErrors, SpillThresholdShapes) {
-  for (const char* bad : {"-1", "1.5", "eight", "AUTO", "[8]"}) {
+  for (const char* bad : {"-1", "1.5", "eight", "AUTO", "[8]", "1000001", "2147483648"}) {
     SCOPED_TRACE(bad);
     EXPECT_THAT(error_of(std::string("models: [{name: m, spill_threshold: ") + bad +
                          ", backends: [{url: 'http://h:1'}]}]"),
-                HasSubstr("models[0].spill_threshold: must be an integer >= 1 or \"auto\""));
+                HasSubstr("models[0].spill_threshold: must be an integer from 1 to 1000000 or \"auto\""));
   }
 }
 
