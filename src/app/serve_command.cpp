@@ -226,11 +226,7 @@ int serve(const ServeOptions& opts) {
   std::fflush(stdout);
   spdlog::info("memory allocator: {}", allocator_name());
   log_scheduling_policy();
-  if (!proxy::admin_token(cfg))
-    spdlog::info("run-time control (PATCH /api/models/NAME, the dashboard's controls) is off: {}",
-                 cfg.admin_token_env.empty()
-                     ? std::string("no admin token is configured")
-                     : "the environment variable " + cfg.admin_token_env + " is not set");
+  if (!proxy::admin_token(cfg)) spdlog::info("{}", proxy::run_time_control(cfg));
   for (const auto& m : cfg.models)
     spdlog::info("model {}: {} replica(s) on {} server(s), affinity {}, spill threshold {}", m.name,
                  m.replica_count(), m.backends.size(), m.affinity ? "on" : "off",

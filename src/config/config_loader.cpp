@@ -12,6 +12,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <cstring>
 #include <fstream>
 #include <initializer_list>
@@ -679,6 +680,10 @@ ConfigResult load_config_string(std::string_view text, std::string_view source_n
 }
 
 ConfigResult load_config_file(const std::string& path) {
+  // (An ifstream opens a directory, and reads it as empty.)
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    return unexpected(ConfigErrors{{{path, 0, "", "cannot open: it is a directory"}}});
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     return unexpected(

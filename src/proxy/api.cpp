@@ -147,6 +147,15 @@ std::optional<std::string> admin_token(const config::Config& config) {
   return config.admin_token;
 }
 
+std::string run_time_control(const config::Config& config) {
+  constexpr std::string_view kWhat = "run-time control (PATCH /api/models/NAME, the dashboard's controls)";
+  if (admin_token(config)) return fmt::format("{} is on: an admin token is configured", kWhat);
+  return fmt::format("{} is off: {}", kWhat,
+                     config.admin_token_env.empty()
+                         ? std::string("no admin token is configured")
+                         : "the environment variable " + config.admin_token_env + " is not set");
+}
+
 bool constant_time_equal(std::string_view a, std::string_view b) noexcept {
   // Length is not secret enough to hide at the cost of complexity; the bytes are.
   unsigned char diff = a.size() == b.size() ? 0 : 1;

@@ -262,6 +262,8 @@ std::vector<std::string> Warden::reload(config::Config next) {
   keep(next.timeouts.client_idle != now.timeouts.client_idle, "timeouts.client_idle");
   keep(next.scrape_interval != now.scrape_interval || next.unhealthy_after != now.unhealthy_after,
        "scrape settings");
+  if (admin_token(next).has_value() != admin_token(now).has_value())
+    notes.push_back(run_time_control(next));
   next.listen_host = now.listen_host;
   next.listen_port = now.listen_port;
   next.threads = now.threads;

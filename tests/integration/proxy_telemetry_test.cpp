@@ -512,6 +512,19 @@ TEST(ProxyTelemetry, AdminApiNeedsTheRightToken) {
   EXPECT_LT(unknown.size(), 200u);
   EXPECT_TRUE(unknown.starts_with("unknown field 'kkkk")) << unknown;
   EXPECT_EQ(warden.card()["spill_threshold_auto"], true) << "a refused PATCH changes nothing";
+  // A reload that takes the token away says so, as the start does.
+  ::unsetenv("LMWARDEN_TEST_NO_ADMIN");
+  const auto notes = warden.reload(
+      make_config({{fake.port(), 2}}, std::nullopt, "admin_token_env: LMWARDEN_TEST_NO_ADMIN\n"));
+  EXPECT_NE(std::ranges::find(notes, "run-time control (PATCH /api/models/NAME, the dashboard's "
+                                     "controls) is off: the environment variable "
+                                     "LMWARDEN_TEST_NO_ADMIN is not set"),
+            notes.end())
+      << ::testing::PrintToString(notes);
+  EXPECT_EQ(http_request(warden.port(), http::verb::patch, "/api/models/m", "{}",
+                         {{"Authorization", "Bearer s3cret"}})
+                .status,
+            403u);
 }
 
 TEST(ProxyTelemetry, ClientApiKeysAreEnforcedInTheClientsDialect) {

@@ -419,5 +419,12 @@ TEST(ConfigErrors, MissingFile) {
             "/nonexistent/lmwarden.yaml: cannot open: No such file or directory");
 }
 
+TEST(ConfigErrors, ADirectoryIsNotAnEmptyFile) {
+  const std::string dir = ::testing::TempDir();  // a directory that exists
+  auto result = load_config_file(dir);
+  ASSERT_FALSE(result);
+  EXPECT_EQ(result.error().message(), dir + ": cannot open: it is a directory");
+}
+
 }  // namespace
 }  // namespace lmwarden::config
