@@ -74,11 +74,7 @@ std::optional<std::string> model_json(const ModelSet& models, std::string_view i
 std::string api_models_json(const ModelSet& models_in_force) {
   json models = json::array();
   for (const auto& m : models_in_force.models) {
-    core::RouterView v;
-    {
-      std::lock_guard lock{m->mutex};
-      v = m->router.view();
-    }
+    const core::RouterView v = m->view();
     int healthy = 0;
     for (const auto& r : v.replicas) healthy += r.healthy ? 1 : 0;
     models.push_back({{"name", m->config.name},
@@ -94,11 +90,7 @@ std::string api_models_json(const ModelSet& models_in_force) {
 }
 
 std::string model_card_json(const ModelState& model) {
-  core::RouterView v;
-  {
-    std::lock_guard lock{model.mutex};
-    v = model.router.view();
-  }
+  const core::RouterView v = model.view();
   using core::RouteKind;
   json replicas = json::array();
   for (const auto& r : v.replicas) {

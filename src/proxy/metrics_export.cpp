@@ -38,10 +38,7 @@ std::string warden_metrics_text(const ModelSet& models, const ConfigReloads& rel
     core::RouterView view;
   };
   std::vector<Snapshot> snaps;
-  for (const auto& m : models.models) {
-    std::lock_guard lock{m->mutex};
-    snaps.push_back({m.get(), m->router.view()});
-  }
+  for (const auto& m : models.models) snaps.push_back({m.get(), m->view()});
 
   family("lmwarden_requests_total");
   auto routed = [&](const ModelState& m, int index, const core::ReplicaCounters& counters) {

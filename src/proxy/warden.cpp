@@ -119,6 +119,37 @@ ModelState::ModelState(const config::ModelConfig& model, const ModelState& previ
       router(routing->router),
       telemetry(*telemetry_owner) {}
 
+core::RouterView ModelState::view() const {
+  core::RouterView v;
+  {
+    std::lock_guard lock{mutex};
+    v = router.view();
+  }
+  for (const RetiredRouting& retired_routing : retired) {
+    const auto old = retired_routing.routing.lock();
+    if (!old) continue;
+    core::RouterView before;
+    {
+      std::lock_guard lock{old->mutex};
+      before = old->router.view();
+    }
+    int ranked = 0;
+    for (const core::ReplicaView& r : before.replicas) {
+      ranked += r.in_flight;
+      if (r.in_flight == 0) continue;
+      const std::string& url = retired_routing.urls[static_cast<std::size_t>(r.backend)];
+      const auto now = std::ranges::find_if(v.replicas, [&](const core::ReplicaView& n) {
+        return n.rank == r.rank && config.backends[static_cast<std::size_t>(n.backend)].url == url;
+      });
+      if (now == v.replicas.end()) continue;
+      now->in_flight += r.in_flight;
+      v.in_flight += r.in_flight;
+    }
+    v.in_flight += before.in_flight - ranked;  // sent without a rank
+  }
+  return v;
+}
+
 ModelState* ModelSet::find(std::string_view name) const noexcept {
   auto it = by_name.find(name);
   return it == by_name.end() ? nullptr : it->second;
@@ -198,6 +229,21 @@ std::shared_ptr<ModelSet> make_model_set(config::Config config, const ModelSet* 
       set->models.push_back(std::make_shared<ModelState>(m));
     }
     ModelState* state = set->models.back().get();
+    // Its routing states before, while their requests run: those it carried
+    // on, and the one of the same name a change of replicas replaced.
+    const ModelState* replaced = before;
+    if (!replaced && previous)
+      for (const auto& p : previous->models)
+        if (p->config.name == m.name) replaced = p.get();
+    if (replaced) {
+      for (const RetiredRouting& r : replaced->retired)
+        if (!r.routing.expired()) state->retired.push_back(r);
+      if (replaced->routing != state->routing) {
+        RetiredRouting r{replaced->routing, {}};
+        for (const auto& b : replaced->config.backends) r.urls.push_back(b.url);
+        state->retired.push_back(std::move(r));
+      }
+    }
     set->by_name[m.name] = state;
     for (const auto& alias : m.aliases) set->by_name[alias] = state;
     set->body_fields.add(state->identity.sources);

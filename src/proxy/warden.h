@@ -45,6 +45,13 @@ struct RoutingState {
   const std::chrono::system_clock::time_point since = std::chrono::system_clock::now();
 };
 
+// A model's routing state that a reload changing its replicas replaced:
+// requests it sent may still run, on servers the model may still have.
+struct RetiredRouting {
+  std::weak_ptr<RoutingState> routing;  // expires with its last request
+  std::vector<std::string> urls;        // its backend servers, by index
+};
+
 // One configured model: its settings as loaded, and its routing state.
 struct ModelState {
   explicit ModelState(const config::ModelConfig& model);
@@ -63,6 +70,15 @@ struct ModelState {
   // request, with how many were refused since the last line.
   std::atomic<std::int64_t> unavailable_logged_at{std::numeric_limits<std::int64_t>::min()};
   std::atomic<std::uint64_t> unavailable_unlogged{0};
+  // The model's routing states before reloads that changed its replicas,
+  // while requests they sent still run. Set before the model is published.
+  std::vector<RetiredRouting> retired;
+
+  // The router's view (takes the lock), with the requests still in flight
+  // from retired routing states counted where they run: on the replica of
+  // the same server and rank, or, sent without a rank, as the model's. Those
+  // on a server the model no longer has are not counted.
+  core::RouterView view() const;
 };
 
 // The configuration in force and its models. Immutable once published: a

@@ -241,6 +241,48 @@ TEST(ProxyApi, AModelRenamedWithItsOldNameAsAnAliasKeepsItsConversations) {
   EXPECT_EQ(warden.card("m-other")["conversations"], 0);
 }
 
+// lmwarden_in_flight of one model, summed over its series.
+double in_flight_metric(std::uint16_t port) {
+  double sum = 0;
+  const auto text = http_request(port, http::verb::get, "/metrics").body;
+  for (const auto& s : telemetry::parse_exposition(text).samples)
+    if (s.name == "lmwarden_in_flight") sum += s.value;
+  return sum;
+}
+
+// A reload that changes a model's replicas starts its routing afresh, but
+// the requests it had sent still run: they are counted in flight on the
+// replica of the same server and rank, until they end. One on a server the
+// model no longer has is not.
+TEST(ProxyApi, RequestsStillRunningAfterAChangeOfReplicasAreCountedWhereTheyRun) {
+  FakeVllm fake{2}, other{1};
+  RunningWarden warden{make_config({{fake.port(), 2}})};
+  const std::string held = json{{"model", "m"}, {"stream", true}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}}.dump();
+  HttpConnection stream{warden.port()};
+  stream.send(http::verb::post, "/v1/chat/completions", held, {{"session-id", "long"}, {"x-fake-hold", "1"}});
+  ASSERT_EQ(stream.read_header().status, 200u);
+  stream.read_until("\n\n");
+  const int rank = fake.seen().back().rank;
+
+  warden.reload(make_config({{fake.port(), 2}, {other.port(), 1}}));  // one server more
+  json card = warden.card();
+  ASSERT_EQ(card["replicas"].size(), 3u);
+  EXPECT_EQ(card["in_flight"], 1) << card;
+  EXPECT_EQ(card["replicas"][rank]["in_flight"], 1) << card;
+  EXPECT_EQ(in_flight_metric(warden.port()), 1);
+  EXPECT_EQ(json::parse(http_request(warden.port(), http::verb::get, "/api/models").body)["models"][0]["in_flight"], 1);
+
+  warden.reload(make_config({{other.port(), 1}}));  // its server gone from the model
+  EXPECT_EQ(warden.card()["in_flight"], 0);
+  warden.reload(make_config({{fake.port(), 2}}));  // and back: still running there
+  EXPECT_EQ(warden.card()["replicas"][rank]["in_flight"], 1);
+
+  fake.release();
+  EXPECT_NE(stream.read_until("[DONE]").find("[DONE]"), std::string::npos);
+  EXPECT_TRUE(eventually([&] { return warden.card()["in_flight"] == 0; }));
+  EXPECT_EQ(in_flight_metric(warden.port()), 0);
+}
+
 // A retry is not a spill: a conversation whose home answers 500 is served
 // by the retry elsewhere, counted there as `retried`, and every other route
 // counts each client request once.
