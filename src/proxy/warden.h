@@ -106,6 +106,16 @@ struct ModelSet {
   ModelState* find(std::string_view name_or_alias) const noexcept;
 };
 
+// The models of `config`, each carrying on the routing state of its model in
+// `previous` (null at the start) where its replicas are unchanged, and
+// listing those a change of replicas retired (model_set.cpp).
+std::shared_ptr<ModelSet> make_model_set(config::Config config, const ModelSet* previous);
+
+// What a reload from `before` to `after` did to each model's routing state,
+// where the card and chart would otherwise change without a word: renamed,
+// removed, started afresh, or a setting left until the replicas change.
+std::vector<std::string> routing_notes(const ModelSet& before, const ModelSet& after);
+
 // Writes the exchange's line to the set's access log, when it has one, with
 // the bytes the client's socket took.
 void write_access_log(const ModelSet& set, std::uint64_t id, net::Exchange& exchange,

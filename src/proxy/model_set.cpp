@@ -1,0 +1,181 @@
+// The models of a configuration, and what a reload does to their routing
+// state: carried on where a model keeps its replicas, replaced (its requests
+// still in flight counted where they run) where they changed.
+#include "proxy/warden.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+namespace lmwarden::proxy {
+
+namespace {
+
+std::vector<std::string> resolve_api_keys(const config::ModelConfig& model) {
+  std::vector<std::string> keys;
+  for (const auto& name : model.api_keys_env)
+    if (const char* v = std::getenv(name.c_str()); v && *v) keys.emplace_back(v);
+  return keys;
+}
+
+std::vector<ModelTelemetry::Server> telemetry_servers(const config::ModelConfig& model) {
+  std::vector<ModelTelemetry::Server> servers;
+  for (const auto& b : model.backends) servers.push_back({b.url, b.data_parallel_size});
+  return servers;
+}
+
+}  // namespace
+
+ModelState::ModelState(const config::ModelConfig& model)
+    : config(model),
+      identity{.sources = model.session_sources, .honor_client_rank = model.honor_client_rank},
+      api_keys(resolve_api_keys(model)),
+      routing(std::make_shared<RoutingState>(model)),
+      telemetry_owner(std::make_shared<ModelTelemetry>(model.name, telemetry_servers(model))),
+      mutex(routing->mutex),
+      router(routing->router),
+      telemetry(*telemetry_owner) {}
+
+ModelState::ModelState(const config::ModelConfig& model, const ModelState& previous)
+    : config(model),
+      identity{.sources = model.session_sources, .honor_client_rank = model.honor_client_rank},
+      api_keys(resolve_api_keys(model)),
+      routing(previous.routing),
+      telemetry_owner(previous.telemetry_owner),
+      mutex(routing->mutex),
+      router(routing->router),
+      telemetry(*telemetry_owner) {}
+
+core::RouterView ModelState::view() const {
+  core::RouterView v;
+  {
+    std::lock_guard lock{mutex};
+    v = router.view();
+  }
+  for (const RetiredRouting& retired_routing : retired) {
+    const auto old = retired_routing.routing.lock();
+    if (!old) continue;
+    core::RouterView before;
+    {
+      std::lock_guard lock{old->mutex};
+      before = old->router.view();
+    }
+    int ranked = 0;
+    for (const core::ReplicaView& r : before.replicas) {
+      ranked += r.in_flight;
+      if (r.in_flight == 0) continue;
+      const std::string& url = retired_routing.urls[static_cast<std::size_t>(r.backend)];
+      const auto now = std::ranges::find_if(v.replicas, [&](const core::ReplicaView& n) {
+        return n.rank == r.rank && config.backends[static_cast<std::size_t>(n.backend)].url == url;
+      });
+      if (now == v.replicas.end()) continue;
+      now->in_flight += r.in_flight;
+      v.in_flight += r.in_flight;
+    }
+    v.in_flight += before.in_flight - ranked;  // sent without a rank
+  }
+  return v;
+}
+
+ModelState* ModelSet::find(std::string_view name) const noexcept {
+  auto it = by_name.find(name);
+  return it == by_name.end() ? nullptr : it->second;
+}
+
+namespace {
+
+// Same servers with the same ranks, in the same order: replica indices, and so
+// conversations' homes and counters, mean the same thing in both.
+bool same_layout(const config::ModelConfig& a, const config::ModelConfig& b) {
+  if (a.backends.size() != b.backends.size()) return false;
+  for (std::size_t i = 0; i < a.backends.size(); ++i)
+    if (a.backends[i].url != b.backends[i].url ||
+        a.backends[i].data_parallel_size != b.backends[i].data_parallel_size)
+      return false;
+  return true;
+}
+
+// The model of `previous` whose routing state `m` carries on: the one of the
+// same name, or, for a model renamed, the one whose name `m` keeps as an
+// alias (no model of `next` has that name any more); either with the same
+// layout. Null when none.
+const ModelState* carried_from(const config::ModelConfig& m, const config::Config& next,
+                               const ModelSet& previous) {
+  for (const auto& p : previous.models)
+    if (p->config.name == m.name) return same_layout(p->config, m) ? p.get() : nullptr;
+  for (const auto& p : previous.models) {
+    const std::string& old_name = p->config.name;
+    if (std::ranges::find(m.aliases, old_name) == m.aliases.end()) continue;
+    if (std::ranges::any_of(next.models, [&](const auto& n) { return n.name == old_name; })) continue;
+    return same_layout(p->config, m) ? p.get() : nullptr;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::shared_ptr<ModelSet> make_model_set(config::Config config, const ModelSet* previous) {
+  auto set = std::make_shared<ModelSet>();
+  set->config = std::move(config);
+  set->generation = previous ? previous->generation + 1 : 0;
+  for (const auto& m : set->config.models) {
+    const ModelState* before = previous ? carried_from(m, set->config, *previous) : nullptr;
+    if (before) {
+      set->models.push_back(std::make_shared<ModelState>(m, *before));
+    } else {
+      set->models.push_back(std::make_shared<ModelState>(m));
+    }
+    ModelState* state = set->models.back().get();
+    // Its routing states before, while their requests run: those it carried
+    // on, and the one of the same name a change of replicas replaced.
+    const ModelState* replaced = before;
+    if (!replaced && previous)
+      for (const auto& p : previous->models)
+        if (p->config.name == m.name) replaced = p.get();
+    if (replaced) {
+      for (const RetiredRouting& r : replaced->retired)
+        if (!r.routing.expired()) state->retired.push_back(r);
+      if (replaced->routing != state->routing) {
+        RetiredRouting r{replaced->routing, {}};
+        for (const auto& b : replaced->config.backends) r.urls.push_back(b.url);
+        state->retired.push_back(std::move(r));
+      }
+    }
+    set->by_name[m.name] = state;
+    for (const auto& alias : m.aliases) set->by_name[alias] = state;
+    set->body_fields.add(state->identity.sources);
+  }
+  if (!set->config.access_log.empty()) set->access_log = AccessLog::open(set->config.access_log);
+  set->refusals = previous ? previous->refusals : std::make_shared<Refusals>();
+  return set;
+}
+
+std::vector<std::string> routing_notes(const ModelSet& before, const ModelSet& after) {
+  std::vector<std::string> notes;
+  for (const auto& p : before.models) {
+    const auto same_name = std::ranges::find_if(
+        after.models, [&](const auto& m) { return m->config.name == p->config.name; });
+    const auto carried = std::ranges::find_if(
+        after.models, [&](const auto& m) { return m->routing == p->routing; });
+    if (same_name != after.models.end() && carried == same_name) {
+      if ((*same_name)->config.max_conversations != p->config.max_conversations)
+        notes.push_back("model " + p->config.name +
+                        ": max_conversations changed; it takes effect when its replicas change, "
+                        "or at the next restart");
+    } else if (same_name != after.models.end()) {
+      notes.push_back("model " + p->config.name +
+                      ": its replicas changed, so its conversations, counters and chart start "
+                      "afresh");
+    } else if (carried != after.models.end()) {
+      notes.push_back("model " + p->config.name + " renamed " + (*carried)->config.name +
+                      ", which keeps the old name as an alias, and its conversations, counters "
+                      "and chart");
+    } else {
+      notes.push_back("model " + p->config.name +
+                      " removed, with its conversations, counters and chart (a model renamed "
+                      "keeps them when it keeps the old name as an alias)");
+    }
+  }
+  return notes;
+}
+
+}  // namespace lmwarden::proxy
