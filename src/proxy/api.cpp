@@ -116,6 +116,13 @@ std::string model_card_json(const ModelState& model) {
                         {"kv_used", number_or_null(r.engine.kv_used)},
                         {"prefix_hit_rate", hit_rate_or_null(model.telemetry.replica(r.index).prefix_hit_rate.load())}});
   }
+  // Requests sent without a rank, whose server's own balancer picked it
+  // (affinity off on a multi-rank server): no replica of the card has them.
+  int ranked_in_flight = 0;
+  for (const auto& r : v.replicas) ranked_in_flight += r.in_flight;
+  const json unassigned = {{"balanced", v.unassigned.count(RouteKind::kBalanced)},
+                           {"retried", v.unassigned.count(RouteKind::kRetried)},
+                           {"in_flight", v.in_flight - ranked_in_flight}};
   json backends = json::array();
   for (const auto& b : model.config.backends)
     backends.push_back({{"url", b.url}, {"data_parallel_size", b.data_parallel_size}});
@@ -128,7 +135,8 @@ std::string model_card_json(const ModelState& model) {
               {"conversations", v.conversations},
               {"since", iso8601(model.routing->since)},
               {"backends", backends},
-              {"replicas", replicas}}
+              {"replicas", replicas},
+              {"unassigned", unassigned}}
       .dump();
 }
 

@@ -492,10 +492,14 @@ net::Awaitable<void> Warden::run_attempts(Forward& f) {
     f.log.attempts = attempt + 1;
     f.log.status = 0;
     f.log.first_byte.reset();
-    if (spdlog::should_log(spdlog::level::debug))
-      spdlog::debug("req={} model={} replica={} route={} conv={}", f.id, f.model.config.name,
+    if (spdlog::should_log(spdlog::level::debug)) {
+      const bool session = identity.kind == core::IdentityKind::kSession;
+      spdlog::debug("req={} model={} replica={} route={} conv={} from={}", f.id, f.model.config.name,
                     decision.replica, core::to_string(decision.kind),
-                    identity.kind == core::IdentityKind::kSession ? short_hash(identity.session_hash) : "-");
+                    session ? short_hash(identity.session_hash) : "-",
+                    session ? f.model.identity.sources[static_cast<std::size_t>(identity.source)].label()
+                            : "-");
+    }
 
     const auto accounting =
         std::make_unique<RequestAccounting>(f.model.telemetry, f.injected_usage, decision.replica,

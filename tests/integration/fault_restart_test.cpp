@@ -303,6 +303,11 @@ TEST(ServeRestart, SighupReloadsWithoutDroppingConnectionsAndRefusesABrokenFile)
   ASSERT_EQ(turn("alpha").status, 200u);
   ASSERT_EQ(turn("alpha").status, 200u);
   const int home = fake.seen().back().rank;
+  // The debug line names the session source that matched.
+  EXPECT_TRUE(eventually([&] {
+    return serve.log().find("route=sticky conv=") != std::string::npos &&
+           serve.log().find(" from=header:session-id") != std::string::npos;
+  })) << serve.log();
   // What /metrics says of the reloads: none yet, and the file is in force.
   auto reloads = [&](const std::string& result) {
     return metric(serve.port(), "lmwarden_config_reloads_total", {{"result", result}});

@@ -325,6 +325,11 @@ TEST(ProxyApi, RequestsTheServerBalancesAreCountedUnassigned) {
         *s.label("route") == "balanced")
       unassigned += s.value;
   EXPECT_EQ(unassigned, 2) << text;
+  // The card has them too, apart from its replicas.
+  const json card = warden.card();
+  EXPECT_EQ(card["unassigned"]["balanced"], 2) << card;
+  EXPECT_EQ(card["unassigned"]["in_flight"], 0) << card;
+  for (const auto& r : card["replicas"]) EXPECT_EQ(r["balanced"], 0) << card;
 }
 
 }  // namespace
