@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <limits>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -17,6 +18,13 @@ namespace {
 std::string describe(const net::GetResult& r) {
   if (r.error) return r.error.message();
   return "HTTP " + std::to_string(r.status);
+}
+
+// A gauge read as a count of requests, within an int (an exporter's 1e12
+// is no count, but it must not overflow the conversion).
+int as_count(double v) {
+  if (!(v >= 0)) return 0;  // NaN too
+  return static_cast<int>(std::clamp(v, 0.0, static_cast<double>(std::numeric_limits<int>::max())));
 }
 
 // The ranks below `ranks` that a server's /metrics has no engine for, when it
@@ -112,8 +120,8 @@ net::Awaitable<void> Scraper::watch(std::shared_ptr<ModelState> model_ptr, int b
           if (m.rank < 0 || m.rank >= ranks) continue;
           const int replica = first + m.rank;
           core::EngineStats& stats = engines[static_cast<std::size_t>(m.rank)];
-          stats.running = m.running ? static_cast<int>(*m.running) : -1;
-          stats.waiting = m.waiting ? static_cast<int>(*m.waiting) : -1;
+          stats.running = m.running ? as_count(*m.running) : -1;
+          stats.waiting = m.waiting ? as_count(*m.waiting) : -1;
           stats.kv_used = m.kv_cache_usage.value_or(std::nan(""));
           auto& rt = model.telemetry.replica(replica);
           rt.engine_counters.observe(m);

@@ -8,6 +8,11 @@
 namespace lmwarden::telemetry {
 namespace {
 
+// Labels on one sample line at most. vLLM writes up to six; a line with
+// thousands (a broken or hostile exporter) is skipped, so that the check for
+// duplicates, which compares each label with those before it, stays cheap.
+constexpr std::size_t kMaxLabels = 64;
+
 constexpr bool is_blank(char c) noexcept {
   return c == ' ' || c == '\t';
 }
@@ -266,6 +271,7 @@ bool ExpositionReader::parse_sample(std::string_view line) {
       }
       ++c.i;  // closing quote
 
+      if (labels_.size() == kMaxLabels) return false;
       for (const LabelView& seen : labels_) {
         if (seen.name == label_name) return false;  // duplicate label
       }

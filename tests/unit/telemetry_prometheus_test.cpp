@@ -84,6 +84,13 @@ TEST(PrometheusParser, SpecialAndExponentValues) {
   EXPECT_TRUE(std::isnan(e.samples[7].value));
 }
 
+// A sample line `many{a0="",a1="",…}` with n labels.
+std::string many_labels(int n) {
+  std::string line = "many{";
+  for (int i = 0; i < n; ++i) line += (i ? ",a" : "a") + std::to_string(i) + "=\"\"";
+  return line + "}";
+}
+
 TEST(PrometheusParser, SkipsAndCountsGarbageWithoutLosingGoodLines) {
   const std::string text =
       "good 1\n"
@@ -99,13 +106,17 @@ TEST(PrometheusParser, SkipsAndCountsGarbageWithoutLosingGoodLines) {
       "# TYPE bad nonsense\n"      // 11: unknown type
       "bad\n"                      // 12: no value
       "\xff\xfe\x01\n"             // 13: binary
+      + many_labels(65) + " 1\n"   // 14: more labels than any exporter writes
+      + many_labels(64) + " 4\n"   // as many as are read
       "good 2\n"
       "good{x=\"\xc3\xa9\"} 3";  // no final newline, UTF-8 value
   const Exposition e = parse_exposition(text);
-  ASSERT_EQ(e.samples.size(), 3u);
-  EXPECT_EQ(e.samples[2].value, 3);
-  EXPECT_EQ(*e.samples[2].label("x"), "\xc3\xa9");
-  EXPECT_EQ(e.skipped_lines, 12u);
+  ASSERT_EQ(e.samples.size(), 4u);
+  EXPECT_EQ(e.samples[1].value, 4);
+  EXPECT_EQ(e.samples[1].labels.size(), 64u);
+  EXPECT_EQ(e.samples[3].value, 3);
+  EXPECT_EQ(*e.samples[3].label("x"), "\xc3\xa9");
+  EXPECT_EQ(e.skipped_lines, 13u);
   EXPECT_EQ(e.first_skipped_line, 2u);
 }
 
@@ -189,6 +200,7 @@ TEST(VllmSnapshot, FiltersByModelAndIgnoresBadRanks) {
       "vllm:num_requests_running{engine=\"x\",model_name=\"a\"} 9\n"
       "vllm:num_requests_running{engine=\"99999999\",model_name=\"a\"} 9\n"
       "vllm:num_requests_running{engine=\"-1\",model_name=\"a\"} 9\n"
+      "vllm:num_requests_running{engine=\"00\",model_name=\"a\"} 9\n"
       "vllm:num_requests_waiting{engine=\"0\",model_name=\"a\"} NaN\n",
       "a");
   ASSERT_EQ(s.ranks.size(), 1u);
