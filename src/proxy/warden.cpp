@@ -49,10 +49,20 @@ Admission admit(const net::Request& request, Dialect dialect, const ModelSet& se
   // One pass over the body collects the model's name and every field any
   // model's session sources read; the named model's sources then decide.
   core::BodyScan scan = core::scan_body(request.body(), request.body().capacity(), set.body_fields);
-  if (scan.error != core::BodyError::kNone)
+  if (scan.error != core::BodyError::kNone) {
+    // A compressed body (vLLM decodes none either) is named as such, not as
+    // bad JSON; asked only of a body that did not parse.
+    const std::string_view coding = request[http::field::content_encoding];
+    if (!coding.empty() && !net::beast::iequals(coding, "identity"))
+      return {.refusal = error_response(dialect, http::status::unsupported_media_type,
+                                        "the request body is sent with Content-Encoding: " +
+                                            std::string(coding) +
+                                            ", which is not decoded here; send it uncompressed"),
+              .reason = "unsupported_encoding"};
     return {.refusal = error_response(dialect, http::status::bad_request,
                                       "invalid request body: " + scan.error_detail),
             .reason = "invalid_body"};
+  }
   ModelState* model = nullptr;
   if (scan.model.empty()) {
     if (set.models.size() == 1) model = set.models.front().get();

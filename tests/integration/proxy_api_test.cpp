@@ -188,8 +188,17 @@ TEST(ProxyApi, RefusalsAreCountedByModelAndReason) {
   EXPECT_EQ(post("{\"model\":"), 400u);
   EXPECT_EQ(post(chat_body("m"), {{"X-data-parallel-rank", "7"}}), 400u);
   EXPECT_EQ(post(chat_body("m")), 200u);  // not a refusal
+  // A gzip body (its magic bytes) is named as compressed, not as bad JSON.
+  const auto gz = http_request(warden.port(), http::verb::post, "/v1/chat/completions",
+                               std::string("\x1f\x8b\x08\x00\x00\x00\x00\x00", 8),
+                               {{"Content-Encoding", "gzip"}});
+  EXPECT_EQ(gz.status, 415u);
+  EXPECT_EQ(json::parse(gz.body)["error"]["message"],
+            "the request body is sent with Content-Encoding: gzip, which is not decoded here; send "
+            "it uncompressed");
   const std::map<std::pair<std::string, std::string>, double> expected = {
-      {{"", "unknown_model"}, 2}, {{"", "invalid_body"}, 1}, {{"m", "unknown_rank"}, 1}};
+      {{"", "unknown_model"}, 2}, {{"", "invalid_body"}, 1}, {{"m", "unknown_rank"}, 1},
+      {{"", "unsupported_encoding"}, 1}};
   EXPECT_EQ(refused(warden.port()), expected);
   // A reload keeps them, as the counters of the process they are.
   warden.reload(make_config({{fake.port(), 2}}, 3));
@@ -200,7 +209,7 @@ TEST(ProxyApi, RefusalsAreCountedByModelAndReason) {
                        "      - url: http://127.0.0.1:" +
                        std::to_string(fake.port()) + "\n"));
   const std::map<std::pair<std::string, std::string>, double> without_m = {
-      {{"", "unknown_model"}, 2}, {{"", "invalid_body"}, 1}};
+      {{"", "unknown_model"}, 2}, {{"", "invalid_body"}, 1}, {{"", "unsupported_encoding"}, 1}};
   EXPECT_EQ(refused(warden.port()), without_m);
 }
 
