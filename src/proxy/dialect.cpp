@@ -72,7 +72,10 @@ std::string error_body(Dialect dialect, Status status, std::string_view message)
           {{"message", message}, {"type", openai_type(status)}, {"param", nullptr},
            {"code", static_cast<int>(status)}}}};
   }
-  return j.dump();
+  // A message may quote the client (a header, a model name, a field name cut
+  // at 64 bytes): bytes that are not UTF-8 become U+FFFD rather than an
+  // exception that would leave the client without a reply.
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 net::Response error_response(Dialect dialect, Status status, std::string_view message) {

@@ -196,9 +196,16 @@ TEST(ProxyApi, RefusalsAreCountedByModelAndReason) {
   EXPECT_EQ(json::parse(gz.body)["error"]["message"],
             "the request body is sent with Content-Encoding: gzip, which is not decoded here; send "
             "it uncompressed");
+  // A value that is not UTF-8, quoted in the message, still makes a reply.
+  const auto odd = http_request(warden.port(), http::verb::post, "/v1/chat/completions", "x",
+                                {{"Content-Encoding", "\xff"}});
+  EXPECT_EQ(odd.status, 415u);
+  EXPECT_NE(json::parse(odd.body)["error"]["message"].get<std::string>().find("\xef\xbf\xbd"),
+            std::string::npos)
+      << "U+FFFD in place of the byte: " << odd.body;
   const std::map<std::pair<std::string, std::string>, double> expected = {
       {{"", "unknown_model"}, 2}, {{"", "invalid_body"}, 1}, {{"m", "unknown_rank"}, 1},
-      {{"", "unsupported_encoding"}, 1}};
+      {{"", "unsupported_encoding"}, 2}};
   EXPECT_EQ(refused(warden.port()), expected);
   // A reload keeps them, as the counters of the process they are.
   warden.reload(make_config({{fake.port(), 2}}, 3));
@@ -209,7 +216,7 @@ TEST(ProxyApi, RefusalsAreCountedByModelAndReason) {
                        "      - url: http://127.0.0.1:" +
                        std::to_string(fake.port()) + "\n"));
   const std::map<std::pair<std::string, std::string>, double> without_m = {
-      {{"", "unknown_model"}, 2}, {{"", "invalid_body"}, 1}, {{"", "unsupported_encoding"}, 1}};
+      {{"", "unknown_model"}, 2}, {{"", "invalid_body"}, 1}, {{"", "unsupported_encoding"}, 2}};
   EXPECT_EQ(refused(warden.port()), without_m);
 }
 

@@ -511,6 +511,8 @@ TEST(ProxyTelemetry, AdminApiNeedsTheRightToken) {
   const std::string unknown = said("{\"" + std::string(100'000, 'k') + "\":1}");
   EXPECT_LT(unknown.size(), 200u);
   EXPECT_TRUE(unknown.starts_with("unknown field 'kkkk")) << unknown;
+  // Cut inside a two-byte character (the 64th byte its first): still a reply.
+  EXPECT_TRUE(said("{\"" + std::string(63, 'a') + "\xc3\xa9\":1}").starts_with("unknown field 'aaa"));
   EXPECT_EQ(warden.card()["spill_threshold_auto"], true) << "a refused PATCH changes nothing";
   // A reload that takes the token away says so, as the start does.
   ::unsetenv("LMWARDEN_TEST_NO_ADMIN");
