@@ -251,7 +251,10 @@ RouterView Router::view() const {
   v.spill_threshold_auto = !spill_threshold_.has_value();
   v.conversations = sessions_.size();
   std::uint64_t sticky = 0, moved = 0;
-  for (const Backend& b : backends_) v.in_flight += b.unassigned_in_flight;
+  for (const Backend& b : backends_) {
+    v.in_flight += b.unassigned_in_flight;
+    v.unassigned_in_flight.push_back(b.unassigned_in_flight);
+  }
   for (int i = 0; i < replica_count(); ++i) {
     const Replica& r = replicas_[static_cast<std::size_t>(i)];
     v.in_flight += r.in_flight;

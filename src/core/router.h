@@ -96,6 +96,7 @@ struct RouterView {
   std::optional<double> sticky_ratio;  // sticky / (sticky + spilled + rehomed)
   std::vector<ReplicaView> replicas;
   ReplicaCounters unassigned;  // requests sent without a rank: the server's balancer picked
+  std::vector<int> unassigned_in_flight;  // of those, in flight, by backend server
 };
 
 class Router final : private SessionTable::Listener {

@@ -59,9 +59,7 @@ core::RouterView ModelState::view() const {
       std::lock_guard lock{old->mutex};
       before = old->router.view();
     }
-    int ranked = 0;
     for (const core::ReplicaView& r : before.replicas) {
-      ranked += r.in_flight;
       if (r.in_flight == 0) continue;
       const std::string& url = retired_routing.urls[static_cast<std::size_t>(r.backend)];
       const auto now = std::ranges::find_if(v.replicas, [&](const core::ReplicaView& n) {
@@ -71,7 +69,10 @@ core::RouterView ModelState::view() const {
       now->in_flight += r.in_flight;
       v.in_flight += r.in_flight;
     }
-    v.in_flight += before.in_flight - ranked;  // sent without a rank
+    // Sent without a rank: the model's, while it still has their server.
+    for (std::size_t b = 0; b < before.unassigned_in_flight.size(); ++b)
+      if (std::ranges::any_of(config.backends, [&](const auto& n) { return n.url == retired_routing.urls[b]; }))
+        v.in_flight += before.unassigned_in_flight[b];
   }
   return v;
 }
@@ -94,19 +95,18 @@ bool same_layout(const config::ModelConfig& a, const config::ModelConfig& b) {
   return true;
 }
 
-// The model of `previous` whose routing state `m` carries on: the one of the
-// same name, or, for a model renamed, the one whose name `m` keeps as an
-// alias (no model of `next` has that name any more); either with the same
-// layout. Null when none.
-const ModelState* carried_from(const config::ModelConfig& m, const config::Config& next,
-                               const ModelSet& previous) {
+// The model of `previous` that `m` of `next` continues: the one of the same
+// name, or, for a model renamed, the one whose name `m` keeps as an alias (no
+// model of `next` has that name any more). Null for a model new here.
+const ModelState* predecessor(const config::ModelConfig& m, const config::Config& next,
+                              const ModelSet& previous) {
   for (const auto& p : previous.models)
-    if (p->config.name == m.name) return same_layout(p->config, m) ? p.get() : nullptr;
+    if (p->config.name == m.name) return p.get();
   for (const auto& p : previous.models) {
     const std::string& old_name = p->config.name;
     if (std::ranges::find(m.aliases, old_name) == m.aliases.end()) continue;
     if (std::ranges::any_of(next.models, [&](const auto& n) { return n.name == old_name; })) continue;
-    return same_layout(p->config, m) ? p.get() : nullptr;
+    return p.get();
   }
   return nullptr;
 }
@@ -118,7 +118,9 @@ std::shared_ptr<ModelSet> make_model_set(config::Config config, const ModelSet* 
   set->config = std::move(config);
   set->generation = previous ? previous->generation + 1 : 0;
   for (const auto& m : set->config.models) {
-    const ModelState* before = previous ? carried_from(m, set->config, *previous) : nullptr;
+    // Its routing state is carried on when its replicas are the same.
+    const ModelState* replaced = previous ? predecessor(m, set->config, *previous) : nullptr;
+    const ModelState* before = replaced && same_layout(replaced->config, m) ? replaced : nullptr;
     if (before) {
       set->models.push_back(std::make_shared<ModelState>(m, *before));
     } else {
@@ -126,11 +128,7 @@ std::shared_ptr<ModelSet> make_model_set(config::Config config, const ModelSet* 
     }
     ModelState* state = set->models.back().get();
     // Its routing states before, while their requests run: those it carried
-    // on, and the one of the same name a change of replicas replaced.
-    const ModelState* replaced = before;
-    if (!replaced && previous)
-      for (const auto& p : previous->models)
-        if (p->config.name == m.name) replaced = p.get();
+    // on, and the one a change of replicas replaced.
     if (replaced) {
       for (const RetiredRouting& r : replaced->retired)
         if (!r.routing.expired()) state->retired.push_back(r);
@@ -151,30 +149,33 @@ std::shared_ptr<ModelSet> make_model_set(config::Config config, const ModelSet* 
 
 std::vector<std::string> routing_notes(const ModelSet& before, const ModelSet& after) {
   std::vector<std::string> notes;
-  for (const auto& p : before.models) {
-    const auto same_name = std::ranges::find_if(
-        after.models, [&](const auto& m) { return m->config.name == p->config.name; });
-    const auto carried = std::ranges::find_if(
-        after.models, [&](const auto& m) { return m->routing == p->routing; });
-    if (same_name != after.models.end() && carried == same_name) {
-      if ((*same_name)->config.max_conversations != p->config.max_conversations)
-        notes.push_back("model " + p->config.name +
-                        ": max_conversations changed; it takes effect when its replicas change, "
-                        "or at the next restart");
-    } else if (same_name != after.models.end()) {
-      notes.push_back("model " + p->config.name +
-                      ": its replicas changed, so its conversations, counters and chart start "
+  std::vector<const ModelState*> continued;
+  for (const auto& m : after.models) {
+    const ModelState* p = predecessor(m->config, after.config, before);
+    if (!p) continue;
+    continued.push_back(p);
+    const bool renamed = p->config.name != m->config.name;
+    const std::string what =
+        renamed ? "model " + p->config.name + " renamed " + m->config.name +
+                      ", which keeps the old name as an alias"
+                : "model " + m->config.name;
+    if (p->routing != m->routing) {
+      notes.push_back(what + (renamed ? "; " : ": ") +
+                      "its replicas changed, so its conversations, counters and chart start "
                       "afresh");
-    } else if (carried != after.models.end()) {
-      notes.push_back("model " + p->config.name + " renamed " + (*carried)->config.name +
-                      ", which keeps the old name as an alias, and its conversations, counters "
-                      "and chart");
-    } else {
+      continue;
+    }
+    if (renamed) notes.push_back(what + ", and its conversations, counters and chart");
+    if (m->config.max_conversations != p->config.max_conversations)
+      notes.push_back(what + (renamed ? "; " : ": ") +
+                      "max_conversations changed; it takes effect when its replicas change, or "
+                      "at the next restart");
+  }
+  for (const auto& p : before.models)
+    if (std::ranges::find(continued, p.get()) == continued.end())
       notes.push_back("model " + p->config.name +
                       " removed, with its conversations, counters and chart (a model renamed "
-                      "keeps them when it keeps the old name as an alias)");
-    }
-  }
+                      "continues it when it lists the old name under its aliases)");
   return notes;
 }
 

@@ -464,6 +464,7 @@ net::Awaitable<AttemptResult> forward_once(AttemptContext& ctx,
       co_return attempt_result(Outcome::kRetryable, http::status::bad_gateway, "reset", wec,
                                "sending to "sv, backend.url, " failed"sv);
     }
+    conn.broken = wec.failed();  // the reply is read from a reset connection
 
     if (ctx.observer) ctx.observer->on_request_sent();
     conn.buffer.reserve(kReplyReadBytes);  // reads are sized by free capacity (512 bytes at least)

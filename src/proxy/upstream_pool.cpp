@@ -66,7 +66,7 @@ net::Awaitable<net::beast::error_code> UpstreamPool::connect(
 
 void UpstreamPool::release(UpstreamConnection& connection) {
   // Whatever is not kept is closed when the caller's connection is.
-  if (!connection.stream || !connection.stream->socket().is_open()) return;
+  if (!connection.stream || !connection.stream->socket().is_open() || connection.broken) return;
   if (connection.buffer.size() > 0) return;  // bytes past the reply: not reusable
   auto it = idle_.find(connection.key);
   if (it == idle_.end()) it = idle_.emplace(connection.key, std::vector<Idle>{}).first;

@@ -107,6 +107,7 @@ struct UpstreamConnection {
   std::unique_ptr<net::Stream> stream;
   std::string key;      // host:port
   bool reused = false;  // came from the idle pool (may have been closed by the peer)
+  bool broken = false;  // its send was reset (the reply read after it): never pooled
   // Reply read buffer, kept with the connection so that a request does not
   // allocate one; empty whenever the connection is idle.
   net::beast::flat_buffer buffer;

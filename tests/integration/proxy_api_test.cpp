@@ -292,11 +292,43 @@ TEST(ProxyApi, RequestsStillRunningAfterAChangeOfReplicasAreCountedWhereTheyRun)
   EXPECT_EQ(warden.card()["in_flight"], 0);
   warden.reload(make_config({{fake.port(), 2}}));  // and back: still running there
   EXPECT_EQ(warden.card()["replicas"][rank]["in_flight"], 1);
+  // Renamed (the old name an alias) with one server more: still counted.
+  const auto notes = warden.reload(load_test_config(
+      "listen: 127.0.0.1:0\nmodels:\n  - name: m2\n    aliases: [m]\n    backends:\n"
+      "      - url: http://127.0.0.1:" + std::to_string(fake.port()) + "\n        data_parallel_size: 2\n"
+      "      - url: http://127.0.0.1:" + std::to_string(other.port()) + "\n"));
+  EXPECT_NE(std::ranges::find(notes, "model m renamed m2, which keeps the old name as an alias; its "
+                                     "replicas changed, so its conversations, counters and chart "
+                                     "start afresh"),
+            notes.end())
+      << ::testing::PrintToString(notes);
+  EXPECT_EQ(warden.card("m2")["replicas"][rank]["in_flight"], 1);
+  warden.reload(make_config({{fake.port(), 2}}));
 
   fake.release();
   EXPECT_NE(stream.read_until("[DONE]").find("[DONE]"), std::string::npos);
   EXPECT_TRUE(eventually([&] { return warden.card()["in_flight"] == 0; }));
   EXPECT_EQ(in_flight_metric(warden.port()), 0);
+}
+
+// The same for a request sent without a rank (affinity off: the server's
+// balancer picks it): counted while the model still has its server.
+TEST(ProxyApi, RequestsWithoutARankAreCountedAfterAChangeOfReplicasWhileTheirServerStays) {
+  FakeVllm fake{2}, other{1};
+  const std::string off = "    affinity: false\n";
+  RunningWarden warden{make_config({{fake.port(), 2}}, std::nullopt, "", off)};
+  const std::string held = json{{"model", "m"}, {"stream", true}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}}.dump();
+  HttpConnection stream{warden.port()};
+  stream.send(http::verb::post, "/v1/chat/completions", held, {{"x-fake-hold", "1"}});
+  ASSERT_EQ(stream.read_header().status, 200u);
+  stream.read_until("\n\n");
+  warden.reload(make_config({{fake.port(), 2}, {other.port(), 1}}, std::nullopt, "", off));
+  EXPECT_EQ(warden.card()["in_flight"], 1);
+  EXPECT_EQ(warden.card()["unassigned"]["in_flight"], 1);
+  warden.reload(make_config({{other.port(), 1}}, std::nullopt, "", off));
+  EXPECT_EQ(warden.card()["in_flight"], 0) << "its server is no longer the model's";
+  fake.release();
+  EXPECT_NE(stream.read_until("[DONE]").find("[DONE]"), std::string::npos);
 }
 
 // A retry is not a spill: a conversation whose home answers 500 is served
