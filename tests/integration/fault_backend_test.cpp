@@ -19,6 +19,7 @@
 
 #include "fake_vllm.h"
 #include "running_warden.h"
+#include "scratch.h"
 #include "sim_test_client.h"
 
 namespace lmwarden::testing {
@@ -67,15 +68,7 @@ class BadServer {
 
   explicit BadServer(Behaviour behaviour, std::string reply = {}, std::string last = {})
       : behaviour_(behaviour), reply_(std::move(reply)), last_(std::move(last)) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd_, 64) != 0)
-      throw std::runtime_error("bind failed");
-    socklen_t len = sizeof addr;
-    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
+    fd_ = loopback_listener(64, port_);
     if (behaviour_ != Behaviour::kNeverAccept) thread_ = std::thread([this] { run(); });
   }
   ~BadServer() {

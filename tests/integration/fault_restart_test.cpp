@@ -126,19 +126,13 @@ TEST(ServeRestart, RequestsStillInFlightWhenTheGracePeriodEndsGetAnErrorAndALogL
   FakeVllm fake{1};
   // A server that takes connections and never answers: a request to it waits
   // for its first byte.
-  const int silent = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  ASSERT_EQ(::bind(silent, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  ASSERT_EQ(::listen(silent, 16), 0);
-  ::getsockname(silent, reinterpret_cast<sockaddr*>(&addr), &len);
+  std::uint16_t silent_port = 0;
+  const int silent = loopback_listener(16, silent_port);
   TempDir dir;
   const std::string access_log = dir.file("access.log");
   ServeProcess serve{serve_yaml(fake.port(), 1, "", "access_log: " + access_log + "\n", "300ms") +
                      "  - name: quiet\n    backends:\n      - url: http://127.0.0.1:" +
-                     std::to_string(ntohs(addr.sin_port)) + "\n"};
+                     std::to_string(silent_port) + "\n"};
   HttpConnection stream{serve.port()};
   stream.send(http::verb::post, "/v1/chat/completions", chat_body(true), {{"x-fake-hold", "1"}});
   ASSERT_EQ(stream.read_header().status, 200u);

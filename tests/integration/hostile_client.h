@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "scratch.h"
 #include "sim_test_client.h"
 
 namespace lmwarden::testing {
@@ -202,16 +203,7 @@ class RawClient {
 class RawBackend {
  public:
   RawBackend() {
-    listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-        ::listen(listen_fd_, 64) != 0 ||
-        ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
-      throw std::runtime_error("raw backend: cannot listen");
-    port_ = ntohs(addr.sin_port);
+    listen_fd_ = loopback_listener(64, port_);
     thread_ = std::thread([this] { run(); });
   }
   ~RawBackend() {

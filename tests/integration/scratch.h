@@ -36,6 +36,21 @@ class TempDir {
   std::filesystem::path path_;
 };
 
+// A socket listening on 127.0.0.1 at a port the OS picks, stored in `port`;
+// throws when it cannot listen.
+inline int loopback_listener(int backlog, std::uint16_t& port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::listen(fd, backlog) != 0 || ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+    throw std::runtime_error("cannot listen on 127.0.0.1");
+  port = ntohs(addr.sin_port);
+  return fd;
+}
+
 // A port nothing listens on (bound, then released).
 inline std::uint16_t closed_port() {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -55,17 +70,11 @@ inline std::uint16_t closed_port() {
 // side retries them for minutes).
 class UnansweredConnects {
  public:
-  UnansweredConnects() {
-    listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  UnansweredConnects() : listener_(loopback_listener(0, port_)) {
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    if (::bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-        ::listen(listener_, 0) != 0)
-      throw std::runtime_error("bind failed");
-    ::getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
+    addr.sin_port = htons(port_);
     filler_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (::connect(filler_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
       throw std::runtime_error("the connect that fills the backlog failed");
@@ -79,9 +88,9 @@ class UnansweredConnects {
   std::uint16_t port() const { return port_; }
 
  private:
+  std::uint16_t port_ = 0;  // (before listener_: the listener's initializer sets it)
   int listener_ = -1;
   int filler_ = -1;
-  std::uint16_t port_ = 0;
 };
 
 }  // namespace lmwarden::testing
