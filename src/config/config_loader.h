@@ -4,7 +4,8 @@
 // types, impossible values, duplicate model names. All problems are reported
 // together, each with the file, the line, the key path and the reason:
 //
-//   lmwarden.yaml:12: models[0].spill_threshold: must be an integer from 1 to 1000000 or "auto", got "0"
+//   lmwarden.yaml:12: models[0].spill_threshold: must be an integer from 1 to 1000000 or
+//   "auto", got "0"
 //
 // Past this point the rest of the warden reads config::Config and never
 // re-validates.

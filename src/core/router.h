@@ -145,7 +145,8 @@ class Router final : private SessionTable::Listener {
 
   bool affinity() const noexcept { return affinity_; }
   int spill_threshold() const noexcept { return spill_threshold_.value_or(config::kAutoSpillThreshold); }
-  std::optional<int> spill_threshold_setting() const noexcept { return spill_threshold_; }  // nullopt: auto
+  // The threshold as set: nullopt for auto.
+  std::optional<int> spill_threshold_setting() const noexcept { return spill_threshold_; }
   int replica_count() const noexcept { return static_cast<int>(replicas_.size()); }
   int backend_count() const noexcept { return static_cast<int>(backends_.size()); }
   // The replicas of one backend server: [first, first + count).

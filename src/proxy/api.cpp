@@ -148,7 +148,8 @@ std::optional<std::string> admin_token(const config::Config& config) {
 }
 
 std::string run_time_control(const config::Config& config) {
-  constexpr std::string_view kWhat = "run-time control (PATCH /api/models/NAME, the dashboard's controls)";
+  constexpr std::string_view kWhat =
+      "run-time control (PATCH /api/models/NAME, the dashboard's controls)";
   if (admin_token(config)) return fmt::format("{} is on: an admin token is configured", kWhat);
   return fmt::format("{} is off: {}", kWhat,
                      config.admin_token_env.empty()
@@ -219,12 +220,14 @@ net::Response patch_model(ModelState& model, const net::Request& request,
     std::lock_guard lock{model.mutex};
     core::Router& router = model.router;
     if (affinity && *affinity != router.affinity()) {
-      changed = fmt::format("affinity {} -> {}", router.affinity() ? "on" : "off", *affinity ? "on" : "off");
+      changed = fmt::format("affinity {} -> {}", router.affinity() ? "on" : "off",
+                            *affinity ? "on" : "off");
       router.set_affinity(*affinity);
     }
     if (threshold && *threshold != router.spill_threshold_setting()) {
-      changed += fmt::format("{}spill threshold {} -> {}", changed.empty() ? "" : ", ",
-                             threshold_text(router.spill_threshold_setting()), threshold_text(*threshold));
+      changed +=
+          fmt::format("{}spill threshold {} -> {}", changed.empty() ? "" : ", ",
+                      threshold_text(router.spill_threshold_setting()), threshold_text(*threshold));
       router.set_spill_threshold(*threshold);
     }
   }

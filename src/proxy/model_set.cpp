@@ -1,10 +1,10 @@
 // The models of a configuration, and what a reload does to their routing
 // state: carried on where a model keeps its replicas, replaced (its requests
 // still in flight counted where they run) where they changed.
-#include "proxy/warden.h"
-
 #include <algorithm>
 #include <cstdlib>
+
+#include "proxy/warden.h"
 
 namespace lmwarden::proxy {
 
@@ -71,7 +71,8 @@ core::RouterView ModelState::view() const {
     }
     // Sent without a rank: the model's, while it still has their server.
     for (std::size_t b = 0; b < before.unassigned_in_flight.size(); ++b)
-      if (std::ranges::any_of(config.backends, [&](const auto& n) { return n.url == retired_routing.urls[b]; }))
+      if (std::ranges::any_of(config.backends,
+                              [&](const auto& n) { return n.url == retired_routing.urls[b]; }))
         v.in_flight += before.unassigned_in_flight[b];
   }
   return v;
@@ -105,7 +106,8 @@ const ModelState* predecessor(const config::ModelConfig& m, const config::Config
   for (const auto& p : previous.models) {
     const std::string& old_name = p->config.name;
     if (std::ranges::find(m.aliases, old_name) == m.aliases.end()) continue;
-    if (std::ranges::any_of(next.models, [&](const auto& n) { return n.name == old_name; })) continue;
+    if (std::ranges::any_of(next.models, [&](const auto& n) { return n.name == old_name; }))
+      continue;
     return p.get();
   }
   return nullptr;
@@ -155,10 +157,9 @@ std::vector<std::string> routing_notes(const ModelSet& before, const ModelSet& a
     if (!p) continue;
     continued.push_back(p);
     const bool renamed = p->config.name != m->config.name;
-    const std::string what =
-        renamed ? "model " + p->config.name + " renamed " + m->config.name +
-                      ", which keeps the old name as an alias"
-                : "model " + m->config.name;
+    const std::string what = renamed ? "model " + p->config.name + " renamed " + m->config.name +
+                                           ", which keeps the old name as an alias"
+                                     : "model " + m->config.name;
     if (p->routing != m->routing) {
       notes.push_back(what + (renamed ? "; " : ": ") +
                       "its replicas changed, so its conversations, counters and chart start "

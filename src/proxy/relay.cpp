@@ -423,7 +423,9 @@ net::Awaitable<AttemptResult> forward_once(AttemptContext& ctx,
     UpstreamConnection conn;
     struct LiveGuard {
       UpstreamConnection** slot;
-      ~LiveGuard() { if (slot) *slot = nullptr; }
+      ~LiveGuard() {
+        if (slot) *slot = nullptr;
+      }
     } live{ctx.live_upstream};
     if (ctx.live_upstream) *ctx.live_upstream = &conn;
     if (fresh > 0 || !ctx.pool.take_idle(backend, conn)) {

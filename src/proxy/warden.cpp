@@ -54,10 +54,10 @@ Admission admit(const net::Request& request, Dialect dialect, const ModelSet& se
     // bad JSON; asked only of a body that did not parse.
     const std::string_view coding = request[http::field::content_encoding];
     if (!coding.empty() && !net::beast::iequals(coding, "identity"))
-      return {.refusal = error_response(dialect, http::status::unsupported_media_type,
-                                        "the request body is sent with Content-Encoding: " +
-                                            std::string(coding) +
-                                            ", which is not decoded here; send it uncompressed"),
+      return {.refusal = error_response(
+                  dialect, http::status::unsupported_media_type,
+                  "the request body is sent with Content-Encoding: " + std::string(coding) +
+                      ", which is not decoded here; send it uncompressed"),
               .reason = "unsupported_encoding"};
     return {.refusal = error_response(dialect, http::status::bad_request,
                                       "invalid request body: " + scan.error_detail),
@@ -504,11 +504,12 @@ net::Awaitable<void> Warden::run_attempts(Forward& f) {
     f.log.first_byte.reset();
     if (spdlog::should_log(spdlog::level::debug)) {
       const bool session = identity.kind == core::IdentityKind::kSession;
-      spdlog::debug("req={} model={} replica={} route={} conv={} from={}", f.id, f.model.config.name,
-                    decision.replica, core::to_string(decision.kind),
-                    session ? short_hash(identity.session_hash) : "-",
-                    session ? f.model.identity.sources[static_cast<std::size_t>(identity.source)].label()
-                            : "-");
+      spdlog::debug(
+          "req={} model={} replica={} route={} conv={} from={}", f.id, f.model.config.name,
+          decision.replica, core::to_string(decision.kind),
+          session ? short_hash(identity.session_hash) : "-",
+          session ? f.model.identity.sources[static_cast<std::size_t>(identity.source)].label()
+                  : "-");
     }
 
     const auto accounting =

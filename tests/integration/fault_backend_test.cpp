@@ -324,15 +324,16 @@ TEST(FaultBackend, AnAnswerSentBeforeTheWholeBodyWasReadIsRelayed) {
   const std::string page = "<html><body>413 Request Entity Too Large</body></html>";
   BadServer server{BadServer::Behaviour::kReply,
                    "HTTP/1.1 413 Request Entity Too Large\r\nContent-Type: text/html\r\n"
-                   "Content-Length: " + std::to_string(page.size()) +
-                       "\r\nConnection: close\r\n\r\n" + page};
+                   "Content-Length: " +
+                       std::to_string(page.size()) + "\r\nConnection: close\r\n\r\n" + page};
   auto cfg = single_config(server.port());
   cfg.limits.max_body_bytes = 32 << 20;
   RunningWarden warden{std::move(cfg)};
   // Far more than the socket buffers hold, so the reset meets the send.
-  const std::string body = json{{"model", "m"},
-                                {"messages", {{{"role", "user"}, {"content", std::string(24 << 20, 'x')}}}}}
-                               .dump();
+  const std::string body =
+      json{{"model", "m"},
+           {"messages", {{{"role", "user"}, {"content", std::string(24 << 20, 'x')}}}}}
+          .dump();
   const auto r = http_request(warden.port(), http::verb::post, "/v1/chat/completions", body,
                               {{"session-id", "early-answer"}});
   EXPECT_EQ(r.status, 413u) << r.body;

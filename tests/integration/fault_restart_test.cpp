@@ -193,7 +193,8 @@ TEST(ServeRestart, ARequestStillConnectingWhenTheGracePeriodEndsGetsAnError) {
   EXPECT_TRUE(WIFEXITED(*status));
   EXPECT_EQ(WEXITSTATUS(*status), 0);
   EXPECT_EQ(serve.log().find("cannot connect"), std::string::npos)
-      << "the cut connect was reported as the server's failure:\n" << serve.log();
+      << "the cut connect was reported as the server's failure:\n"
+      << serve.log();
 }
 
 TEST(ServeRestart, AShutdownGraceChangedByAReloadIsTheOneThatHolds) {
@@ -415,7 +416,8 @@ TEST(ServeRestart, AReloadThatMakesABackendTheWardenItselfIsRefused) {
     ::kill(serve.pid(), SIGHUP);
     ++refused;
     ASSERT_TRUE(eventually([&] {
-      return metric(serve.port(), "lmwarden_config_reloads_total", {{"result", "refused"}}) == refused;
+      return metric(serve.port(), "lmwarden_config_reloads_total", {{"result", "refused"}}) ==
+             refused;
     })) << serve.log();
   }
   EXPECT_NE(serve.log().find("model loop's backend http://127.0.0.1:" + self +
@@ -424,8 +426,9 @@ TEST(ServeRestart, AReloadThatMakesABackendTheWardenItselfIsRefused) {
             std::string::npos)
       << serve.log();
   EXPECT_EQ(http_request(serve.port(), http::verb::get, "/api/models/loop").status, 404u);
-  EXPECT_EQ(http_request(serve.port(), http::verb::post, "/v1/chat/completions", chat_body(false)).status,
-            200u);
+  EXPECT_EQ(
+      http_request(serve.port(), http::verb::post, "/v1/chat/completions", chat_body(false)).status,
+      200u);
 }
 
 // A data_parallel_size larger than the server runs loads (the server may be
@@ -439,10 +442,12 @@ TEST(ServeRestart, RanksTheServersMetricsDoNotHaveAreNamedOnce) {
   const std::string said = "model=m backend=http://127.0.0.1:" + std::to_string(fake.port()) +
                            ": data_parallel_size is 4, but its /metrics has no engine for rank "
                            "2-3; vLLM refuses requests for a rank it does not have";
-  ASSERT_TRUE(eventually([&] { return serve.log().find(said) != std::string::npos; })) << serve.log();
+  ASSERT_TRUE(eventually([&] { return serve.log().find(said) != std::string::npos; }))
+      << serve.log();
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // five more rounds
   const std::string log = serve.log();
-  EXPECT_EQ(log.find(said, log.find(said) + 1), std::string::npos) << "said more than once:\n" << log;
+  EXPECT_EQ(log.find(said, log.find(said) + 1), std::string::npos) << "said more than once:\n"
+                                                                   << log;
 }
 
 }  // namespace

@@ -165,7 +165,8 @@ TEST(ProxyApi, StatsOfAnAliasAreItsModelsAndAWindowIsWholeSeconds) {
   EXPECT_EQ(totals("model=m-alias"), of_model);
   // More digits than any integer holds: longer than any window kept.
   EXPECT_EQ(totals("window=99999999999999999999999"), totals("window=21600"));
-  for (const std::string bad : {"0", "-5", "+90", "%2090", "90s", "1e3", "", "-99999999999999999999999"}) {
+  for (const std::string bad :
+       {"0", "-5", "+90", "%2090", "90s", "1e3", "", "-99999999999999999999999"}) {
     const auto r = http_request(warden.port(), http::verb::get, "/api/stats?window=" + bad);
     EXPECT_EQ(r.status, 400u) << bad;
     EXPECT_EQ(json::parse(r.body)["error"]["message"],
@@ -204,7 +205,9 @@ TEST(ProxyApi, RefusalsAreCountedByModelAndReason) {
             std::string::npos)
       << "U+FFFD in place of the byte: " << odd.body;
   const std::map<std::pair<std::string, std::string>, double> expected = {
-      {{"", "unknown_model"}, 2}, {{"", "invalid_body"}, 1}, {{"m", "unknown_rank"}, 1},
+      {{"", "unknown_model"}, 2},
+      {{"", "invalid_body"}, 1},
+      {{"m", "unknown_rank"}, 1},
       {{"", "unsupported_encoding"}, 2}};
   EXPECT_EQ(refused(warden.port()), expected);
   // A reload keeps them, as the counters of the process they are.
@@ -232,17 +235,19 @@ TEST(ProxyApi, AModelRenamedWithItsOldNameAsAnAliasKeepsItsConversations) {
   };
   ASSERT_EQ(turn("m").status, 200u);
   const auto renamed = [&](const std::string& name, const std::string& aliases) {
-    return load_test_config("listen: 127.0.0.1:0\nmodels:\n  - name: " + name + "\n    aliases: " +
-                            aliases + "\n    backends:\n      - url: http://127.0.0.1:" +
-                            std::to_string(fake.port()) + "\n        data_parallel_size: 2\n");
+    return load_test_config(
+        "listen: 127.0.0.1:0\nmodels:\n  - name: " + name + "\n    aliases: " + aliases +
+        "\n    backends:\n      - url: http://127.0.0.1:" + std::to_string(fake.port()) +
+        "\n        data_parallel_size: 2\n");
   };
   // (Its other notes: the test config's limits, which a reload leaves.)
   const auto said = [](const std::vector<std::string>& notes, const std::string& what) {
     return std::ranges::any_of(notes, [&](const std::string& n) { return n.starts_with(what); });
   };
   const auto notes = warden.reload(renamed("m-new", "[m]"));
-  EXPECT_TRUE(said(notes, "model m renamed m-new, which keeps the old name as an alias, and its "
-                          "conversations, counters and chart"))
+  EXPECT_TRUE(said(notes,
+                   "model m renamed m-new, which keeps the old name as an alias, and its "
+                   "conversations, counters and chart"))
       << ::testing::PrintToString(notes);
   ASSERT_EQ(turn("m").status, 200u);
   json card = warden.card("m-new");
@@ -273,9 +278,12 @@ double in_flight_metric(std::uint16_t port) {
 TEST(ProxyApi, RequestsStillRunningAfterAChangeOfReplicasAreCountedWhereTheyRun) {
   FakeVllm fake{2}, other{1};
   RunningWarden warden{make_config({{fake.port(), 2}})};
-  const std::string held = json{{"model", "m"}, {"stream", true}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}}.dump();
+  const std::string held =
+      json{{"model", "m"}, {"stream", true}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}}
+          .dump();
   HttpConnection stream{warden.port()};
-  stream.send(http::verb::post, "/v1/chat/completions", held, {{"session-id", "long"}, {"x-fake-hold", "1"}});
+  stream.send(http::verb::post, "/v1/chat/completions", held,
+              {{"session-id", "long"}, {"x-fake-hold", "1"}});
   ASSERT_EQ(stream.read_header().status, 200u);
   stream.read_until("\n\n");
   const int rank = fake.seen().back().rank;
@@ -286,7 +294,9 @@ TEST(ProxyApi, RequestsStillRunningAfterAChangeOfReplicasAreCountedWhereTheyRun)
   EXPECT_EQ(card["in_flight"], 1) << card;
   EXPECT_EQ(card["replicas"][rank]["in_flight"], 1) << card;
   EXPECT_EQ(in_flight_metric(warden.port()), 1);
-  EXPECT_EQ(json::parse(http_request(warden.port(), http::verb::get, "/api/models").body)["models"][0]["in_flight"], 1);
+  EXPECT_EQ(json::parse(http_request(warden.port(), http::verb::get, "/api/models")
+                            .body)["models"][0]["in_flight"],
+            1);
 
   warden.reload(make_config({{other.port(), 1}}));  // its server gone from the model
   EXPECT_EQ(warden.card()["in_flight"], 0);
@@ -295,11 +305,15 @@ TEST(ProxyApi, RequestsStillRunningAfterAChangeOfReplicasAreCountedWhereTheyRun)
   // Renamed (the old name an alias) with one server more: still counted.
   const auto notes = warden.reload(load_test_config(
       "listen: 127.0.0.1:0\nmodels:\n  - name: m2\n    aliases: [m]\n    backends:\n"
-      "      - url: http://127.0.0.1:" + std::to_string(fake.port()) + "\n        data_parallel_size: 2\n"
-      "      - url: http://127.0.0.1:" + std::to_string(other.port()) + "\n"));
-  EXPECT_NE(std::ranges::find(notes, "model m renamed m2, which keeps the old name as an alias; its "
-                                     "replicas changed, so its conversations, counters and chart "
-                                     "start afresh"),
+      "      - url: http://127.0.0.1:" +
+      std::to_string(fake.port()) +
+      "\n        data_parallel_size: 2\n"
+      "      - url: http://127.0.0.1:" +
+      std::to_string(other.port()) + "\n"));
+  EXPECT_NE(std::ranges::find(notes,
+                              "model m renamed m2, which keeps the old name as an alias; its "
+                              "replicas changed, so its conversations, counters and chart "
+                              "start afresh"),
             notes.end())
       << ::testing::PrintToString(notes);
   EXPECT_EQ(warden.card("m2")["replicas"][rank]["in_flight"], 1);
@@ -317,7 +331,9 @@ TEST(ProxyApi, RequestsWithoutARankAreCountedAfterAChangeOfReplicasWhileTheirSer
   FakeVllm fake{2}, other{1};
   const std::string off = "    affinity: false\n";
   RunningWarden warden{make_config({{fake.port(), 2}}, std::nullopt, "", off)};
-  const std::string held = json{{"model", "m"}, {"stream", true}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}}.dump();
+  const std::string held =
+      json{{"model", "m"}, {"stream", true}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}}
+          .dump();
   HttpConnection stream{warden.port()};
   stream.send(http::verb::post, "/v1/chat/completions", held, {{"x-fake-hold", "1"}});
   ASSERT_EQ(stream.read_header().status, 200u);

@@ -493,8 +493,8 @@ TEST(ProxyTelemetry, AdminApiNeedsTheRightToken) {
   auto bad = http_request(warden.port(), http::verb::patch, "/api/models/m", R"({"spill_threshold":0})",
                           {{"Authorization", "Bearer s3cret"}});
   EXPECT_EQ(bad.status, 400u);
-  auto back = http_request(warden.port(), http::verb::patch, "/api/models/m", R"({"spill_threshold":"auto"})",
-                           {{"Authorization", "bearer s3cret"}});
+  auto back = http_request(warden.port(), http::verb::patch, "/api/models/m",
+                           R"({"spill_threshold":"auto"})", {{"Authorization", "bearer s3cret"}});
   EXPECT_EQ(back.status, 200u) << "the scheme's name is case-insensitive: " << back.body;
   EXPECT_EQ(json::parse(back.body)["spill_threshold_auto"], true);
   // Refusals say what was wrong, and quote no more of the body than needed.
@@ -512,15 +512,17 @@ TEST(ProxyTelemetry, AdminApiNeedsTheRightToken) {
   EXPECT_LT(unknown.size(), 200u);
   EXPECT_TRUE(unknown.starts_with("unknown field 'kkkk")) << unknown;
   // Cut inside a two-byte character (the 64th byte its first): still a reply.
-  EXPECT_TRUE(said("{\"" + std::string(63, 'a') + "\xc3\xa9\":1}").starts_with("unknown field 'aaa"));
+  EXPECT_TRUE(
+      said("{\"" + std::string(63, 'a') + "\xc3\xa9\":1}").starts_with("unknown field 'aaa"));
   EXPECT_EQ(warden.card()["spill_threshold_auto"], true) << "a refused PATCH changes nothing";
   // A reload that takes the token away says so, as the start does.
   ::unsetenv("LMWARDEN_TEST_NO_ADMIN");
   const auto notes = warden.reload(
       make_config({{fake.port(), 2}}, std::nullopt, "admin_token_env: LMWARDEN_TEST_NO_ADMIN\n"));
-  EXPECT_NE(std::ranges::find(notes, "run-time control (PATCH /api/models/NAME, the dashboard's "
-                                     "controls) is off: the environment variable "
-                                     "LMWARDEN_TEST_NO_ADMIN is not set"),
+  EXPECT_NE(std::ranges::find(notes,
+                              "run-time control (PATCH /api/models/NAME, the dashboard's "
+                              "controls) is off: the environment variable "
+                              "LMWARDEN_TEST_NO_ADMIN is not set"),
             notes.end())
       << ::testing::PrintToString(notes);
   EXPECT_EQ(http_request(warden.port(), http::verb::patch, "/api/models/m", "{}",

@@ -29,9 +29,10 @@ TEST(ConfigErrors, MessageNamesFileLineKeyAndReason) {
 TEST(ConfigErrors, SpillThresholdShapes) {
   for (const char* bad : {"-1", "1.5", "eight", "AUTO", "[8]", "1000001", "2147483648"}) {
     SCOPED_TRACE(bad);
-    EXPECT_THAT(error_of(std::string("models: [{name: m, spill_threshold: ") + bad +
-                         ", backends: [{url: 'http://h:1'}]}]"),
-                HasSubstr("models[0].spill_threshold: must be an integer from 1 to 1000000 or \"auto\""));
+    EXPECT_THAT(
+        error_of(std::string("models: [{name: m, spill_threshold: ") + bad +
+                 ", backends: [{url: 'http://h:1'}]}]"),
+        HasSubstr("models[0].spill_threshold: must be an integer from 1 to 1000000 or \"auto\""));
   }
 }
 

@@ -108,7 +108,7 @@ TEST(PrometheusParser, SkipsAndCountsGarbageWithoutLosingGoodLines) {
       "\xff\xfe\x01\n"             // 13: binary
       + many_labels(65) + " 1\n"   // 14: more labels than any exporter writes
       + many_labels(64) + " 4\n"   // as many as are read
-      "good 2\n"
+      + "good 2\n"
       "good{x=\"\xc3\xa9\"} 3";  // no final newline, UTF-8 value
   const Exposition e = parse_exposition(text);
   ASSERT_EQ(e.samples.size(), 4u);
