@@ -39,6 +39,9 @@ export function mountModel(root, { name }, ctx) {
   const admin = el('div', { class: 'admin', 'data-testid': 'admin' });
   const tbody = el('tbody');
   const since = el('span');
+  // Requests sent without a rank (affinity off on a multi-rank server): the
+  // server's own balancer placed them, so no replica row counts them.
+  const unassigned = el('p', { class: 'muted', 'data-testid': 'unassigned', hidden: true });
   const thead = el('tr', {}, el('th', { scope: 'col', text: 'Replica' }),
     ...COLUMNS.map(([f, h, tip]) => el('th', { scope: 'col', class: f === 'health' ? '' : 'num', title: tip, text: h })));
   const backends = el('tbody');
@@ -47,7 +50,7 @@ export function mountModel(root, { name }, ctx) {
     el('div', { class: 'card-body' }, pills, notice),
     tableScroll(
       el('table', { 'aria-label': `Replicas of ${name}`, 'data-testid': 'replicas' }, el('thead', {}, thead), tbody)),
-    el('div', { class: 'card-foot' }, since));
+    el('div', { class: 'card-foot' }, unassigned, since));
   const tokensBody = el('div', { class: 'card-body' });
   let panel = null;
   const windowPicker = segmented('Time window', WINDOWS, 900, (s) => panel.setWindow(s));
@@ -290,8 +293,14 @@ export function mountModel(root, { name }, ctx) {
       updateRow(row, r, c.backends.length > 1);
     });
     for (const [k, row] of rows) if (!seen.has(k)) { row.tr.remove(); rows.delete(k); }
+    const u = c.unassigned ?? {};
+    const placed = (u.balanced ?? 0) + (u.retried ?? 0);
+    unassigned.hidden = placed === 0 && !u.in_flight;
+    setText(unassigned, `Placed by the server's own balancer (sent without a rank, affinity off): ` +
+      `${int(placed)} request${placed === 1 ? '' : 's'}, ${int(u.in_flight ?? 0)} in flight. No row above counts them.`);
     const up = (Date.now() - new Date(c.since).getTime()) / 1000;
-    setText(since, `Counters since ${utc(c.since)}, when the warden started (${duration(up)} ago). ` +
+    setText(since, `Counters since ${utc(c.since)} (${duration(up)} ago): the warden's start, or the ` +
+      'reload that changed this model\'s replicas. ' +
       'Running, waiting, KV used and prefix hit come from each engine\'s metrics.');
     renderBackends(c);
   }
