@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "app/commands.h"
+#include "common/host_port.h"
 #include "common/result.h"
 #include "config/config_loader.h"
 #include "proxy/api.h"
@@ -128,9 +129,7 @@ Result<config::Config, std::string> load(const ServeOptions& opts,
   if (in_force)
     if (const auto loop = backend_at(*in_force, cfg); !loop.empty())
       return unexpected(loop + " is the address this warden listens on (" +
-                        (in_force->host.find(':') != std::string::npos ? "[" + in_force->host + "]"
-                                                                       : in_force->host) +
-                        ":" + std::to_string(in_force->port) +
+                        host_port(in_force->host, in_force->port) +
                         ", until a restart): every request would come back to it");
   return cfg;
 }
@@ -220,9 +219,8 @@ int serve(const ServeOptions& opts) {
     std::fprintf(stderr, "lmwarden: %s\n", e.what());
     return 1;
   }
-  const std::string host = bound.address().is_v6() ? "[" + bound.address().to_string() + "]"
-                                                   : bound.address().to_string();
-  std::printf("lmwarden listening on http://%s:%u\n", host.c_str(), bound.port());
+  std::printf("lmwarden listening on http://%s\n",
+              host_port(bound.address().to_string(), bound.port()).c_str());
   std::fflush(stdout);
   spdlog::info("memory allocator: {}", allocator_name());
   log_scheduling_policy();

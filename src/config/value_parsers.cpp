@@ -9,6 +9,7 @@
 #include <limits>
 #include <vector>
 
+#include "common/host_port.h"
 #include "config/config_loader.h"
 
 namespace lmwarden::config {
@@ -260,8 +261,7 @@ Result<BackendConfig, std::string> parse_backend_url(std::string_view url) {
   if (path.find_first_of(" \t") != std::string_view::npos)
     return unexpected("the path must not contain spaces"s);
   backend.base_path = std::string(path);
-  const bool ipv6 = backend.host.find(':') != std::string::npos;
-  backend.authority = (ipv6 ? "[" + backend.host + "]" : backend.host) + ":" + std::to_string(backend.port);
+  backend.authority = host_port(backend.host, backend.port);
   return backend;
 }
 

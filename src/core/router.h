@@ -97,6 +97,13 @@ struct RouterView {
   std::vector<ReplicaView> replicas;
   ReplicaCounters unassigned;  // requests sent without a rank: the server's balancer picked
   std::vector<int> unassigned_in_flight;  // of those, in flight, by backend server
+
+  // Requests in flight that no replica counts: in_flight less the replicas'.
+  int unassigned_in_flight_total() const noexcept {
+    int n = 0;
+    for (int b : unassigned_in_flight) n += b;
+    return n;
+  }
 };
 
 class Router final : private SessionTable::Listener {

@@ -7,6 +7,8 @@
 #include <boost/beast/http/write.hpp>
 #include <tuple>
 
+#include "common/host_port.h"
+
 namespace lmwarden::net {
 
 Awaitable<beast::error_code> connect_any(Stream& stream, const Resolver::results_type& endpoints) {
@@ -31,8 +33,7 @@ Awaitable<beast::error_code> connect_to(Stream& stream, const std::string& host,
 
 HttpGetter::HttpGetter(Executor executor, std::string host, std::uint16_t port)
     : executor_(std::move(executor)), host_(std::move(host)), port_(port) {
-  const bool v6 = host_.find(':') != std::string::npos;
-  host_field_ = (v6 ? "[" + host_ + "]" : host_) + ":" + std::to_string(port_);
+  host_field_ = host_port(host_, port_);
 }
 
 Awaitable<GetResult> HttpGetter::get(std::string_view target, std::chrono::milliseconds timeout,

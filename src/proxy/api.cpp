@@ -118,11 +118,9 @@ std::string model_card_json(const ModelState& model) {
   }
   // Requests sent without a rank, whose server's own balancer picked it
   // (affinity off on a multi-rank server): no replica of the card has them.
-  int ranked_in_flight = 0;
-  for (const auto& r : v.replicas) ranked_in_flight += r.in_flight;
   const json unassigned = {{"balanced", v.unassigned.count(RouteKind::kBalanced)},
                            {"retried", v.unassigned.count(RouteKind::kRetried)},
-                           {"in_flight", v.in_flight - ranked_in_flight}};
+                           {"in_flight", v.unassigned_in_flight_total()}};
   json backends = json::array();
   for (const auto& b : model.config.backends)
     backends.push_back({{"url", b.url}, {"data_parallel_size", b.data_parallel_size}});
@@ -208,7 +206,8 @@ net::Response patch_model(ModelState& model, const net::Request& request,
         threshold = static_cast<int>(value.get<std::int64_t>());
       } else {
         return error(http::status::bad_request,
-                     "spill_threshold must be an integer from 1 to 1000000 or \"auto\"");
+                     fmt::format("spill_threshold must be an integer from 1 to {} or \"auto\"",
+                                 config::kMaxSpillThreshold));
       }
     } else {
       return error(http::status::bad_request,

@@ -58,13 +58,10 @@ std::string warden_metrics_text(const ModelSet& models, const ConfigReloads& rel
   }
   family("lmwarden_in_flight");
   for (const auto& [m, v] : snaps) {
-    int assigned = 0;
-    for (const auto& r : v.replicas) {
-      assigned += r.in_flight;
+    for (const auto& r : v.replicas)
       w.sample("lmwarden_in_flight", {{"model", m->config.name}, {"replica", replica_label(r.index)}}, r.in_flight);
-    }
-    if (v.in_flight != assigned)
-      w.sample("lmwarden_in_flight", {{"model", m->config.name}, {"replica", "unassigned"}}, v.in_flight - assigned);
+    if (const int unassigned = v.unassigned_in_flight_total(); unassigned != 0)
+      w.sample("lmwarden_in_flight", {{"model", m->config.name}, {"replica", "unassigned"}}, unassigned);
   }
   family("lmwarden_live_conversations");
   for (const auto& [m, v] : snaps)

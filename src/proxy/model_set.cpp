@@ -69,11 +69,15 @@ core::RouterView ModelState::view() const {
       now->in_flight += r.in_flight;
       v.in_flight += r.in_flight;
     }
-    // Sent without a rank: the model's, while it still has their server.
-    for (std::size_t b = 0; b < before.unassigned_in_flight.size(); ++b)
-      if (std::ranges::any_of(config.backends,
-                              [&](const auto& n) { return n.url == retired_routing.urls[b]; }))
-        v.in_flight += before.unassigned_in_flight[b];
+    // Sent without a rank: counted on their server, while the model has it.
+    for (std::size_t b = 0; b < before.unassigned_in_flight.size(); ++b) {
+      const auto now = std::ranges::find_if(
+          config.backends, [&](const auto& n) { return n.url == retired_routing.urls[b]; });
+      if (now == config.backends.end()) continue;
+      v.unassigned_in_flight[static_cast<std::size_t>(now - config.backends.begin())] +=
+          before.unassigned_in_flight[b];
+      v.in_flight += before.unassigned_in_flight[b];
+    }
   }
   return v;
 }

@@ -106,14 +106,21 @@ net::Awaitable<net::beast::error_code> send_request(net::Socket& socket, std::st
   co_return wec;
 }
 
-// Whether the server sent anything before the reset that ended the request's
-// send: taken into the buffer, it is read as the reply.
-bool answered_early(net::Socket& socket, net::beast::flat_buffer& buffer) {
-  net::beast::error_code ec;
+// Takes what the socket holds now into the reply buffer, without waiting:
+// the bytes taken (0 when nothing has come).
+std::size_t take_what_came(net::Socket& socket, net::beast::flat_buffer& buffer,
+                           net::beast::error_code& ec) {
   const std::array<net::asio::mutable_buffer, 1> into{buffer.prepare(kReplyReadBytes)};
   const std::size_t got = net::read_now(socket, into, ec);
   buffer.commit(got);
-  return got > 0;
+  return got;
+}
+
+// Whether the server sent anything before the reset that ended the request's
+// send: taken into the buffer, it is read as the reply.
+bool answered_early(net::Socket& socket, net::beast::flat_buffer& buffer) {
+  net::beast::error_code ignored;
+  return take_what_came(socket, buffer, ignored) > 0;
 }
 
 void append_text(std::string& out, std::string_view text) {
@@ -428,18 +435,17 @@ net::Awaitable<AttemptResult> forward_once(AttemptContext& ctx,
       }
     } live{ctx.live_upstream};
     if (ctx.live_upstream) *ctx.live_upstream = &conn;
+    net::beast::error_code cec;
     if (fresh > 0 || !ctx.pool.take_idle(backend, conn)) {
       ctx.exchange.watch_client();  // connecting can take up to the connect timeout
-      if (const auto cec = co_await ctx.pool.connect(backend, ctx.timeouts.connect, conn)) {
-        // A connect the client's leaving or the shutdown's cut closed.
-        if (ctx.exchange.client_gone()) co_return client_gone();
-        if (cutting(ctx)) co_return cut_by_shutdown();
-        co_return connect_failure(backend, cec);
-      }
+      cec = co_await ctx.pool.connect(backend, ctx.timeouts.connect, conn);
     }
-    auto& upstream = *conn.stream;
+    // Before the connect's own error: the client's leaving or the shutdown's
+    // cut may be what closed it.
     if (ctx.exchange.client_gone()) co_return client_gone();
     if (cutting(ctx)) co_return cut_by_shutdown();
+    if (cec) co_return connect_failure(backend, cec);
+    auto& upstream = *conn.stream;
 
     // Upstream timeouts run on the client connection's one deadline (no timer
     // armed per read); it closes this socket when they pass. Armed only while
@@ -483,9 +489,7 @@ net::Awaitable<AttemptResult> forward_once(AttemptContext& ctx,
       co_await ctx.exchange.yield_to_ready_work();
       if (ctx.pool.reply_look().wanted()) {
         net::beast::error_code rec;
-        const std::array<net::asio::mutable_buffer, 1> into{conn.buffer.prepare(kReplyReadBytes)};
-        const std::size_t got = net::read_now(upstream.socket(), into, rec);
-        conn.buffer.commit(got);
+        const std::size_t got = take_what_came(upstream.socket(), conn.buffer, rec);
         if (!rec) ctx.pool.reply_look().record(got > 0);
       }
     }

@@ -24,7 +24,7 @@ std::string describe(const net::GetResult& r) {
 // is no count, but it must not overflow the conversion).
 int as_count(double v) {
   if (!(v >= 0)) return 0;  // NaN too
-  return static_cast<int>(std::clamp(v, 0.0, static_cast<double>(std::numeric_limits<int>::max())));
+  return static_cast<int>(std::min(v, static_cast<double>(std::numeric_limits<int>::max())));
 }
 
 // The ranks below `ranks` that a server's /metrics has no engine for, when it

@@ -8,7 +8,8 @@
 namespace lmwarden::telemetry {
 namespace {
 
-// Labels on one sample line at most. vLLM writes up to six; a line with
+// Labels on one sample line at most. vLLM's carry a few (seven at most in
+// tests' four-engine fixture); a line with
 // thousands (a broken or hostile exporter) is skipped, so that the check for
 // duplicates, which compares each label with those before it, stays cheap.
 constexpr std::size_t kMaxLabels = 64;
