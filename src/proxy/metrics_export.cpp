@@ -61,7 +61,8 @@ std::string warden_metrics_text(const ModelSet& models, const ConfigReloads& rel
     for (const auto& r : v.replicas)
       w.sample("lmwarden_in_flight", {{"model", m->config.name}, {"replica", replica_label(r.index)}}, r.in_flight);
     if (const int unassigned = v.unassigned_in_flight_total(); unassigned != 0)
-      w.sample("lmwarden_in_flight", {{"model", m->config.name}, {"replica", "unassigned"}}, unassigned);
+      w.sample("lmwarden_in_flight", {{"model", m->config.name}, {"replica", "unassigned"}},
+               unassigned);
   }
   family("lmwarden_live_conversations");
   for (const auto& [m, v] : snaps)
