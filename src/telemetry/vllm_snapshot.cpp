@@ -57,9 +57,10 @@ std::optional<int> parse_rank(std::optional<std::string_view> engine) noexcept {
   int rank = -1;
   const char* end = engine->data() + engine->size();
   const auto [ptr, ec] = std::from_chars(engine->data(), end, rank);
-  // One spelling per rank: "00" is not "0".
+  // One spelling per rank, digits only: "00" and "-0" are not "0".
   const bool leading_zero = engine->size() > 1 && engine->front() == '0';
-  if (ec != std::errc{} || ptr != end || rank < 0 || rank > kMaxRank || leading_zero)
+  const bool sign = !engine->empty() && engine->front() == '-';
+  if (ec != std::errc{} || ptr != end || rank < 0 || rank > kMaxRank || leading_zero || sign)
     return std::nullopt;
   return rank;
 }

@@ -201,6 +201,7 @@ TEST(VllmSnapshot, FiltersByModelAndIgnoresBadRanks) {
       "vllm:num_requests_running{engine=\"99999999\",model_name=\"a\"} 9\n"
       "vllm:num_requests_running{engine=\"-1\",model_name=\"a\"} 9\n"
       "vllm:num_requests_running{engine=\"00\",model_name=\"a\"} 9\n"
+      "vllm:num_requests_running{engine=\"-0\",model_name=\"a\"} 9\n"
       "vllm:num_requests_waiting{engine=\"0\",model_name=\"a\"} NaN\n",
       "a");
   ASSERT_EQ(s.ranks.size(), 1u);
