@@ -59,6 +59,8 @@ std::string missing_ranks(const telemetry::VllmSnapshot& snapshot, int ranks) {
 
 void Scraper::start(net::asio::io_context& io) {
   const auto set = warden_.models();
+  if (started_ == set->generation) return;
+  started_ = set->generation;
   for (const auto& model : set->models)
     for (int b = 0; b < static_cast<int>(model->config.backends.size()); ++b)
       net::asio::co_spawn(io, watch(model, b, set->generation), net::asio::detached);

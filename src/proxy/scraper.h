@@ -19,7 +19,9 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "net/http_server.h"
@@ -33,7 +35,9 @@ class Scraper {
       : warden_(warden), interval_(interval), unhealthy_after_(unhealthy_after) {}
 
   // Starts one loop per (model, backend server) of the configuration in
-  // force on `io`. Call from `io`'s thread, or before it runs.
+  // force on `io`, unless that configuration's loops were started already
+  // (each reload asks; a burst of reloads asks several times for the last
+  // one). Call from `io`'s thread, or before it runs.
   void start(net::asio::io_context& io);
 
  private:
@@ -43,6 +47,7 @@ class Scraper {
   Warden& warden_;
   std::chrono::milliseconds interval_;
   int unhealthy_after_;
+  std::optional<std::uint64_t> started_;  // the generation whose loops run
 };
 
 }  // namespace lmwarden::proxy

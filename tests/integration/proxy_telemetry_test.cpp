@@ -372,6 +372,28 @@ TEST(ProxyTelemetry, ScraperKeepsOneConnectionToEachServer) {
   }
 }
 
+// Each reload asks the control thread to start the new configuration's
+// probe loops; reloads that come faster than that thread takes the asks
+// (a deploy tool's burst) must still leave one loop per server, not one per
+// ask: two would probe twice per round and count each failed round twice.
+TEST(ProxyTelemetry, ABurstOfReloadsLeavesOneProbeLoopPerServer) {
+  FakeVllm fake{1};
+  const auto config = [&] {
+    return make_config({{fake.port(), 1}}, std::nullopt, "scrape_interval: 100ms\n");
+  };
+  RunningWarden warden{config(), true};
+  for (int i = 0; i < 50; ++i) warden.reload(config());
+  // The loops of the configurations the burst replaced end after their round.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const std::size_t before = fake.probe_ports().size();
+  ASSERT_TRUE(eventually([&] { return fake.probe_ports().size() >= before + 10; }));
+  const auto ports = fake.probe_ports();
+  const std::set<std::uint16_t> since(ports.begin() + static_cast<std::ptrdiff_t>(before),
+                                      ports.end());
+  EXPECT_EQ(since.size(), 1U) << ports.size() - before << " probes from " << since.size()
+                              << " connections";
+}
+
 // How many samples of a warden metric have labels that all match.
 int metric_count(std::uint16_t port, const std::string& name,
                  const std::map<std::string, std::string>& labels) {
