@@ -35,6 +35,11 @@ class Backend(http.server.ThreadingHTTPServer):
     """A vLLM stand-in: reads each request's body whole and answers a chat
     completion with usage; /health and /metrics answer too."""
     daemon_threads = True
+    # A listen backlog as a real server has (uvicorn's is 2048), not Python's
+    # 5: with 48 connections opened at once and this process slow to accept
+    # them (a loaded machine), the kernel reset the ones its queue had no
+    # room for, and the warden answered those requests 502.
+    request_queue_size = 128
 
     def __init__(self):
         super().__init__(("127.0.0.1", 0), BackendHandler)
