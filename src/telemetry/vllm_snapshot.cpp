@@ -58,7 +58,8 @@ std::optional<int> parse_rank(std::optional<std::string_view> engine) noexcept {
   const char* end = engine->data() + engine->size();
   const auto [ptr, ec] = std::from_chars(engine->data(), end, rank);
   // One spelling per rank, digits only: "00" and "-0" are not "0".
-  const bool starts_with_digit = !engine->empty() && engine->front() >= '0' && engine->front() <= '9';
+  const bool starts_with_digit =
+      !engine->empty() && engine->front() >= '0' && engine->front() <= '9';
   const bool leading_zero = engine->size() > 1 && engine->front() == '0';
   if (ec != std::errc{} || ptr != end || !starts_with_digit || leading_zero || rank > kMaxRank)
     return std::nullopt;
