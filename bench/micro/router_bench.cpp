@@ -89,7 +89,7 @@ Filled& filled(int replicas, std::size_t conversations) {
   identity.kind = core::IdentityKind::kSession;
   for (std::size_t i = 0; i < conversations; ++i) {
     identity.session_hash = mix(i);
-    f.router->finish(f.router->route(identity, f.now));
+    f.router->finish(f.router->route(identity, f.now), f.now);
     f.now += std::chrono::microseconds(1);
   }
   return f;
@@ -113,7 +113,7 @@ void route(benchmark::State& state, bool known) {
     now += std::chrono::microseconds(1);
     const auto t0 = Clock::now();
     const core::RouteDecision d = router.route(identity, now);
-    router.finish(d);
+    router.finish(d, now);
     const auto t1 = Clock::now();
     benchmark::DoNotOptimize(d.replica);
     p.ns.push_back(static_cast<std::uint32_t>(

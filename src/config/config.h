@@ -2,11 +2,13 @@
 // in config_loader.h; everything else reads these structs and never re-checks.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace lmwarden::config {
@@ -19,6 +21,16 @@ inline constexpr int kAutoSpillThreshold = 8;
 // The largest spill threshold, in the file and at run time: a home with a
 // million requests in flight is past any engine's batch.
 inline constexpr int kMaxSpillThreshold = 1'000'000;
+
+// The paths the warden forwards to a replica; everything else it answers itself.
+inline constexpr std::array<std::string_view, 8> kForwardedRoutes = {
+    "/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages",
+    "/v1/messages/count_tokens", "/v1/embeddings", "/tokenize", "/detokenize"};
+
+// Routes on which vLLM's multi-rank servers do not read X-data-parallel-rank
+// (its /v1/responses passes no rank to the engine): the default of
+// `unranked_routes`.
+std::vector<std::string> default_unranked_routes();
 
 // Where a conversation id can come from (DESIGN §4). Header sources match the
 // header name case-insensitively; body sources name a dotted JSON path.
@@ -79,6 +91,9 @@ struct ModelConfig {
   LoadWeights weights;
   bool inject_stream_usage = false;
   std::vector<std::string> api_keys_env;  // env vars holding client API keys; empty = open
+  // Requests on these paths reach a multi-rank server without a rank: its
+  // own balancer picks (see core::RankPinning).
+  std::vector<std::string> unranked_routes = default_unranked_routes();
 
   int replica_count() const;
   int effective_spill_threshold() const { return spill_threshold.value_or(kAutoSpillThreshold); }

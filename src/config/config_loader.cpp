@@ -61,6 +61,16 @@ constexpr Millis kMaxTimeout = std::chrono::hours{24 * 30};
 constexpr Millis kMaxScrapeInterval = std::chrono::hours{1};
 constexpr Millis kMaxSessionTtl = std::chrono::hours{24 * 3650};
 
+// "a forwarded route (/v1/chat/completions, …)", for messages.
+std::string forwarded_route_list() {
+  std::string out = "a forwarded route (";
+  for (std::string_view route : kForwardedRoutes) {
+    if (out.back() != '(') out += ", ";
+    out += route;
+  }
+  return out + ")";
+}
+
 // A bound as messages state it: "720h (30 days)", "1h", "1500ms".
 std::string bound_text(Millis bound) {
   const auto hours = std::chrono::duration_cast<std::chrono::hours>(bound);
@@ -447,7 +457,8 @@ class Loader {
     const auto map = read_map(node, path,
                               {"name", "aliases", "affinity", "spill_threshold", "session_ttl",
                                "max_conversations", "session_sources", "honor_client_rank",
-                               "weights", "inject_stream_usage", "api_keys_env", "backends"});
+                               "weights", "inject_stream_usage", "api_keys_env",
+                               "unranked_routes", "backends"});
     if (!map) return false;
     const std::size_t errors_before = errors_.size();
 
@@ -487,6 +498,14 @@ class Loader {
                       "the key it should hold cannot be checked");
         model.api_keys_env = std::move(*v);
       }
+
+    if (const Entry* e = map->find("unranked_routes"))
+      if (auto v = read_string_list(*e, child(path, "unranked_routes"), forwarded_route_list(),
+                                    [](std::string_view s) {
+                                      return std::ranges::find(kForwardedRoutes, s) !=
+                                             kForwardedRoutes.end();
+                                    }))
+        model.unranked_routes = std::move(*v);
 
     const Entry* backends = map->find("backends");
     if (!backends) {

@@ -2,7 +2,9 @@
 //
 //   score = w_in_flight · in_flight + w_kv · kv_used + w_conv · live_conversations
 //
-// in_flight is exact (the warden counts it); kv_used (0..1) and the engine's
+// in_flight is exact (the warden counts it), plus an even share of the
+// requests sent to the replica's server without a rank, which the server's
+// own balancer spreads over its ranks; kv_used (0..1) and the engine's
 // running/waiting come from the last scrape and are a second old at best, so
 // they only nudge; live conversations stand for work that is about to arrive
 // (each conversation will send its next turn soon) and for the prefix cache it
@@ -19,7 +21,7 @@
 namespace lmwarden::core {
 
 struct ReplicaLoad {
-  int in_flight = 0;
+  double in_flight = 0;
   int live_conversations = 0;
   double kv_used = std::nan("");  // unknown until scraped
 };

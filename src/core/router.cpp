@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <limits>
+#include <new>
 
 namespace lmwarden::core {
 namespace {
@@ -53,7 +54,9 @@ void Router::reconfigure(const config::ModelConfig& model) noexcept {
 
 double Router::score(int replica) const noexcept {
   const Replica& r = replicas_[static_cast<std::size_t>(replica)];
-  return load_score({r.in_flight, sessions_.live(replica), r.engine.kv_used}, weights_);
+  const Backend& b = backends_[static_cast<std::size_t>(r.backend)];
+  const double in_flight = r.in_flight + static_cast<double>(b.unassigned_in_flight) / b.ranks;
+  return load_score({in_flight, sessions_.live(replica), r.engine.kv_used}, weights_);
 }
 
 void Router::rescore(int replica) noexcept {
@@ -79,15 +82,28 @@ int Router::least_loaded(std::span<const int> exclude, PlacementIndex::Key below
   return target;
 }
 
-RouteDecision Router::to_replica(int replica, RouteKind kind) noexcept {
+RouteDecision Router::to_replica(int replica, RouteKind kind, RankPinning pinning) noexcept {
   Replica& r = replicas_[static_cast<std::size_t>(replica)];
+  const Backend& b = backends_[static_cast<std::size_t>(r.backend)];
+  if (b.ranks > 1 && pinning == RankPinning::kIgnored) return to_server(r.backend, kind);
   ++r.in_flight;
   rescore(replica);
   ++r.counters.routed[static_cast<int>(kind)];
-  const Backend& b = backends_[static_cast<std::size_t>(r.backend)];
   // A single-rank server needs no rank header; a multi-rank one is pinned.
   return RouteDecision{RouteDecision::Status::kOk, kind, replica, r.backend,
                        b.ranks > 1 ? r.rank : -1};
+}
+
+RouteDecision Router::to_server(int backend, RouteKind kind) noexcept {
+  ++backends_[static_cast<std::size_t>(backend)].unassigned_in_flight;
+  rescore_server(backend);
+  ++unassigned_counters_.routed[static_cast<int>(kind)];
+  return {RouteDecision::Status::kOk, kind, -1, backend, -1};
+}
+
+void Router::rescore_server(int backend) noexcept {
+  const Backend& b = backends_[static_cast<std::size_t>(backend)];
+  for (int i = b.first_replica; i < b.first_replica + b.ranks; ++i) rescore(i);
 }
 
 RouteDecision Router::balanced(std::span<const int> exclude) {
@@ -112,59 +128,77 @@ RouteDecision Router::balanced(std::span<const int> exclude) {
   Backend& be = backends_[static_cast<std::size_t>(best)];
   const RouteKind kind = counted_as(RouteKind::kBalanced, exclude);
   if (be.ranks == 1) return to_replica(be.first_replica, kind);
-  ++be.unassigned_in_flight;
-  ++unassigned_counters_.routed[static_cast<int>(kind)];
-  return {RouteDecision::Status::kOk, kind, -1, best, -1};
+  return to_server(best, kind);
 }
 
-RouteDecision Router::route(const Identity& identity, TimePoint now, std::span<const int> exclude) {
+RouteDecision Router::route(const Identity& identity, TimePoint now, std::span<const int> exclude,
+                            RankPinning pinning) {
+  const auto send = [this, pinning](int replica, RouteKind kind) {
+    return to_replica(replica, kind, pinning);
+  };
   if (now >= next_ejection_end_) end_ejections(now);
   if (identity.kind == IdentityKind::kPinned) {
     if (identity.pinned_rank < 0 || identity.pinned_rank >= replica_count())
       return {RouteDecision::Status::kUnknownRank};
-    return to_replica(identity.pinned_rank, RouteKind::kPinned);
+    return send(identity.pinned_rank, RouteKind::kPinned);
   }
   if (!affinity_) return balanced(exclude);
 
   if (identity.kind == IdentityKind::kAnonymous) {
     const int target = least_loaded(exclude);
     if (target < 0) return {RouteDecision::Status::kNoHealthyReplica};
-    return to_replica(target, counted_as(RouteKind::kAnonymous, exclude));
+    return send(target, counted_as(RouteKind::kAnonymous, exclude));
   }
 
   const std::uint64_t key = identity.session_hash;
+  const auto of_conversation = [key](RouteDecision d, int home) {
+    d.home = home;
+    d.conversation = key;
+    return d;
+  };
   const std::optional<int> home = sessions_.find(key, now);
   if (!home) {
     const int target = least_loaded(exclude);
     if (target < 0) return {RouteDecision::Status::kNoHealthyReplica};
     sessions_.assign(key, target, now);
-    return to_replica(target, counted_as(RouteKind::kNew, exclude));
+    return of_conversation(send(target, counted_as(RouteKind::kNew, exclude)), target);
   }
   const Replica& h = replicas_[static_cast<std::size_t>(*home)];
   if (!h.healthy) {
     const int target = least_loaded(exclude);
     if (target < 0) return {RouteDecision::Status::kNoHealthyReplica};
     sessions_.assign(key, target, now);
-    return to_replica(target, counted_as(RouteKind::kRehomed, exclude));
+    return of_conversation(send(target, counted_as(RouteKind::kRehomed, exclude)), target);
   }
   if (contains(exclude, *home)) {
     // A retry: the home just failed this request. Serve it elsewhere without
     // moving the conversation; health checking decides whether home is dead.
     const int target = least_loaded(exclude);
     if (target < 0) return {RouteDecision::Status::kNoHealthyReplica};
-    return to_replica(target, RouteKind::kRetried);
+    return of_conversation(send(target, RouteKind::kRetried), *home);
   }
   // (A retry of a request that had spilled and failed there can come home.)
-  if (h.in_flight < spill_threshold())
-    return to_replica(*home, counted_as(RouteKind::kSticky, exclude));
-
-  const int target = least_loaded(exclude, placement_.key(*home));
-  if (target < 0) return to_replica(*home, counted_as(RouteKind::kSticky, exclude));
-  return to_replica(target, counted_as(RouteKind::kSpilled, exclude));
+  int target = *home;
+  RouteKind kind = RouteKind::kSticky;
+  if (h.in_flight >= spill_threshold()) {
+    const int lower = least_loaded(exclude, placement_.key(*home));
+    if (lower >= 0) {
+      target = lower;
+      kind = RouteKind::kSpilled;
+    }
+  }
+  return of_conversation(send(target, counted_as(kind, exclude)), *home);
 }
 
-void Router::finish(const RouteDecision& decision) noexcept {
+void Router::finish(const RouteDecision& decision, TimePoint now) noexcept {
   if (!decision.ok()) return;
+  if (decision.home >= 0) {
+    try {
+      sessions_.touch(decision.conversation, decision.home, now);
+    } catch (const std::bad_alloc&) {
+      // Not brought back: its next request is placed as new, one cold prefill.
+    }
+  }
   if (decision.replica >= 0) {
     int& n = replicas_[static_cast<std::size_t>(decision.replica)].in_flight;
     assert(n > 0);
@@ -174,6 +208,7 @@ void Router::finish(const RouteDecision& decision) noexcept {
     int& n = backends_[static_cast<std::size_t>(decision.backend)].unassigned_in_flight;
     assert(n > 0);
     --n;
+    rescore_server(decision.backend);
   }
 }
 

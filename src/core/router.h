@@ -51,6 +51,12 @@ enum class RouteKind : std::uint8_t {
 inline constexpr int kRouteKinds = 8;
 std::string_view to_string(RouteKind kind) noexcept;
 
+// Whether a request's route lets the warden tell a multi-rank server which
+// rank serves it (X-data-parallel-rank). vLLM reads that header on chat,
+// completions and messages, but not on /v1/responses: there its own balancer
+// picks the rank whatever the header says.
+enum class RankPinning : std::uint8_t { kHonoured, kIgnored };
+
 struct RouteDecision {
   enum class Status : std::uint8_t { kOk, kNoHealthyReplica, kUnknownRank };
   Status status = Status::kOk;
@@ -58,6 +64,8 @@ struct RouteDecision {
   int replica = -1;  // index within the model; -1: the server's own balancer picks
   int backend = -1;  // index into the model's backends
   int rank = -1;     // X-data-parallel-rank to send upstream; -1: send none
+  int home = -1;     // the conversation's home after this decision; -1: no conversation
+  std::uint64_t conversation = 0;  // its key, when home >= 0
 
   bool ok() const noexcept { return status == Status::kOk; }
 };
@@ -115,10 +123,18 @@ class Router final : private SessionTable::Listener {
 
   // Decides where a request goes and counts it in flight there (when ok).
   // `exclude` lists replicas already tried for this request; a request with
-  // any is a retry, counted as kRetried wherever it goes.
-  RouteDecision route(const Identity& identity, TimePoint now, std::span<const int> exclude = {});
+  // any is a retry, counted as kRetried wherever it goes. With `pinning`
+  // kIgnored, a request the policy places on a rank of a multi-rank server
+  // goes to that server without a rank (replica -1), counted as one whose
+  // rank the server's balancer picks; its conversation still keeps that
+  // home, which then only names the server.
+  RouteDecision route(const Identity& identity, TimePoint now, std::span<const int> exclude = {},
+                      RankPinning pinning = RankPinning::kHonoured);
   // Ends a routed request's in-flight count. Call exactly once per ok decision.
-  void finish(const RouteDecision& decision) noexcept;
+  // Its conversation was last seen `now`: the idle TTL counts from the end of
+  // its last request, and one forgotten while the request ran (it outlived the
+  // TTL) comes back with its home.
+  void finish(const RouteDecision& decision, TimePoint now) noexcept;
 
   // Health as probes and connects measure it. A replica takes new work when
   // it is healthy so and not ejected (below).
@@ -188,6 +204,7 @@ class Router final : private SessionTable::Listener {
   double score(int replica) const noexcept;
   // Brings the replica's entry in the placement index up to date.
   void rescore(int replica) noexcept;
+  void rescore_server(int backend) noexcept;  // each of its ranks
   void live_changed(int replica) noexcept override { rescore(replica); }
   void set_taking_work(int replica) noexcept;
   // Whether a replica other than `replica` (-1: any) takes work.
@@ -198,7 +215,10 @@ class Router final : private SessionTable::Listener {
   // those scoring below `below` (a PlacementIndex key); -1 when none.
   int least_loaded(std::span<const int> exclude, PlacementIndex::Key below = PlacementIndex::kUnavailable);
   RouteDecision balanced(std::span<const int> exclude);
-  RouteDecision to_replica(int replica, RouteKind kind) noexcept;
+  RouteDecision to_replica(int replica, RouteKind kind,
+                           RankPinning pinning = RankPinning::kHonoured) noexcept;
+  // To a multi-rank server without a rank: its own balancer picks.
+  RouteDecision to_server(int backend, RouteKind kind) noexcept;
   static RouteKind counted_as(RouteKind kind, std::span<const int> exclude) noexcept {
     return exclude.empty() ? kind : RouteKind::kRetried;
   }

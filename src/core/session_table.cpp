@@ -18,13 +18,14 @@ std::optional<int> SessionTable::find(std::uint64_t key, TimePoint now) {
   expire(now);
   auto it = index_.find(key);
   if (it == index_.end()) return std::nullopt;
-  const std::uint32_t s = it->second;
-  slots_[s].last_seen = now.time_since_epoch().count();
-  if (head_ != s) {
-    unlink(s);
-    push_front(s);
-  }
-  return slots_[s].home;
+  touch_slot(it->second, now);
+  return slots_[it->second].home;
+}
+
+void SessionTable::touch(std::uint64_t key, int home, TimePoint now) {
+  const auto it = index_.find(key);
+  if (it == index_.end()) return assign(key, home, now);
+  touch_slot(it->second, now);
 }
 
 void SessionTable::assign(std::uint64_t key, int home, TimePoint now) {
@@ -37,11 +38,7 @@ void SessionTable::assign(std::uint64_t key, int home, TimePoint now) {
       add_live(home, +1);
       slot.home = home;
     }
-    slot.last_seen = now.time_since_epoch().count();
-    if (head_ != it->second) {
-      unlink(it->second);
-      push_front(it->second);
-    }
+    touch_slot(it->second, now);
     return;
   }
   if (index_.size() >= capacity_) erase(tail_);
@@ -67,6 +64,13 @@ void SessionTable::assign(std::uint64_t key, int home, TimePoint now) {
 void SessionTable::expire(TimePoint now) {
   const std::int64_t cutoff = (now - ttl_).time_since_epoch().count();
   while (tail_ != kNil && slots_[tail_].last_seen < cutoff) erase(tail_);
+}
+
+void SessionTable::touch_slot(std::uint32_t s, TimePoint now) noexcept {
+  slots_[s].last_seen = now.time_since_epoch().count();
+  if (head_ == s) return;
+  unlink(s);
+  push_front(s);
 }
 
 void SessionTable::unlink(std::uint32_t s) noexcept {

@@ -53,6 +53,9 @@ class SessionTable {
   std::optional<int> find(std::uint64_t key, TimePoint now);
   // Sets (or moves) a conversation's home and touches it.
   void assign(std::uint64_t key, int home, TimePoint now);
+  // Touches a conversation without moving it; one forgotten meanwhile (its
+  // request outlived the TTL, or the table was full) comes back with `home`.
+  void touch(std::uint64_t key, int home, TimePoint now);
   // Forgets conversations idle longer than the TTL.
   void expire(TimePoint now);
 
@@ -81,6 +84,7 @@ class SessionTable {
     std::uint32_t next;  // towards the least recent
   };
 
+  void touch_slot(std::uint32_t s, TimePoint now) noexcept;
   void unlink(std::uint32_t s) noexcept;
   void push_front(std::uint32_t s) noexcept;
   void erase(std::uint32_t s);

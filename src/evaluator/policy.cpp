@@ -106,10 +106,10 @@ class Warden final : public Policy {
     return p;
   }
 
-  void finished(const Placement& placement, engine::Seconds) override {
+  void finished(const Placement& placement, engine::Seconds now) override {
     const auto it = decisions_.find(placement.cookie);
     if (it == decisions_.end()) return;
-    router_->finish(it->second);
+    router_->finish(it->second, at(now));
     decisions_.erase(it);
   }
 

@@ -89,38 +89,45 @@ std::string api_models_json(const ModelSet& models_in_force) {
   return json{{"models", models}}.dump();
 }
 
+// Requests routed, by route, as the card names the routes.
+json routed_counts(const core::ReplicaCounters& c) {
+  using core::RouteKind;
+  return {{"sticky", c.count(RouteKind::kSticky)},
+          {"spilled_in", c.count(RouteKind::kSpilled)},
+          {"client_pinned", c.count(RouteKind::kPinned)},
+          {"new", c.count(RouteKind::kNew)},
+          {"rehomed", c.count(RouteKind::kRehomed)},
+          {"anonymous", c.count(RouteKind::kAnonymous)},
+          {"balanced", c.count(RouteKind::kBalanced)},
+          {"retried", c.count(RouteKind::kRetried)}};
+}
+
 std::string model_card_json(const ModelState& model) {
   const core::RouterView v = model.view();
-  using core::RouteKind;
   json replicas = json::array();
   for (const auto& r : v.replicas) {
     const auto& backend = model.config.backends[static_cast<std::size_t>(r.backend)];
-    replicas.push_back({{"index", r.index},
-                        {"url", backend.url},
-                        {"rank", r.rank},
-                        {"healthy", r.healthy},
-                        {"ejected", r.ejected},
-                        {"in_flight", r.in_flight},
-                        {"live_conversations", r.live_conversations},
-                        {"sticky", r.counters.count(RouteKind::kSticky)},
-                        {"spilled_in", r.counters.count(RouteKind::kSpilled)},
-                        {"client_pinned", r.counters.count(RouteKind::kPinned)},
-                        {"new", r.counters.count(RouteKind::kNew)},
-                        {"rehomed", r.counters.count(RouteKind::kRehomed)},
-                        {"anonymous", r.counters.count(RouteKind::kAnonymous)},
-                        {"balanced", r.counters.count(RouteKind::kBalanced)},
-                        {"retried", r.counters.count(RouteKind::kRetried)},
-                        {"load_score", r.score},
-                        {"running", count_or_null(r.engine.running)},
-                        {"waiting", count_or_null(r.engine.waiting)},
-                        {"kv_used", number_or_null(r.engine.kv_used)},
-                        {"prefix_hit_rate", hit_rate_or_null(model.telemetry.replica(r.index).prefix_hit_rate.load())}});
+    json replica = {{"index", r.index},
+                    {"url", backend.url},
+                    {"rank", r.rank},
+                    {"healthy", r.healthy},
+                    {"ejected", r.ejected},
+                    {"in_flight", r.in_flight},
+                    {"live_conversations", r.live_conversations},
+                    {"load_score", r.score},
+                    {"running", count_or_null(r.engine.running)},
+                    {"waiting", count_or_null(r.engine.waiting)},
+                    {"kv_used", number_or_null(r.engine.kv_used)},
+                    {"prefix_hit_rate",
+                     hit_rate_or_null(model.telemetry.replica(r.index).prefix_hit_rate.load())}};
+    replica.update(routed_counts(r.counters));
+    replicas.push_back(std::move(replica));
   }
   // Requests sent without a rank, whose server's own balancer picked it
-  // (affinity off on a multi-rank server): no replica of the card has them.
-  const json unassigned = {{"balanced", v.unassigned.count(RouteKind::kBalanced)},
-                           {"retried", v.unassigned.count(RouteKind::kRetried)},
-                           {"in_flight", v.unassigned_in_flight_total()}};
+  // (affinity off, or a route the server does not pin by rank, on a
+  // multi-rank server): no replica of the card has them.
+  json unassigned = routed_counts(v.unassigned);
+  unassigned["in_flight"] = v.unassigned_in_flight_total();
   json backends = json::array();
   for (const auto& b : model.config.backends)
     backends.push_back({{"url", b.url}, {"data_parallel_size", b.data_parallel_size}});

@@ -1,7 +1,9 @@
 #include "proxy/dialect.h"
 
-#include <array>
+#include <algorithm>
 #include <nlohmann/json.hpp>
+
+#include "config/config.h"
 
 namespace lmwarden::proxy {
 namespace {
@@ -50,12 +52,7 @@ Dialect dialect_of(std::string_view target) noexcept {
 }
 
 bool is_forwarded_route(std::string_view path) noexcept {
-  static constexpr std::array<std::string_view, 8> kRoutes = {
-      "/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages",
-      "/v1/messages/count_tokens", "/v1/embeddings", "/tokenize", "/detokenize"};
-  for (auto r : kRoutes)
-    if (path == r) return true;
-  return false;
+  return std::ranges::find(config::kForwardedRoutes, path) != config::kForwardedRoutes.end();
 }
 
 bool reports_usage(std::string_view path) noexcept {

@@ -100,7 +100,7 @@ void InFlight::finish() noexcept {
   if (finished_) return;
   finished_ = true;
   std::lock_guard lock{model_->mutex};
-  model_->router.finish(decision_);
+  model_->router.finish(decision_, coarse_steady_now());
 }
 
 void write_access_log(const ModelSet& set, std::uint64_t id, net::Exchange& exchange,
@@ -268,6 +268,7 @@ struct Warden::Forward {
   bool injected_usage;
   std::uint64_t id;
   bool usage_reported = true;  // the route's replies carry token usage
+  core::RankPinning rank_pinning = core::RankPinning::kHonoured;  // (model's unranked_routes)
   UpstreamConnection* live_upstream = nullptr;
   AccessRecord log{};  // filled as the request goes; written when the set has an access log
 };
@@ -313,7 +314,10 @@ net::Awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dialect) {
             next_request_id_.fetch_add(1, std::memory_order_relaxed)};
   f.log.received = received;
   f.log.body_bytes = body_bytes;
-  f.usage_reported = reports_usage(path_of(request.target()));
+  const std::string_view path = path_of(request.target());
+  f.usage_reported = reports_usage(path);
+  if (std::ranges::find(model->config.unranked_routes, path) != model->config.unranked_routes.end())
+    f.rank_pinning = core::RankPinning::kIgnored;
   f.log.model = model->config.name;
   if (f.facts.identity.kind == core::IdentityKind::kSession) f.log.conversation = f.facts.identity.session_hash;
 
@@ -423,6 +427,18 @@ void log_unavailable(ModelState& model, std::uint64_t id) {
       id, model.config.name, refused);
 }
 
+// Once per model (and reload): where the policy chose a rank, the request
+// went to the rank's server without one.
+void log_unranked(const ModelState& model, int backend, std::string_view target) {
+  spdlog::info(
+      "model={}: requests on {} go to {} without a rank: vLLM does not read "
+      "X-data-parallel-rank there, so the server's own balancer picks the rank and their "
+      "conversations keep to the server, not to a rank (counted as replica \"unassigned\"; "
+      "see unranked_routes in docs/configuration.md)",
+      model.config.name, path_of(target),
+      model.config.backends[static_cast<std::size_t>(backend)].url);
+}
+
 // A retry's chance, as forward_once asks it: retries left (`allowed`), and
 // a healthy replica outside those tried and the one (or, when the server's
 // own balancer picks the rank, the server) `decision` chose.
@@ -465,10 +481,14 @@ net::Awaitable<void> Warden::run_attempts(Forward& f) {
   const config::Config& config = f.set->config;
   for (int attempt = 0; attempt <= config.retries; ++attempt) {
     core::RouteDecision decision;
+    bool affinity = true;
     {
       std::lock_guard lock{f.model.mutex};
-      decision = f.model.router.route(identity, coarse_steady_now(), tried);
+      decision = f.model.router.route(identity, coarse_steady_now(), tried, f.rank_pinning);
+      affinity = f.model.router.affinity();
     }
+    if (affinity && decision.ok() && decision.replica < 0 && !f.model.unranked_told.exchange(true))
+      log_unranked(f.model, decision.backend, f.exchange.request().target());
     if (!decision.ok()) {
       if (attempt > 0) break;  // retries exhausted the healthy replicas: report the upstream error
       f.log.outcome = "refused";

@@ -312,7 +312,10 @@ class Core : public std::enable_shared_from_this<Core> {
       }
     }
 
-    const std::optional<std::int64_t> pin = pinned_rank(ex.request());
+    // vLLM's /v1/responses passes no rank to its engine: the header is not
+    // read there, and the balancer picks.
+    const std::optional<std::int64_t> pin =
+        api == Api::kResponses ? std::nullopt : pinned_rank(ex.request());
     if (pin && !dp_.valid_rank(*pin)) {
       {
         co_await fail(ex, api, http::status::bad_request,

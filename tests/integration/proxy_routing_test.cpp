@@ -420,34 +420,92 @@ TEST(ProxyRouting, Http10ClientGetsAStreamEndedByClose) {
   EXPECT_EQ(events.back().data, "[DONE]");
 }
 
+// A real client's request from shared/fixtures/clients, addressed to model
+// "m", without the headers the test client writes itself.
+struct Capture {
+  std::string path;
+  json body;
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+Capture capture(const std::string& file) {
+  std::ifstream in{std::string(LMWARDEN_FIXTURES) + "/clients/" + file};
+  if (!in) throw std::runtime_error("fixture missing: " + file);
+  json fixture = json::parse(in);
+  Capture c{fixture["path"], fixture["body"], {}};
+  c.body["model"] = "m";
+  for (const auto& h : fixture["headers"]) {
+    std::string name = h[0];
+    std::string lower = name;
+    for (auto& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (lower == "content-length" || lower == "host" || lower == "connection") continue;
+    c.headers.emplace_back(name, h[1]);
+  }
+  return c;
+}
+
+HttpReply send(std::uint16_t port, const Capture& c) {
+  return http_request(port, http::verb::post, c.path, c.body.dump(), c.headers);
+}
+
 // Real client captures: Claude Code 2.x carries its session in a header, so
 // its turn and its title side request land on the same rank; every turn of the
 // same session sticks.
 TEST(ProxyRouting, RealClaudeCodeRequestsStickToOneRank) {
   FakeVllm fake{4};
   RunningWarden warden{make_config({{fake.port(), 4}})};
-  std::ifstream in{std::string(LMWARDEN_FIXTURES) + "/clients/claude-code-2.1.332_messages_turn2.json"};
-  ASSERT_TRUE(in) << "fixture missing";
-  json fixture = json::parse(in);
-  fixture["body"]["model"] = "m";
-  std::vector<std::pair<std::string, std::string>> headers;
-  for (const auto& h : fixture["headers"]) {
-    std::string name = h[0];
-    std::string lower = name;
-    for (auto& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    if (lower == "content-length" || lower == "host" || lower == "connection") continue;
-    headers.emplace_back(name, h[1]);
-  }
+  const Capture turn = capture("claude-code-2.1.332_messages_turn2.json");
   // Load other ranks first so the conversation's placement is not trivially rank 0.
   ASSERT_EQ(chat(warden.port(), "other-1").status, 200u);
-  for (int turn = 0; turn < 3; ++turn) {
-    auto r = http_request(warden.port(), http::verb::post, fixture["path"], fixture["body"].dump(), headers);
+  for (int i = 0; i < 3; ++i) {
+    auto r = send(warden.port(), turn);
     ASSERT_EQ(r.status, 200u) << r.body;
   }
   std::set<int> ranks;
   for (const auto& s : fake.seen())
     if (s.path == "/v1/messages?beta=true") ranks.insert(s.rank);
   EXPECT_EQ(ranks.size(), 1u);
+}
+
+// vLLM's /v1/responses does not read X-data-parallel-rank, so Codex's turns
+// go to a multi-rank server without one, counted as the server balancer's;
+// a model whose servers do pin them (unranked_routes: []) pins them.
+TEST(ProxyRouting, CodexResponsesGoWithoutARankWhereTheServerIgnoresIt) {
+  const Capture turn = capture("codex-0.171.0_responses_tool-followup.json");
+  ASSERT_EQ(turn.path, "/v1/responses");
+  for (const bool pinned : {false, true}) {
+    SCOPED_TRACE(pinned ? "unranked_routes: []" : "by default");
+    FakeVllm fake{2};
+    RunningWarden warden{
+        make_config({{fake.port(), 2}}, std::nullopt, "", pinned ? "    unranked_routes: []\n" : "")};
+    for (int i = 0; i < 3; ++i) {
+      auto r = send(warden.port(), turn);
+      ASSERT_EQ(r.status, 200u) << r.body;
+    }
+    ASSERT_EQ(chat(warden.port(), "a-chat").status, 200u);
+    std::multiset<int> ranks;
+    std::set<std::string> sessions;
+    for (const auto& s : fake.seen()) {
+      if (s.path != "/v1/responses") {
+        EXPECT_GE(s.rank, 0) << "chat is pinned either way";
+        continue;
+      }
+      ranks.insert(s.rank);
+      sessions.insert(s.session);
+    }
+    ASSERT_EQ(ranks.size(), 3u);
+    EXPECT_EQ(sessions.size(), 1u) << "the capture carries one session-id";
+    const json card = warden.card();
+    if (pinned) {
+      EXPECT_EQ(ranks.count(*ranks.begin()), 3u) << "every turn on the one rank";
+      EXPECT_GE(*ranks.begin(), 0);
+      EXPECT_EQ(card["unassigned"]["sticky"], 0) << card;
+    } else {
+      EXPECT_EQ(ranks.count(-1), 3u) << "no rank header on any turn";
+      EXPECT_EQ(card["unassigned"]["new"], 1) << card;
+      EXPECT_EQ(card["unassigned"]["sticky"], 2) << card;
+      EXPECT_EQ(card["unassigned"]["in_flight"], 0) << card;
+    }
+  }
 }
 
 // Each model reads the session from its own sources, and one pass over the

@@ -340,6 +340,10 @@ TEST_F(SimServerTest, RankPinningRefusesUnknownRanksAndIgnoresNonIntegers) {
 
   EXPECT_EQ(post("/v1/chat/completions", body, {{"X-data-parallel-rank", "abc"}}).status, 200);
   EXPECT_EQ(http_request(port(), "POST", "/v1/chat/completions", "{not json").status, 400);
+
+  // As in vLLM, /v1/responses does not read the header at all.
+  const Json responses{{"model", kModel}, {"input", "Unpinned."}, {"max_output_tokens", 2}};
+  EXPECT_EQ(post("/v1/responses", responses, {{"X-data-parallel-rank", "9"}}).status, 200);
 }
 
 // An output cap that is not a whole number of at least 1 is refused, as

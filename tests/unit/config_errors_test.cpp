@@ -101,6 +101,15 @@ TEST(ConfigErrors, WrongTypes) {
     backends: [{url: "http://h:1"}]
 )"),
             R"(lmwarden.yaml:3: models[0].weights.kv_used: must be a number >= 0, got "-1")");
+  EXPECT_EQ(error_of(R"(models:
+  - name: m
+    unranked_routes: [/v1/responses, /v1/respones]
+    backends: [{url: "http://h:1"}]
+)"),
+            "lmwarden.yaml:3: models[0].unranked_routes[1]: must be a forwarded route "
+            "(/v1/chat/completions, /v1/completions, /v1/responses, /v1/messages, "
+            "/v1/messages/count_tokens, /v1/embeddings, /tokenize, /detokenize), got "
+            "\"/v1/respones\"");
   EXPECT_EQ(error_of("models: {name: m}\n"),
             "lmwarden.yaml:1: models: must be a list of at least one model, got a mapping");
   EXPECT_EQ(error_of("- just a list\n"), "lmwarden.yaml:1: must be a mapping of keys, got a list");

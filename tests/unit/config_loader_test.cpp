@@ -65,6 +65,7 @@ TEST(ConfigLoader, MinimalFileTakesEveryDefault) {
   EXPECT_EQ(model.weights.live_conversations, 0.25);
   EXPECT_FALSE(model.inject_stream_usage);
   EXPECT_TRUE(model.api_keys_env.empty());
+  EXPECT_EQ(model.unranked_routes, std::vector<std::string>{"/v1/responses"});
   ASSERT_EQ(model.backends.size(), 1u);
   EXPECT_EQ(model.backends[0].url, "http://127.0.0.1:8000");
   EXPECT_EQ(model.backends[0].host, "127.0.0.1");
@@ -101,12 +102,14 @@ models:
     weights: {in_flight: 2, kv_used: 0.5, live_conversations: 0}
     inject_stream_usage: true
     api_keys_env: [CLIENT_KEY_A, CLIENT_KEY_B]
+    unranked_routes: [/v1/responses, /v1/embeddings]
     backends:
       - url: http://gpu-box.internal:8001/vllm/
         data_parallel_size: 2
         api_key_env: VLLM_KEY
       - url: http://[fd00::5]:8002
   - name: other
+    unranked_routes: []
     backends:
       - url: http://10.0.0.7
 )");
@@ -148,6 +151,8 @@ models:
   EXPECT_EQ(model.weights.live_conversations, 0.0);
   EXPECT_TRUE(model.inject_stream_usage);
   EXPECT_THAT(model.api_keys_env, ElementsAre("CLIENT_KEY_A", "CLIENT_KEY_B"));
+  EXPECT_THAT(model.unranked_routes, ElementsAre("/v1/responses", "/v1/embeddings"));
+  EXPECT_TRUE(config.models[1].unranked_routes.empty());
   ASSERT_EQ(model.backends.size(), 2u);
   EXPECT_EQ(model.backends[0].host, "gpu-box.internal");
   EXPECT_EQ(model.backends[0].port, 8001);

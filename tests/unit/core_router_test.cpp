@@ -55,7 +55,7 @@ TEST(Router, NewConversationsSpreadOverIdleReplicas) {
     ASSERT_TRUE(d.ok());
     EXPECT_EQ(d.kind, RouteKind::kNew);
     ++homes[d.replica];
-    router.finish(d);  // finished at once: only live conversations differ
+    router.finish(d, t0);  // finished at once: only live conversations differ
   }
   ASSERT_EQ(homes.size(), 4u);
   for (auto [replica, n] : homes) EXPECT_EQ(n, 2) << "replica " << replica;
@@ -65,13 +65,13 @@ TEST(Router, KnownConversationStaysHomeAndSendsItsRank) {
   Router router = make_router(dp_model(4));
   router.route(anonymous(), t0);  // load replica 0 so the conversation lands elsewhere
   auto first = router.route(session("a"), t0);
-  router.finish(first);
+  router.finish(first, t0);
   for (int turn = 0; turn < 5; ++turn) {
     auto d = router.route(session("a"), t0 + seconds(turn));
     EXPECT_EQ(d.kind, RouteKind::kSticky);
     EXPECT_EQ(d.replica, first.replica);
     EXPECT_EQ(d.rank, first.replica);  // one DP server: rank == replica
-    router.finish(d);
+    router.finish(d, t0);
   }
   EXPECT_EQ(router.view().replicas[static_cast<std::size_t>(first.replica)].counters.count(RouteKind::kSticky), 5u);
 }
@@ -89,7 +89,7 @@ TEST(Router, SpillsExactlyAtTheThresholdAndNeverBelow) {
   EXPECT_EQ(fourth.kind, RouteKind::kSpilled);
   EXPECT_EQ(fourth.replica, 1);
   // The home did not move: after the load drains the conversation is back home.
-  for (auto d : {first, second, third, fourth}) router.finish(d);
+  for (auto d : {first, second, third, fourth}) router.finish(d, t0);
   auto later = router.route(session("a"), t0 + seconds(1));
   EXPECT_EQ(later.kind, RouteKind::kSticky);
   EXPECT_EQ(later.replica, 0);
@@ -110,7 +110,7 @@ TEST(Router, ReconfigureChangesPolicyAndKeepsConversationsAndCounts) {
   EXPECT_EQ(router.in_flight(0), 2) << "requests in flight still count after a reload";
   auto third = router.route(session("a"), t0);  // 2 >= the new threshold
   EXPECT_EQ(third.kind, RouteKind::kSpilled);
-  for (auto d : {first, second, third}) router.finish(d);
+  for (auto d : {first, second, third}) router.finish(d, t0);
   EXPECT_EQ(router.view().in_flight, 0);
   EXPECT_EQ(router.view().replicas[0].counters.count(RouteKind::kSticky), 1u);
   // The new idle TTL applies to the conversations already known.
@@ -143,12 +143,12 @@ TEST(Router, SpillGoesToTheLeastLoadedLowerReplica) {
 TEST(Router, RehomesWhenHomeIsUnhealthy) {
   Router router = make_router(dp_model(2));
   auto first = router.route(session("a"), t0);
-  router.finish(first);
+  router.finish(first, t0);
   router.set_healthy(first.replica, false);
   auto d = router.route(session("a"), t0 + seconds(1));
   EXPECT_EQ(d.kind, RouteKind::kRehomed);
   EXPECT_NE(d.replica, first.replica);
-  router.finish(d);
+  router.finish(d, t0);
   router.set_healthy(first.replica, true);
   auto after = router.route(session("a"), t0 + seconds(2));  // the new home sticks
   EXPECT_EQ(after.kind, RouteKind::kSticky);
@@ -165,7 +165,7 @@ TEST(Router, UnhealthyReplicasTakeNoNewConversations) {
 TEST(Router, AnEjectedReplicaTakesNoNewWorkUntilItsTimeIsServed) {
   Router router = make_router(dp_model(3));
   auto home = router.route(session("a"), t0);
-  router.finish(home);
+  router.finish(home, t0);
   const int bad = home.replica;
   EXPECT_TRUE(router.eject(bad, t0 + seconds(30)));
   EXPECT_FALSE(router.healthy(bad));
@@ -178,7 +178,7 @@ TEST(Router, AnEjectedReplicaTakesNoNewWorkUntilItsTimeIsServed) {
   auto moved = router.route(session("a"), t0 + seconds(1));
   EXPECT_EQ(moved.kind, RouteKind::kRehomed);
   EXPECT_NE(moved.replica, bad);
-  router.finish(moved);
+  router.finish(moved, t0);
   for (int i = 0; i < 6; ++i)
     EXPECT_NE(router.route(session("n" + std::to_string(i)), t0 + seconds(2)).replica, bad);
   // Its time served, it takes new work again.
@@ -271,16 +271,44 @@ TEST(Router, ConversationsExpireAfterTheirTtl) {
   m.session_ttl = minutes(30);
   Router router = make_router(m);
   auto first = router.route(session("a"), t0);
-  router.finish(first);
+  router.finish(first, t0);
   EXPECT_EQ(router.route(session("a"), t0 + minutes(29)).kind, RouteKind::kSticky);
   EXPECT_EQ(router.route(session("a"), t0 + minutes(29) + minutes(31)).kind, RouteKind::kNew);
+}
+
+// The TTL is idle time: a conversation whose one request runs longer than
+// the TTL is neither placed afresh while it runs nor forgotten when it ends.
+TEST(Router, AConversationIsIdleOnlyOnceItsRequestEnds) {
+  auto m = dp_model(2);
+  m.session_ttl = minutes(30);
+  Router router = make_router(m);
+  const auto stream = router.route(session("a"), t0);
+  router.expire(t0 + minutes(40));          // "a" was last routed 40 minutes ago
+  router.finish(stream, t0 + minutes(45));  // its stream ends
+  const auto next = router.route(session("a"), t0 + minutes(74));
+  EXPECT_EQ(next.kind, RouteKind::kSticky);
+  EXPECT_EQ(next.replica, stream.replica);
+  router.finish(next, t0 + minutes(74));
+  // A spilled request's end keeps its conversation's home, not where it ran.
+  auto spill_model = dp_model(2, 1);
+  spill_model.session_ttl = minutes(30);
+  Router spilling = make_router(spill_model);
+  const auto home = spilling.route(session("c"), t0);
+  const auto spilled = spilling.route(session("c"), t0);
+  ASSERT_EQ(spilled.kind, RouteKind::kSpilled);
+  spilling.finish(home, t0);
+  spilling.expire(t0 + minutes(31));
+  spilling.finish(spilled, t0 + minutes(31));
+  const auto back = spilling.route(session("c"), t0 + minutes(32));
+  EXPECT_EQ(back.kind, RouteKind::kSticky);
+  EXPECT_EQ(back.replica, home.replica);
 }
 
 TEST(Router, SessionTableIsBounded) {
   auto m = dp_model(2);
   m.max_conversations = 100;
   Router router = make_router(m);
-  for (int i = 0; i < 1000; ++i) router.finish(router.route(session(std::to_string(i)), t0));
+  for (int i = 0; i < 1000; ++i) router.finish(router.route(session(std::to_string(i)), t0), t0);
   EXPECT_EQ(router.conversations(), 100u);
   auto v = router.view();
   EXPECT_EQ(v.replicas[0].live_conversations + v.replicas[1].live_conversations, 100);
@@ -296,7 +324,7 @@ TEST(Router, AffinityOffOnADpServerLeavesTheRankToVllm) {
   EXPECT_EQ(d.rank, -1);
   EXPECT_EQ(d.backend, 0);
   EXPECT_EQ(router.view().in_flight, 1);
-  router.finish(d);
+  router.finish(d, t0);
   EXPECT_EQ(router.view().in_flight, 0);
   EXPECT_EQ(router.conversations(), 0u);  // nothing remembered while off
 }
@@ -305,8 +333,8 @@ TEST(Router, RequestsTheServersBalancerPlacesAreCountedUnassigned) {
   auto m = dp_model(4);
   m.affinity = false;
   Router router = make_router(m);
-  router.finish(router.route(session("a"), t0));
-  router.finish(router.route(anonymous(), t0));
+  router.finish(router.route(session("a"), t0), t0);
+  router.finish(router.route(anonymous(), t0), t0);
   const RouterView v = router.view();
   EXPECT_EQ(v.unassigned.count(RouteKind::kBalanced), 2u);
   for (const auto& r : v.replicas) EXPECT_EQ(r.counters.count(RouteKind::kBalanced), 0u);
@@ -318,16 +346,16 @@ TEST(Router, ARetryIsCountedAsRetriedAndLeavesTheHome) {
   Router router = make_router(dp_model(3));
   const auto first = router.route(session("a"), t0);
   ASSERT_EQ(first.kind, RouteKind::kNew);
-  router.finish(first);
+  router.finish(first, t0);
   const auto home = router.route(session("a"), t0);
   ASSERT_EQ(home.kind, RouteKind::kSticky);
-  router.finish(home);  // failed
+  router.finish(home, t0);  // failed
   const int tried[] = {home.replica};
   const auto retry = router.route(session("a"), t0, tried);
   ASSERT_TRUE(retry.ok());
   EXPECT_EQ(retry.kind, RouteKind::kRetried);
   EXPECT_NE(retry.replica, home.replica);
-  router.finish(retry);
+  router.finish(retry, t0);
   const RouterView v = router.view();
   EXPECT_EQ(v.replicas[static_cast<std::size_t>(retry.replica)].counters.count(RouteKind::kRetried),
             1u);
@@ -345,25 +373,66 @@ TEST(Router, EveryKindOfRetryIsCountedAsRetried) {
   const auto home = router.route(session("a"), t0);  // new, in flight at home
   const auto spill = router.route(session("a"), t0);
   ASSERT_EQ(spill.kind, RouteKind::kSpilled);
-  router.finish(home);
-  router.finish(spill);  // failed
+  router.finish(home, t0);
+  router.finish(spill, t0);  // failed
   const int tried[] = {spill.replica};
   const auto back = router.route(session("a"), t0, tried);
   EXPECT_EQ(back.replica, home.replica);
   EXPECT_EQ(back.kind, RouteKind::kRetried);
-  router.finish(back);
+  router.finish(back, t0);
   // Anonymous and balanced requests too.
   const auto anon = router.route(anonymous(), t0);
-  router.finish(anon);
+  router.finish(anon, t0);
   const int anon_tried[] = {anon.replica};
   EXPECT_EQ(router.route(anonymous(), t0, anon_tried).kind, RouteKind::kRetried);
   auto off = separate_servers(2);
   off.affinity = false;
   Router balanced = make_router(off);
   const auto b = balanced.route(anonymous(), t0);
-  balanced.finish(b);
+  balanced.finish(b, t0);
   const int b_tried[] = {b.replica};
   EXPECT_EQ(balanced.route(anonymous(), t0, b_tried).kind, RouteKind::kRetried);
+}
+
+// A route whose rank header the server ignores (vLLM's /v1/responses): the
+// conversation keeps to its home's server, sent without a rank and counted
+// as the server's; a single-rank server is unchanged.
+TEST(Router, ARouteThatIgnoresTheRankGoesToTheHomesServerWithoutOne) {
+  config::ModelConfig m = dp_model(2);
+  m.backends.push_back(
+      {.url = "http://127.0.0.1:8001", .host = "127.0.0.1", .port = 8001, .data_parallel_size = 1});
+  Router router = make_router(m);
+  constexpr auto kIgnored = RankPinning::kIgnored;
+  const auto first = router.route(session("a"), t0, {}, kIgnored);
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first.kind, RouteKind::kNew);
+  EXPECT_EQ(first.backend, 0);
+  EXPECT_EQ(first.replica, -1);
+  EXPECT_EQ(first.rank, -1);
+  RouterView v = router.view();
+  EXPECT_EQ(v.unassigned_in_flight, (std::vector<int>{1, 0}));
+  EXPECT_EQ(v.unassigned.count(RouteKind::kNew), 1u);
+  for (const ReplicaView& r : v.replicas) EXPECT_EQ(r.in_flight, 0);
+  // Half a request in flight on each of the server's two ranks: the next
+  // conversation goes to the single-rank server, and keeps its rank-free home.
+  ASSERT_TRUE(first.home == 0 || first.home == 1);
+  EXPECT_DOUBLE_EQ(v.replicas[static_cast<std::size_t>(1 - first.home)].score, 0.5);
+  const auto second = router.route(session("b"), t0, {}, kIgnored);
+  EXPECT_EQ(second.replica, 2);
+  EXPECT_EQ(second.backend, 1);
+  router.finish(second, t0);
+  router.finish(first, t0);
+  EXPECT_EQ(router.view().unassigned_in_flight, (std::vector<int>{0, 0}));
+  // The next turn goes back to the same server; on a route that pins, to the home rank.
+  const auto again = router.route(session("a"), t0, {}, kIgnored);
+  EXPECT_EQ(again.kind, RouteKind::kSticky);
+  EXPECT_EQ(again.backend, 0);
+  EXPECT_EQ(again.replica, -1);
+  router.finish(again, t0);
+  const auto pinned_turn = router.route(session("a"), t0);
+  EXPECT_EQ(pinned_turn.kind, RouteKind::kSticky);
+  EXPECT_EQ(pinned_turn.replica, first.home);
+  EXPECT_EQ(pinned_turn.rank, first.home);
 }
 
 TEST(Router, AffinityOffOnSeparateServersPicksFewestInFlight) {
@@ -377,13 +446,13 @@ TEST(Router, AffinityOffOnSeparateServersPicksFewestInFlight) {
   EXPECT_EQ(b.replica, 1);
   EXPECT_EQ(c.replica, 2);
   EXPECT_EQ(a.rank, -1);  // single-rank servers get no rank header
-  router.finish(b);
+  router.finish(b, t0);
   EXPECT_EQ(router.route(session("z"), t0).replica, 1);
 }
 
 TEST(Router, SwitchingAffinityAtRunTimeTakesEffectNextRequest) {
   Router router = make_router(dp_model(2));
-  router.finish(router.route(session("a"), t0));
+  router.finish(router.route(session("a"), t0), t0);
   router.set_affinity(false);
   EXPECT_EQ(router.route(session("a"), t0).kind, RouteKind::kBalanced);
   router.set_affinity(true);
@@ -433,7 +502,7 @@ TEST(Router, RotatingTieBreakSpreadsABurstOfAnonymousRequests) {
   for (int i = 0; i < 4; ++i) {
     auto d = router.route(anonymous(), t0);
     ++seen[d.replica];
-    router.finish(d);
+    router.finish(d, t0);
   }
   EXPECT_EQ(seen.size(), 4u);
 }
@@ -442,7 +511,7 @@ TEST(Router, InFlightReturnsToZeroAfterEveryFinish) {
   Router router = make_router(dp_model(4, 2));
   std::vector<RouteDecision> open;
   for (int i = 0; i < 50; ++i) open.push_back(router.route(session("s" + std::to_string(i % 7)), t0));
-  for (auto& d : open) router.finish(d);
+  for (auto& d : open) router.finish(d, t0);
   auto v = router.view();
   EXPECT_EQ(v.in_flight, 0);
   for (auto& r : v.replicas) EXPECT_EQ(r.in_flight, 0);
@@ -470,7 +539,7 @@ TEST(Router, NewConversationsAlwaysGoToTheLeastLoadedReplicaOfTheView) {
       case 0:
         if (!open.empty()) {
           const std::size_t i = rng() % open.size();
-          router.finish(open[i]);
+          router.finish(open[i], now);
           open.erase(open.begin() + static_cast<std::ptrdiff_t>(i));
         }
         break;

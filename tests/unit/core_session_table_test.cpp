@@ -51,6 +51,20 @@ TEST(SessionTable, ForgetsIdleConversationsAfterTtlButNotBefore) {
   EXPECT_EQ(table.live(0), 0);
 }
 
+TEST(SessionTable, TouchKeepsTheHomeAndBringsBackOneForgotten) {
+  SessionTable table{3, 10, minutes(30)};
+  table.assign(1, 2, t0);
+  table.assign(1, 0, t0 + minutes(10));  // re-homed while a request of it ran
+  table.touch(1, 2, t0 + minutes(20));   // that request ends: the home stays 0
+  EXPECT_EQ(table.find(1, t0 + minutes(49)), 0) << "idle counts from the touch";
+  table.touch(5, 1, t0 + minutes(50));  // forgotten meanwhile: back with its home
+  EXPECT_EQ(table.find(5, t0 + minutes(50)), 1);
+  EXPECT_EQ(table.live(0), 1);
+  EXPECT_EQ(table.live(1), 1);
+  EXPECT_EQ(table.live(2), 0);
+  EXPECT_EQ(table.size(), 2u);
+}
+
 TEST(SessionTable, EvictsLeastRecentlyUsedWhenFull) {
   SessionTable table{1, 3, minutes(30)};
   table.assign(1, 0, t0);

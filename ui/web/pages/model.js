@@ -21,6 +21,14 @@ const COLUMNS = [
   ['prefix_hit_rate', 'Prefix hit', 'Prefix-cache hit rate since the warden started: Δhits / Δqueries, in tokens'],
 ];
 
+// The card's route counters (api.md), each request counted under one.
+const ROUTES = ['new', 'sticky', 'spilled_in', 'client_pinned', 'rehomed', 'anonymous', 'balanced', 'retried'];
+
+// Requests the card's `unassigned` counts, by every route.
+export function unassignedRequests(u) {
+  return ROUTES.reduce((n, route) => n + (u[route] ?? 0), 0);
+}
+
 function hostOf(url) {
   try { return new URL(url).host; } catch { return url; }
 }
@@ -39,8 +47,9 @@ export function mountModel(root, { name }, ctx) {
   const admin = el('div', { class: 'admin', 'data-testid': 'admin' });
   const tbody = el('tbody');
   const since = el('span');
-  // Requests sent without a rank (affinity off on a multi-rank server): the
-  // server's own balancer placed them, so no replica row counts them.
+  // Requests sent without a rank (affinity off, or an unranked route, on a
+  // multi-rank server): the server's own balancer placed them, so no replica
+  // row counts them.
   const unassigned = el('p', { class: 'muted', 'data-testid': 'unassigned', hidden: true });
   const thead = el('tr', {}, el('th', { scope: 'col', text: 'Replica' }),
     ...COLUMNS.map(([f, h, tip]) => el('th', { scope: 'col', class: f === 'health' ? '' : 'num', title: tip, text: h })));
@@ -294,9 +303,10 @@ export function mountModel(root, { name }, ctx) {
     });
     for (const [k, row] of rows) if (!seen.has(k)) { row.tr.remove(); rows.delete(k); }
     const u = c.unassigned ?? {};
-    const placed = (u.balanced ?? 0) + (u.retried ?? 0);
+    const placed = unassignedRequests(u);
     unassigned.hidden = placed === 0 && !u.in_flight;
-    setText(unassigned, `Placed by the server's own balancer (sent without a rank, affinity off): ` +
+    setText(unassigned, 'Placed by the server\'s own balancer (sent without a rank: affinity off, or a ' +
+      'route the server does not pin by rank, such as /v1/responses): ' +
       `${int(placed)} request${placed === 1 ? '' : 's'}, ${int(u.in_flight ?? 0)} in flight. No row above counts them.`);
     const up = (Date.now() - new Date(c.since).getTime()) / 1000;
     setText(since, `Counters since ${utc(c.since)} (${duration(up)} ago): the warden's start, or the ` +
