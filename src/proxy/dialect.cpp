@@ -55,8 +55,11 @@ bool is_forwarded_route(std::string_view path) noexcept {
   return std::ranges::find(config::kForwardedRoutes, path) != config::kForwardedRoutes.end();
 }
 
-bool reports_usage(std::string_view path) noexcept {
-  return path != "/v1/messages/count_tokens" && path != "/tokenize" && path != "/detokenize";
+UsageReport usage_report(std::string_view path) noexcept {
+  if (path == "/v1/messages/count_tokens" || path == "/tokenize" || path == "/detokenize")
+    return UsageReport::kNone;
+  if (path == "/v1/embeddings") return UsageReport::kWithoutCachedCount;
+  return UsageReport::kFull;
 }
 
 std::string error_body(Dialect dialect, Status status, std::string_view message) {

@@ -3,6 +3,7 @@
 // Anthropic routes (/v1/messages…) get {"type":"error","error":{"type","message"}}.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -19,9 +20,12 @@ std::string_view path_of(std::string_view target) noexcept;
 
 // Routes that carry inference work and are forwarded to a replica.
 bool is_forwarded_route(std::string_view path) noexcept;
-// Of the forwarded routes (the caller has checked), whether its replies
-// carry token usage: not count_tokens, tokenize or detokenize, which only count.
-bool reports_usage(std::string_view path) noexcept;
+// What a forwarded route's replies (the caller has checked the route) say of
+// token usage: nothing (count_tokens, tokenize and detokenize only count), the
+// prompt's size without how much of it was cached (vLLM's /v1/embeddings and
+// other pooling replies carry prompt_tokens alone), or both.
+enum class UsageReport : std::uint8_t { kNone, kWithoutCachedCount, kFull };
+UsageReport usage_report(std::string_view path) noexcept;
 
 std::string error_body(Dialect dialect, net::http::status status, std::string_view message);
 net::Response error_response(Dialect dialect, net::http::status status, std::string_view message);

@@ -84,10 +84,11 @@ void RequestAccounting::book() {
   if (!usage.cache_measured) {
     // No usage read: the prompt's size is not known here, so no tokens are
     // booked; the count says how many replies went unmeasured.
-    if (usage_expected_) r.unmeasured_requests.fetch_add(1, std::memory_order_relaxed);
+    if (expected_ != UsageReport::kNone)
+      r.unmeasured_requests.fetch_add(1, std::memory_order_relaxed);
     return close_open();
   }
-  if (model_.count_usage(server_, usage.cached_reported))
+  if (expected_ == UsageReport::kFull && model_.count_usage(server_, usage.cached_reported))
     spdlog::warn(
         "model={} server={}: {} replies reported usage and none how many prompt tokens came from "
         "the prefix cache, so every prompt token counts as computed; vLLM reports the count only "

@@ -14,6 +14,7 @@
 #include <variant>
 
 #include "proxy/access_log.h"
+#include "proxy/dialect.h"
 #include "proxy/model_telemetry.h"
 #include "proxy/relay.h"
 #include "telemetry/stream_usage_injection.h"
@@ -43,9 +44,12 @@ class RequestAccounting final : public RelayObserver {
   // Also notes the reply's status, first byte and usage in `record` (the
   // access log's), which must outlive this.
   void log_to(AccessRecord* record) noexcept { record_ = record; }
-  // A reply of a route that reports no usage (count_tokens, tokenize) is not
-  // counted as unmeasured when it has none: it had no tokens to chart.
-  void expect_no_usage() noexcept { usage_expected_ = false; }
+  // What the route's replies report (dialect.h). A reply of a route that
+  // reports no usage (count_tokens, tokenize) is not counted as unmeasured
+  // when it has none: it had no tokens to chart. One whose route never says
+  // how much was cached (embeddings) is not taken as a sign that the server
+  // was started without --enable-prompt-tokens-details.
+  void expect(UsageReport report) noexcept { expected_ = report; }
 
   void on_request_sent() noexcept override { sent_ = std::chrono::steady_clock::now(); }
   void on_response_header(unsigned status, std::string_view content_type, bool chunked) override;
@@ -68,7 +72,7 @@ class RequestAccounting final : public RelayObserver {
   bool strip_;
   int replica_;
   int server_;  // the index of the model's backend that serves it
-  bool usage_expected_ = true;
+  UsageReport expected_ = UsageReport::kFull;
   std::function<void()> done_;
   bool ok_status_ = false;
   std::chrono::steady_clock::time_point sent_{};  // the relay sends before any reply byte comes

@@ -267,7 +267,7 @@ struct Warden::Forward {
   core::RequestFacts facts;
   bool injected_usage;
   std::uint64_t id;
-  bool usage_reported = true;  // the route's replies carry token usage
+  UsageReport usage = UsageReport::kFull;  // what the route's replies say of token usage
   core::RankPinning rank_pinning = core::RankPinning::kHonoured;  // (model's unranked_routes)
   UpstreamConnection* live_upstream = nullptr;
   AccessRecord log{};  // filled as the request goes; written when the set has an access log
@@ -315,7 +315,7 @@ net::Awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dialect) {
   f.log.received = received;
   f.log.body_bytes = body_bytes;
   const std::string_view path = path_of(request.target());
-  f.usage_reported = reports_usage(path);
+  f.usage = usage_report(path);
   if (std::ranges::find(model->config.unranked_routes, path) != model->config.unranked_routes.end())
     f.rank_pinning = core::RankPinning::kIgnored;
   f.log.model = model->config.name;
@@ -536,7 +536,7 @@ net::Awaitable<void> Warden::run_attempts(Forward& f) {
         std::make_unique<RequestAccounting>(f.model.telemetry, f.injected_usage, decision.replica,
                                             decision.backend, [&in_flight] { in_flight.finish(); });
     if (f.set->access_log) accounting->log_to(&f.log);
-    if (!f.usage_reported) accounting->expect_no_usage();
+    accounting->expect(f.usage);
     AttemptContext ctx{f.exchange,      pool_for_this_thread(f.exchange), config.timeouts,
                        f.dialect,       f.exchange.remote_address(),      accounting.get(),
                        &f.live_upstream, &cutting_};

@@ -232,6 +232,27 @@ TEST(ProxyTelemetry, RepliesThatNeverSayWhatWasCachedAreReportedFromTheTwentieth
   EXPECT_EQ(stats(warden.port())["cached_count_missing_servers"], json::array());
 }
 
+// vLLM's embedding replies carry prompt_tokens alone, whatever the flag: they
+// are charted as computed but say nothing about how the server was started.
+TEST(ProxyTelemetry, EmbeddingRepliesAreNoSignOfAServerStartedWithoutTheFlag) {
+  FakeVllm fake{1};
+  fake.omit_cached_count(true);
+  RunningWarden warden{make_config({{fake.port(), 1}})};
+  CapturedLog log;
+  // ("stream": false: the fake answers in JSON only to a body that says so.)
+  const json body = {{"model", "m"}, {"input", "a line to embed"}, {"stream", false}};
+  for (int i = 0; i < 25; ++i)
+    ASSERT_EQ(http_request(warden.port(), http::verb::post, "/v1/embeddings", body.dump()).status,
+              200u);
+  EXPECT_EQ(stats(warden.port())["cached_count_missing_servers"], json::array());
+  EXPECT_TRUE(log.containing(kCachedCountFlag).empty());
+  EXPECT_EQ(metric(warden.port(), "lmwarden_prompt_tokens_total", {{"source", "computed"}}), 2500)
+      << "their prompts are still charted";
+  for (int i = 0; i < proxy::CachedCountCheck::kExpectedWithin; ++i)
+    ask_unstreamed(warden.port(), false);
+  expect_named_once(warden.port(), log, fake);
+}
+
 // The flag is a server's: one started without it among servers with it is
 // named, though the model's other replies all give a count.
 TEST(ProxyTelemetry, TheServerWhoseRepliesNeverSayWhatWasCachedIsNamedAmongOthersThatDo) {
