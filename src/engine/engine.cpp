@@ -110,8 +110,10 @@ StepResult Engine::step(Seconds now) {
 
   counters_.num_preemptions += batch.preempted.size();
   for (const RequestState* req : batch.preempted) result.preempted.push_back(req->id);
+  // vLLM looks a prompt up, and counts the lookup, only with prefix caching
+  // on: off, its queries stay 0 and the hit rate has no data.
   for (const RequestState* req : batch.admitted) {
-    if (req->num_preemptions == 0) {
+    if (req->num_preemptions == 0 && config_.enable_prefix_caching) {
       counters_.prefix_cache_queries += static_cast<std::uint64_t>(req->num_prompt_tokens);
       counters_.prefix_cache_hits += static_cast<std::uint64_t>(req->num_cached_tokens);
     }

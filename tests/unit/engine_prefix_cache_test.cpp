@@ -34,6 +34,17 @@ TEST_P(RepeatedPrompt, IsServedFromCacheUpToTheLastFullBlockBeforeTheLastToken) 
 INSTANTIATE_TEST_SUITE_P(Lengths, RepeatedPrompt,
                          ::testing::Values(1, 15, 16, 17, 96, 97, 100, 600));
 
+TEST(PrefixCache, OffItCachesNothingAndCountsNoLookups) {
+  EngineConfig config = small_config(128);
+  config.enable_prefix_caching = false;
+  Engine engine(config);
+  const auto prompt = make_prompt(100);
+  EXPECT_EQ(cached_on_resend(engine, 1, prompt), 0);
+  EXPECT_EQ(cached_on_resend(engine, 2, prompt), 0);
+  EXPECT_EQ(engine.counters().prefix_cache_queries, 0u) << "vLLM counts no lookup it does not make";
+  EXPECT_EQ(engine.counters().prefix_cache_hits, 0u);
+}
+
 TEST(PrefixCache, AGrowingConversationHitsItsEarlierTurns) {
   Engine engine(small_config(128));
   auto turn1 = make_prompt(200);
