@@ -16,7 +16,9 @@ std::string SessionSource::label() const {
   return name;
 }
 
-std::vector<std::string> default_unranked_routes() { return {"/v1/responses"}; }
+std::vector<std::string> default_unranked_routes() {
+  return {"/v1/responses"};
+}
 
 std::vector<SessionSource> default_session_sources() {
   using K = SessionSource::Kind;

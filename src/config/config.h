@@ -24,8 +24,8 @@ inline constexpr int kMaxSpillThreshold = 1'000'000;
 
 // The paths the warden forwards to a replica; everything else it answers itself.
 inline constexpr std::array<std::string_view, 8> kForwardedRoutes = {
-    "/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages",
-    "/v1/messages/count_tokens", "/v1/embeddings", "/tokenize", "/detokenize"};
+    "/v1/chat/completions",      "/v1/completions", "/v1/responses", "/v1/messages",
+    "/v1/messages/count_tokens", "/v1/embeddings",  "/tokenize",     "/detokenize"};
 
 // Routes on which vLLM's multi-rank servers do not read X-data-parallel-rank
 // (its /v1/responses passes no rank to the engine): the default of

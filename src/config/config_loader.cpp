@@ -61,9 +61,9 @@ constexpr Millis kMaxTimeout = std::chrono::hours{24 * 30};
 constexpr Millis kMaxScrapeInterval = std::chrono::hours{1};
 constexpr Millis kMaxSessionTtl = std::chrono::hours{24 * 3650};
 
-// "a forwarded route (/v1/chat/completions, …)", for messages.
+// "forwarded routes (/v1/chat/completions, …)", for messages.
 std::string forwarded_route_list() {
-  std::string out = "a forwarded route (";
+  std::string out = "forwarded routes (";
   for (std::string_view route : kForwardedRoutes) {
     if (out.back() != '(') out += ", ";
     out += route;
@@ -454,11 +454,11 @@ class Loader {
   }
 
   bool read_model(const YAML::Node& node, const std::string& path, ModelConfig& model) {
-    const auto map = read_map(node, path,
-                              {"name", "aliases", "affinity", "spill_threshold", "session_ttl",
-                               "max_conversations", "session_sources", "honor_client_rank",
-                               "weights", "inject_stream_usage", "api_keys_env",
-                               "unranked_routes", "backends"});
+    const auto map =
+        read_map(node, path,
+                 {"name", "aliases", "affinity", "spill_threshold", "session_ttl",
+                  "max_conversations", "session_sources", "honor_client_rank", "weights",
+                  "inject_stream_usage", "api_keys_env", "unranked_routes", "backends"});
     if (!map) return false;
     const std::size_t errors_before = errors_.size();
 
@@ -500,11 +500,10 @@ class Loader {
       }
 
     if (const Entry* e = map->find("unranked_routes"))
-      if (auto v = read_string_list(*e, child(path, "unranked_routes"), forwarded_route_list(),
-                                    [](std::string_view s) {
-                                      return std::ranges::find(kForwardedRoutes, s) !=
-                                             kForwardedRoutes.end();
-                                    }))
+      if (auto v = read_string_list(
+              *e, child(path, "unranked_routes"), forwarded_route_list(), [](std::string_view s) {
+                return std::ranges::find(kForwardedRoutes, s) != kForwardedRoutes.end();
+              }))
         model.unranked_routes = std::move(*v);
 
     const Entry* backends = map->find("backends");

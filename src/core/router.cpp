@@ -4,6 +4,7 @@
 #include <cassert>
 #include <limits>
 #include <new>
+#include <vector>
 
 namespace lmwarden::core {
 namespace {
@@ -112,13 +113,10 @@ RouteDecision Router::balanced(std::span<const int> exclude) {
   double best_load = std::numeric_limits<double>::infinity();
   for (int b = 0; b < backend_count(); ++b) {
     const Backend& be = backends_[static_cast<std::size_t>(b)];
-    int in_flight = be.unassigned_in_flight;
     bool usable = false;
-    for (int i = be.first_replica; i < be.first_replica + be.ranks; ++i) {
-      in_flight += replicas_[static_cast<std::size_t>(i)].in_flight;
+    for (int i = be.first_replica; i < be.first_replica + be.ranks; ++i)
       usable |= replicas_[static_cast<std::size_t>(i)].healthy && !contains(exclude, i);
-    }
-    const double load = static_cast<double>(in_flight) / be.ranks;
+    const double load = static_cast<double>(server_in_flight(b)) / be.ranks;
     if (usable && load < best_load) {
       best_load = load;
       best = b;
@@ -180,7 +178,21 @@ RouteDecision Router::route(const Identity& identity, TimePoint now, std::span<c
   // (A retry of a request that had spilled and failed there can come home.)
   int target = *home;
   RouteKind kind = RouteKind::kSticky;
-  if (h.in_flight >= spill_threshold()) {
+  const Backend& server = backends_[static_cast<std::size_t>(h.backend)];
+  if (pinning == RankPinning::kIgnored && server.ranks > 1) {
+    // Home is the server: its requests in flight per rank, those sent
+    // without one included, and a spill goes to another server.
+    if (server_in_flight(h.backend) >= spill_threshold() * server.ranks) {
+      std::vector<int> elsewhere(exclude.begin(), exclude.end());
+      for (int i = server.first_replica; i < server.first_replica + server.ranks; ++i)
+        elsewhere.push_back(i);
+      const int lower = least_loaded(elsewhere, placement_.key(*home));
+      if (lower >= 0) {
+        target = lower;
+        kind = RouteKind::kSpilled;
+      }
+    }
+  } else if (h.in_flight >= spill_threshold()) {
     const int lower = least_loaded(exclude, placement_.key(*home));
     if (lower >= 0) {
       target = lower;
@@ -188,6 +200,14 @@ RouteDecision Router::route(const Identity& identity, TimePoint now, std::span<c
     }
   }
   return of_conversation(send(target, counted_as(kind, exclude)), *home);
+}
+
+int Router::server_in_flight(int backend) const noexcept {
+  const Backend& b = backends_[static_cast<std::size_t>(backend)];
+  int n = b.unassigned_in_flight;
+  for (int i = b.first_replica; i < b.first_replica + b.ranks; ++i)
+    n += replicas_[static_cast<std::size_t>(i)].in_flight;
+  return n;
 }
 
 void Router::finish(const RouteDecision& decision, TimePoint now) noexcept {

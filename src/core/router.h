@@ -127,7 +127,9 @@ class Router final : private SessionTable::Listener {
   // kIgnored, a request the policy places on a rank of a multi-rank server
   // goes to that server without a rank (replica -1), counted as one whose
   // rank the server's balancer picks; its conversation still keeps that
-  // home, which then only names the server.
+  // home, which then only names the server. Such a request spills when its
+  // server has spill_threshold requests in flight per rank, and to another
+  // server.
   RouteDecision route(const Identity& identity, TimePoint now, std::span<const int> exclude = {},
                       RankPinning pinning = RankPinning::kHonoured);
   // Ends a routed request's in-flight count. Call exactly once per ok decision.
@@ -205,6 +207,8 @@ class Router final : private SessionTable::Listener {
   // Brings the replica's entry in the placement index up to date.
   void rescore(int replica) noexcept;
   void rescore_server(int backend) noexcept;  // each of its ranks
+  // Requests in flight on a server: on its ranks and sent without one.
+  int server_in_flight(int backend) const noexcept;
   void live_changed(int replica) noexcept override { rescore(replica); }
   void set_taking_work(int replica) noexcept;
   // Whether a replica other than `replica` (-1: any) takes work.

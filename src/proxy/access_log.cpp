@@ -130,6 +130,7 @@ void format_line(std::string& out, std::uint64_t id, std::string_view client,
   line.key("conversation").text_or_null(r.conversation ? short_hash(*r.conversation) : "");
   line.key("route").text_or_null(r.route);
   line.key("replica").number_or_null(when(r.replica >= 0, r.replica));
+  line.key("server").text_or_null(r.server);
   line.key("attempts").number(r.attempts);
   line.key("status").number_or_null(when(r.status != 0, r.status));
   line.key("outcome").text(r.outcome);

@@ -38,7 +38,8 @@ struct AccessRecord {
   std::string_view model;                     // empty: none matched
   std::optional<std::uint64_t> conversation;  // the conversation's hash, when it has one
   std::string_view route;                     // new, sticky, …; empty: not routed
-  int replica = -1;                           // the last replica tried; -1: none
+  int replica = -1;                           // the last replica tried; -1: none, or no rank
+  std::string_view server;                    // its server's configured URL; empty: none tried
   int attempts = 0;                           // replicas tried
   unsigned status = 0;                        // the status the client got; 0: none (it left first)
   std::string_view outcome = "refused";       // relayed, cut_short, client_gone, failed, refused

@@ -92,14 +92,11 @@ std::string api_models_json(const ModelSet& models_in_force) {
 // Requests routed, by route, as the card names the routes.
 json routed_counts(const core::ReplicaCounters& c) {
   using core::RouteKind;
-  return {{"sticky", c.count(RouteKind::kSticky)},
-          {"spilled_in", c.count(RouteKind::kSpilled)},
-          {"client_pinned", c.count(RouteKind::kPinned)},
-          {"new", c.count(RouteKind::kNew)},
-          {"rehomed", c.count(RouteKind::kRehomed)},
-          {"anonymous", c.count(RouteKind::kAnonymous)},
-          {"balanced", c.count(RouteKind::kBalanced)},
-          {"retried", c.count(RouteKind::kRetried)}};
+  return {
+      {"sticky", c.count(RouteKind::kSticky)},        {"spilled_in", c.count(RouteKind::kSpilled)},
+      {"client_pinned", c.count(RouteKind::kPinned)}, {"new", c.count(RouteKind::kNew)},
+      {"rehomed", c.count(RouteKind::kRehomed)},      {"anonymous", c.count(RouteKind::kAnonymous)},
+      {"balanced", c.count(RouteKind::kBalanced)},    {"retried", c.count(RouteKind::kRetried)}};
 }
 
 std::string model_card_json(const ModelState& model) {

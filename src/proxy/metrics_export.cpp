@@ -22,9 +22,11 @@ const MetricSpec& spec(std::string_view name) {
   std::abort();  // a name not in the list is a programming error
 }
 
-std::string replica_label(int index) { return index < 0 ? "unassigned" : std::to_string(index); }
-
 }  // namespace
+
+std::string replica_label(int index) {
+  return index < 0 ? "unassigned" : std::to_string(index);
+}
 
 std::string warden_metrics_text(const ModelSet& models, const ConfigReloads& reloads) {
   telemetry::PrometheusWriter w;
@@ -50,19 +52,29 @@ std::string warden_metrics_text(const ModelSet& models, const ConfigReloads& rel
                static_cast<double>(counters.count(kind)));
     }
   };
-  for (const auto& [m, v] : snaps) {
-    for (const auto& r : v.replicas) routed(*m, r.index, r.counters);
-    // Requests whose rank the server's own balancer picked (affinity off).
-    if (std::ranges::any_of(v.unassigned.routed, [](std::uint64_t n) { return n > 0; }))
-      routed(*m, -1, v.unassigned);
+  // Requests whose rank the server's own balancer picked (affinity off, or
+  // an unranked route): the "unassigned" series of a model with a multi-rank
+  // server, zeros included, so that none of them comes and goes with traffic.
+  auto has_unassigned = [](const Snapshot& snap) {
+    return std::ranges::any_of(snap.model->config.backends,
+                               [](const auto& b) { return b.data_parallel_size > 1; }) ||
+           std::ranges::any_of(snap.view.unassigned.routed,
+                               [](std::uint64_t n) { return n > 0; }) ||
+           snap.view.unassigned_in_flight_total() != 0;
+  };
+  for (const auto& snap : snaps) {
+    for (const auto& r : snap.view.replicas) routed(*snap.model, r.index, r.counters);
+    if (has_unassigned(snap)) routed(*snap.model, -1, snap.view.unassigned);
   }
   family("lmwarden_in_flight");
-  for (const auto& [m, v] : snaps) {
-    for (const auto& r : v.replicas)
-      w.sample("lmwarden_in_flight", {{"model", m->config.name}, {"replica", replica_label(r.index)}}, r.in_flight);
-    if (const int unassigned = v.unassigned_in_flight_total(); unassigned != 0)
-      w.sample("lmwarden_in_flight", {{"model", m->config.name}, {"replica", "unassigned"}},
-               unassigned);
+  for (const auto& snap : snaps) {
+    const std::string& name = snap.model->config.name;
+    for (const auto& r : snap.view.replicas)
+      w.sample("lmwarden_in_flight", {{"model", name}, {"replica", replica_label(r.index)}},
+               r.in_flight);
+    if (has_unassigned(snap))
+      w.sample("lmwarden_in_flight", {{"model", name}, {"replica", "unassigned"}},
+               snap.view.unassigned_in_flight_total());
   }
   family("lmwarden_live_conversations");
   for (const auto& [m, v] : snaps)

@@ -13,6 +13,10 @@ class ConfigReloads;
 
 std::string warden_metrics_text(const ModelSet& models, const ConfigReloads& reloads);
 
+// A replica as /metrics labels it and the log names it: its index, or
+// "unassigned" (-1: sent without a rank, the server's balancer picked it).
+std::string replica_label(int index);
+
 // `model` empty: all models summed. `window` is clamped to what the series
 // keep (six hours); the step is 1 s up to an hour and coarser beyond, so a
 // reply never has more than about 3600 points.

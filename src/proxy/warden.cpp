@@ -12,6 +12,7 @@
 #include "common/coarse_clock.h"
 #include "common/hash.h"
 #include "proxy/api.h"
+#include "proxy/metrics_export.h"
 #include "proxy/relay.h"
 #include "proxy/request_accounting.h"
 #include "telemetry/stream_usage_injection.h"
@@ -427,16 +428,18 @@ void log_unavailable(ModelState& model, std::uint64_t id) {
       id, model.config.name, refused);
 }
 
-// Once per model (and reload): where the policy chose a rank, the request
-// went to the rank's server without one.
-void log_unranked(const ModelState& model, int backend, std::string_view target) {
+// Once per model and route (and reload): where the policy chose a rank, the
+// request went to the rank's server without one.
+void log_unranked(ModelState& model, std::string_view path) {
+  const auto route = std::ranges::find(config::kForwardedRoutes, path);
+  const auto bit = static_cast<std::uint8_t>(1u << (route - config::kForwardedRoutes.begin()));
+  if ((model.unranked_told.fetch_or(bit, std::memory_order_relaxed) & bit) != 0) return;
   spdlog::info(
-      "model={}: requests on {} go to {} without a rank: vLLM does not read "
-      "X-data-parallel-rank there, so the server's own balancer picks the rank and their "
-      "conversations keep to the server, not to a rank (counted as replica \"unassigned\"; "
-      "see unranked_routes in docs/configuration.md)",
-      model.config.name, path_of(target),
-      model.config.backends[static_cast<std::size_t>(backend)].url);
+      "model={}: requests on {}, one of its unranked_routes, go to multi-rank servers without "
+      "X-data-parallel-rank: each server's own balancer picks the rank (vLLM does not read the "
+      "header on /v1/responses), their conversations keep to a server, not to a rank, and they "
+      "are counted as replica \"unassigned\"",
+      model.config.name, path);
 }
 
 // A retry's chance, as forward_once asks it: retries left (`allowed`), and
@@ -487,8 +490,8 @@ net::Awaitable<void> Warden::run_attempts(Forward& f) {
       decision = f.model.router.route(identity, coarse_steady_now(), tried, f.rank_pinning);
       affinity = f.model.router.affinity();
     }
-    if (affinity && decision.ok() && decision.replica < 0 && !f.model.unranked_told.exchange(true))
-      log_unranked(f.model, decision.backend, f.exchange.request().target());
+    if (affinity && decision.ok() && decision.replica < 0)
+      log_unranked(f.model, path_of(f.exchange.request().target()));
     if (!decision.ok()) {
       if (attempt > 0) break;  // retries exhausted the healthy replicas: report the upstream error
       f.log.outcome = "refused";
@@ -519,6 +522,7 @@ net::Awaitable<void> Warden::run_attempts(Forward& f) {
     const auto& backend = f.model.config.backends[static_cast<std::size_t>(decision.backend)];
     f.log.route = core::to_string(decision.kind);
     f.log.replica = decision.replica;
+    f.log.server = backend.url;
     f.log.attempts = attempt + 1;
     f.log.status = 0;
     f.log.first_byte.reset();
@@ -526,7 +530,7 @@ net::Awaitable<void> Warden::run_attempts(Forward& f) {
       const bool session = identity.kind == core::IdentityKind::kSession;
       spdlog::debug(
           "req={} model={} replica={} route={} conv={} from={}", f.id, f.model.config.name,
-          decision.replica, core::to_string(decision.kind),
+          replica_label(decision.replica), core::to_string(decision.kind),
           session ? short_hash(identity.session_hash) : "-",
           session ? f.model.identity.sources[static_cast<std::size_t>(identity.source)].label()
                   : "-");
@@ -571,10 +575,12 @@ net::Awaitable<void> Warden::run_attempts(Forward& f) {
         co_return;
       case Outcome::kCutShort:
         f.log.outcome = "cut_short";
-        spdlog::warn("req={} model={} replica={} {}", f.id, f.model.config.name, decision.replica, last.message);
+        spdlog::warn("req={} model={} replica={} {}", f.id, f.model.config.name,
+                     replica_label(decision.replica), last.message);
         co_return;
       case Outcome::kFailed:
-        spdlog::warn("req={} model={} replica={} {}", f.id, f.model.config.name, decision.replica, last.message);
+        spdlog::warn("req={} model={} replica={} {}", f.id, f.model.config.name,
+                     replica_label(decision.replica), last.message);
         in_flight.finish();  // before the client hears, as a relayed reply's is
         f.log.outcome = "failed";
         f.log.status = static_cast<unsigned>(last.status);
@@ -582,7 +588,7 @@ net::Awaitable<void> Warden::run_attempts(Forward& f) {
         co_return;
       case Outcome::kRetryable:
         spdlog::warn("req={} model={} replica={} {} (attempt {})", f.id, f.model.config.name,
-                     decision.replica, last.message, attempt + 1);
+                     replica_label(decision.replica), last.message, attempt + 1);
         // The whole server failed when it could not be reached, or when its
         // own balancer picked the rank: none of its ranks is tried again.
         if (decision.replica >= 0 && !last.server_unreachable) {

@@ -70,9 +70,11 @@ struct ModelState {
   // request, with how many were refused since the last line.
   std::atomic<std::int64_t> unavailable_logged_at{std::numeric_limits<std::int64_t>::min()};
   std::atomic<std::uint64_t> unavailable_unlogged{0};
-  // Whether a request on one of unranked_routes has gone to a multi-rank
-  // server without a rank yet (logged the first time).
-  std::atomic<bool> unranked_told{false};
+  // The unranked_routes whose requests have gone to a multi-rank server
+  // without a rank yet, a bit per config::kForwardedRoutes index (logged
+  // the first time).
+  std::atomic<std::uint8_t> unranked_told{0};
+  static_assert(config::kForwardedRoutes.size() <= 8, "a bit each in unranked_told");
   // The model's routing states before reloads that changed its replicas,
   // while requests they sent still run. Set before the model is published.
   std::vector<RetiredRouting> retired;

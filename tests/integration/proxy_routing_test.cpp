@@ -475,8 +475,8 @@ TEST(ProxyRouting, CodexResponsesGoWithoutARankWhereTheServerIgnoresIt) {
   for (const bool pinned : {false, true}) {
     SCOPED_TRACE(pinned ? "unranked_routes: []" : "by default");
     FakeVllm fake{2};
-    RunningWarden warden{
-        make_config({{fake.port(), 2}}, std::nullopt, "", pinned ? "    unranked_routes: []\n" : "")};
+    RunningWarden warden{make_config({{fake.port(), 2}}, std::nullopt, "",
+                                     pinned ? "    unranked_routes: []\n" : "")};
     for (int i = 0; i < 3; ++i) {
       auto r = send(warden.port(), turn);
       ASSERT_EQ(r.status, 200u) << r.body;
@@ -505,6 +505,12 @@ TEST(ProxyRouting, CodexResponsesGoWithoutARankWhereTheServerIgnoresIt) {
       EXPECT_EQ(card["unassigned"]["sticky"], 2) << card;
       EXPECT_EQ(card["unassigned"]["in_flight"], 0) << card;
     }
+    // The model has a multi-rank server: its "unassigned" in-flight series is
+    // there when idle too, at 0.
+    const std::string text = http_request(warden.port(), http::verb::get, "/metrics").body;
+    EXPECT_NE(text.find("lmwarden_in_flight{model=\"m\",replica=\"unassigned\"} 0\n"),
+              std::string::npos)
+        << text;
   }
 }
 

@@ -106,7 +106,7 @@ TEST(ConfigErrors, WrongTypes) {
     unranked_routes: [/v1/responses, /v1/respones]
     backends: [{url: "http://h:1"}]
 )"),
-            "lmwarden.yaml:3: models[0].unranked_routes[1]: must be a forwarded route "
+            "lmwarden.yaml:3: models[0].unranked_routes[1]: must be forwarded routes "
             "(/v1/chat/completions, /v1/completions, /v1/responses, /v1/messages, "
             "/v1/messages/count_tokens, /v1/embeddings, /tokenize, /detokenize), got "
             "\"/v1/respones\"");

@@ -435,6 +435,32 @@ TEST(Router, ARouteThatIgnoresTheRankGoesToTheHomesServerWithoutOne) {
   EXPECT_EQ(pinned_turn.rank, first.home);
 }
 
+// Home is a server there: such a conversation spills once its server has
+// spill_threshold requests in flight per rank, and to another server.
+TEST(Router, ARouteThatIgnoresTheRankSpillsFromAFullServerToAnother) {
+  config::ModelConfig m = dp_model(2, /*spill=*/2);
+  m.backends.push_back(
+      {.url = "http://127.0.0.1:8001", .host = "127.0.0.1", .port = 8001, .data_parallel_size = 2});
+  Router router = make_router(m);
+  constexpr auto kIgnored = RankPinning::kIgnored;
+  std::vector<RouteDecision> open;
+  for (int i = 0; i < 4; ++i) open.push_back(router.route(session("a"), t0, {}, kIgnored));
+  const int home_server = open[0].backend;
+  for (const auto& d : open) {
+    EXPECT_EQ(d.backend, home_server) << "2 per rank is not yet over the threshold of 2";
+    EXPECT_NE(d.kind, RouteKind::kSpilled);
+  }
+  const auto fifth = router.route(session("a"), t0, {}, kIgnored);
+  EXPECT_EQ(fifth.kind, RouteKind::kSpilled);
+  EXPECT_NE(fifth.backend, home_server);
+  EXPECT_EQ(fifth.replica, -1);
+  EXPECT_EQ(router.view().unassigned.count(RouteKind::kSpilled), 1u);
+  router.finish(fifth, t0);
+  for (const auto& d : open) router.finish(d, t0);
+  EXPECT_EQ(router.route(session("a"), t0, {}, kIgnored).backend, home_server)
+      << "a spill does not move the home";
+}
+
 TEST(Router, AffinityOffOnSeparateServersPicksFewestInFlight) {
   auto m = separate_servers(3);
   m.affinity = false;

@@ -21,12 +21,13 @@ const COLUMNS = [
   ['prefix_hit_rate', 'Prefix hit', 'Prefix-cache hit rate since the warden started: Δhits / Δqueries, in tokens'],
 ];
 
-// The card's route counters (api.md), each request counted under one.
-const ROUTES = ['new', 'sticky', 'spilled_in', 'client_pinned', 'rehomed', 'anonymous', 'balanced', 'retried'];
+// The card's route counters (api.md) that count each client request once:
+// `retried` counts later attempts of requests counted under another.
+const FIRST_ATTEMPTS = ['new', 'sticky', 'spilled_in', 'client_pinned', 'rehomed', 'anonymous', 'balanced'];
 
-// Requests the card's `unassigned` counts, by every route.
+// Requests the card's `unassigned` counts.
 export function unassignedRequests(u) {
-  return ROUTES.reduce((n, route) => n + (u[route] ?? 0), 0);
+  return FIRST_ATTEMPTS.reduce((n, route) => n + (u[route] ?? 0), 0);
 }
 
 function hostOf(url) {
