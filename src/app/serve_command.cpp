@@ -3,10 +3,10 @@
 // the grace period (a second signal ends it at once), then exit 0. SIGHUP
 // reloads the configuration file.
 #include <sched.h>
+#include <spdlog/spdlog.h>
 #include <sys/resource.h>
 
-#include <spdlog/spdlog.h>
-
+#include <algorithm>
 #include <boost/asio/signal_set.hpp>
 #include <cerrno>
 #include <cstdio>
@@ -225,10 +225,16 @@ int serve(const ServeOptions& opts) {
   spdlog::info("memory allocator: {}", allocator_name());
   log_scheduling_policy();
   if (!proxy::admin_token(cfg)) spdlog::info("{}", proxy::run_time_control(cfg));
-  for (const auto& m : cfg.models)
-    spdlog::info("model {}: {} replica(s) on {} server(s), affinity {}, spill threshold {}", m.name,
-                 m.replica_count(), m.backends.size(), m.affinity ? "on" : "off",
-                 m.spill_threshold ? std::to_string(*m.spill_threshold) : "auto");
+  for (const auto& m : cfg.models) {
+    // Where requests go without a rank: said only where a server has ranks.
+    std::string unranked;
+    if (std::ranges::any_of(m.backends, [](const auto& b) { return b.data_parallel_size > 1; }))
+      for (const std::string& route : m.unranked_routes)
+        unranked += (unranked.empty() ? "; without a rank on multi-rank servers: " : ", ") + route;
+    spdlog::info("model {}: {} replica(s) on {} server(s), affinity {}, spill threshold {}{}",
+                 m.name, m.replica_count(), m.backends.size(), m.affinity ? "on" : "off",
+                 m.spill_threshold ? std::to_string(*m.spill_threshold) : "auto", unranked);
+  }
 
   signals.async_wait(on_signal);
   signals_ctx.run();

@@ -130,6 +130,7 @@ std::string model_card_json(const ModelState& model) {
     backends.push_back({{"url", b.url}, {"data_parallel_size", b.data_parallel_size}});
   return json{{"name", model.config.name},
               {"affinity", v.affinity},
+              {"unranked_routes", model.config.unranked_routes},
               {"spill_threshold", v.spill_threshold},
               {"spill_threshold_auto", v.spill_threshold_auto},
               {"sticky_ratio", v.sticky_ratio ? json(*v.sticky_ratio) : json(nullptr)},

@@ -495,6 +495,7 @@ TEST(ProxyRouting, CodexResponsesGoWithoutARankWhereTheServerIgnoresIt) {
     ASSERT_EQ(ranks.size(), 3u);
     EXPECT_EQ(sessions.size(), 1u) << "the capture carries one session-id";
     const json card = warden.card();
+    EXPECT_EQ(card["unranked_routes"], pinned ? json::array() : json::array({"/v1/responses"}));
     if (pinned) {
       EXPECT_EQ(ranks.count(*ranks.begin()), 3u) << "every turn on the one rank";
       EXPECT_GE(*ranks.begin(), 0);
