@@ -140,8 +140,14 @@ int run_online(const BenchArgs& a) {
   const bool tty = ::isatty(STDERR_FILENO) != 0;
   // Off a terminal (a log file, CI) a line per 10 s of wall time is plenty.
   auto last_line = std::chrono::steady_clock::now() - std::chrono::hours(1);
+  int failure_told = -1;  // the step whose first failure was printed
   auto progress = [&](const bench::Progress& p) {
     if (a.quiet) return;
+    if (!p.first_failure.empty() && p.index != failure_told) {
+      failure_told = p.index;
+      std::fprintf(stderr, "%s[%d/%d] a request failed: %s\n", tty ? "\r\033[K" : "", p.index + 1,
+                   p.total, p.first_failure.c_str());
+    }
     const auto now = std::chrono::steady_clock::now();
     if (!tty && now - last_line < std::chrono::seconds(10)) return;
     last_line = now;
@@ -265,7 +271,7 @@ void add_bench_command(CLI::App& app) {
          "base URLs of the backends whose /metrics to poll (default: the model's backends)")
       ->delimiter(',');
   cmd->add_option("--dialect", a->dialect, "wire dialect of the sessions")
-      ->check(CLI::IsMember({"openai", "anthropic"}))
+      ->check(CLI::IsMember({"openai", "anthropic", "responses"}))
       ->capture_default_str();
   cmd->add_option("--seed", a->workload.seed, "workload seed (both arms draw the same sessions)")
       ->capture_default_str();

@@ -61,6 +61,7 @@ struct Progress {
   double duration_s = 0;
   std::uint64_t requests = 0;
   std::uint64_t failed = 0;
+  std::string first_failure;  // why the step's first failed request failed
   std::uint64_t sessions_completed = 0;
   std::optional<double> ttfb_p50_s;
   std::optional<double> replicas_busy;  // latest poll

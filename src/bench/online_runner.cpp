@@ -3,6 +3,7 @@
 // calls. Nothing here decides what a number means; that is summarize()'s.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -36,6 +37,24 @@ using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
 constexpr std::chrono::seconds kControlTimeout{10};
+// Of a refused request's body, what is kept to say why.
+constexpr std::size_t kErrorBodyKept = 4096;
+
+// "HTTP 400: <the error's message>" from an OpenAI or Anthropic error body
+// (`error.message`), or with the body's start when it is neither.
+std::string refusal(int status, std::string_view body) {
+  const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_object() && j.contains("error")) {
+    const json& e = j["error"];
+    if (e.is_object() && e.contains("message") && e["message"].is_string())
+      return fmt::format("HTTP {}: {}", status, e["message"].get<std::string>());
+    if (e.is_string()) return fmt::format("HTTP {}: {}", status, e.get<std::string>());
+  }
+  std::string start(body.substr(0, 200));
+  std::replace_if(
+      start.begin(), start.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
+  return start.empty() ? fmt::format("HTTP {}", status) : fmt::format("HTTP {}: {}", status, start);
+}
 
 struct Endpoint {
   std::string host;
@@ -337,6 +356,7 @@ class StepRunner {
     progress.elapsed_s = std::min(simulated_since(start_), o_.step_seconds);
     progress.requests = result_.samples.requests_sent;
     progress.failed = result_.samples.requests_failed;
+    progress.first_failure = result_.samples.first_failure;
     progress.sessions_completed = loop_.sessions_completed();
     progress.ttfb_p50_s = evaluator::percentile(result_.samples.ttfb_s, 50);
     on_progress(progress);
@@ -379,7 +399,7 @@ class StepRunner {
           if (stopping_) break;
           last_connect_error_ = cec.message();
           if (!connects_failing_since_) connects_failing_since_ = Clock::now();
-          co_await fail(s, /*abandon=*/false);
+          co_await fail(s, /*abandon=*/false, "cannot connect: " + cec.message());
           continue;
         }
         connects_failing_since_.reset();
@@ -400,11 +420,15 @@ class StepRunner {
       StreamTap tap(o_.dialect);
       bool ok = !wec;
       bool keep_alive = false;
+      std::string failure = wec ? "sending the request: " + wec.message() : std::string();
       if (ok) {
         http::response_parser<http::buffer_body> parser;
         parser.body_limit(boost::none);
         auto [hec, hn] = co_await http::async_read_header(*stream, buffer, parser, net::kAsTuple);
-        ok = !hec && parser.get().result_int() == 200;
+        const int status = hec ? 0 : parser.get().result_int();
+        ok = status == 200;
+        if (hec) failure = "reading the reply: " + hec.message();
+        std::string error_body;  // a refusal's body, for the failure's reason
         char chunk[16 * 1024];
         while (!hec && !parser.is_done()) {
           parser.get().body().data = chunk;
@@ -412,23 +436,30 @@ class StepRunner {
           stream->expires_after(o_.request_timeout);
           auto [rec2, rn] = co_await http::async_read(*stream, buffer, parser, net::kAsTuple);
           if (rec2 && rec2 != http::error::need_buffer) {
+            if (ok) failure = "reading the reply: " + rec2.message();
             ok = false;
             break;
           }
           const std::size_t got = sizeof chunk - parser.get().body().size;
+          if (!ok && error_body.size() < kErrorBodyKept) error_body.append(chunk, got);
           if (ok && tap.feed({chunk, got}) && !stopping_) {
             result_.samples.ttfb_s.push_back(
                 std::chrono::duration<double>(Clock::now() - sent).count() * o_.time_scale);
           }
         }
+        if (status != 0 && status != 200) failure = refusal(status, error_body);
         keep_alive = ok && parser.is_done() && parser.get().keep_alive();
       }
       slots_[static_cast<std::size_t>(s)].stream = nullptr;
       if (!stopping_) result_.output_tokens += static_cast<double>(tap.output_tokens());
       if (!keep_alive) stream.reset();
       if (stopping_) break;
-      if (!ok || tap.error() || !tap.first_token_seen()) {
-        co_await fail(s, /*abandon=*/true);
+      if (ok && tap.error()) failure = "an error event: " + *tap.error();
+      if (ok && failure.empty() && !tap.first_token_seen()) {
+        failure = tap.done() ? "the reply ended without content" : "the reply ended early";
+      }
+      if (!failure.empty()) {
+        co_await fail(s, /*abandon=*/true, std::move(failure));
         continue;
       }
       result_.samples.turn_s.push_back(std::chrono::duration<double>(Clock::now() - sent).count() *
@@ -441,10 +472,12 @@ class StepRunner {
     --running_slots_;
   }
 
-  // A request failed: count it, drop the session if it was mid-way (its
-  // history would now be wrong), and back off a little before the next try.
-  net::Awaitable<void> fail(int s, bool abandon) {
+  // A request failed: count it, keep the step's first reason, drop the
+  // session if it was mid-way (its history would now be wrong), and back off
+  // a little before the next try.
+  net::Awaitable<void> fail(int s, bool abandon, std::string why) {
     ++result_.samples.requests_failed;
+    if (result_.samples.first_failure.empty()) result_.samples.first_failure = std::move(why);
     if (abandon) loop_.abandon(s);
     co_await pause(s, 0.2 * o_.time_scale);
   }

@@ -188,6 +188,8 @@ ordered_json step_json(const StepResult& s, bool online) {
             {"replicas", replicas},
             {"requests_sent", x.requests_sent},
             {"requests_failed", x.requests_failed},
+            {"first_failure",
+             x.first_failure.empty() ? ordered_json(nullptr) : ordered_json(x.first_failure)},
             {"metrics_polls_failed", x.metrics_polls_failed},
             {"followups", online ? ordered_json(nullptr) : ordered_json(x.followups)},
             {"followups_stayed", online ? ordered_json(nullptr) : ordered_json(x.followups_stayed)},
@@ -264,6 +266,17 @@ std::string markdown_table(const std::vector<StepResult>& steps,
     out += " |\n";
   }
   out += fmt::format("\nEach cell: {}.\n", arms_label(arms));
+  // Failed requests are in no column: say how many, and why the first failed.
+  bool listed = false;
+  for (const StepResult& s : steps) {
+    const auto& x = s.samples;
+    if (x.requests_failed == 0) continue;
+    if (!listed) out += "\nFailed requests:\n";
+    listed = true;
+    out += fmt::format("- {} sessions, arm {}: {} of {}", s.sessions, s.arm, x.requests_failed,
+                       x.requests_sent);
+    out += x.first_failure.empty() ? "\n" : fmt::format("; the first: {}\n", x.first_failure);
+  }
   return out;
 }
 

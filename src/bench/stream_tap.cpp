@@ -81,14 +81,7 @@ void StreamTap::on_event(std::string_view event, std::string_view data) {
     if (j.contains("choices") && j["choices"].is_array() && !j["choices"].empty()) {
       const json& choice = j["choices"][0];
       if (choice.contains("delta") && choice["delta"].is_object()) {
-        const json& delta = choice["delta"];
-        if (delta.contains("content") && delta["content"].is_string()) {
-          const auto& piece = delta["content"].get_ref<const std::string&>();
-          if (!piece.empty()) {
-            text_ += piece;
-            ++content_pieces_;
-          }
-        }
+        add_piece(choice["delta"], "content");
       }
     }
     if (auto n = int_at(j, "usage", "completion_tokens")) usage_output_ = n;
@@ -97,20 +90,47 @@ void StreamTap::on_event(std::string_view event, std::string_view data) {
   const std::string_view type = j.contains("type") && j["type"].is_string()
                                     ? std::string_view(j["type"].get_ref<const std::string&>())
                                     : event;
+  if (dialect_ == workload::Dialect::kResponses) {
+    on_responses_event(type, j);
+    return;
+  }
   if (type == "content_block_delta" && j.contains("delta") && j["delta"].is_object()) {
-    const json& delta = j["delta"];
-    if (delta.contains("text") && delta["text"].is_string()) {
-      const auto& piece = delta["text"].get_ref<const std::string&>();
-      if (!piece.empty()) {
-        text_ += piece;
-        ++content_pieces_;
-      }
-    }
+    add_piece(j["delta"], "text");
   } else if (type == "message_delta") {
     if (auto n = int_at(j, "usage", "output_tokens")) usage_output_ = n;
   } else if (type == "message_stop") {
     done_ = true;
   }
+}
+
+// Responses: text in `response.output_text.delta`; the last event is
+// `response.completed` or `response.incomplete` (cut at max_output_tokens),
+// whose response carries usage.output_tokens, or `response.failed`.
+void StreamTap::on_responses_event(std::string_view type, const nlohmann::json& j) {
+  if (type == "response.output_text.delta") {
+    add_piece(j, "delta");
+    return;
+  }
+  if (type != "response.completed" && type != "response.incomplete" && type != "response.failed")
+    return;
+  done_ = true;
+  if (!j.contains("response") || !j["response"].is_object()) return;
+  const json& response = j["response"];
+  if (auto n = int_at(response, "usage", "output_tokens")) usage_output_ = n;
+  if (type == "response.failed") {
+    const json* e = response.contains("error") ? &response["error"] : nullptr;
+    error_ = e && e->is_object() && e->contains("message") && (*e)["message"].is_string()
+                 ? (*e)["message"].get<std::string>()
+                 : std::string("response.failed");
+  }
+}
+
+void StreamTap::add_piece(const nlohmann::json& holder, const char* field) {
+  if (!holder.contains(field) || !holder[field].is_string()) return;
+  const auto& piece = holder[field].get_ref<const std::string&>();
+  if (piece.empty()) return;
+  text_ += piece;
+  ++content_pieces_;
 }
 
 }  // namespace lmwarden::bench

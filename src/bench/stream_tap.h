@@ -8,10 +8,14 @@
 // the first token); the last chunk may carry usage.completion_tokens; then
 // `data: [DONE]`. Anthropic messages: `content_block_delta` events with
 // delta.text; `message_delta` carries usage.output_tokens; `message_stop`
-// ends; an `error` event is a failure.
+// ends; an `error` event is a failure. Responses: `response.output_text.delta`
+// events with `delta`; `response.completed` (or `.incomplete`, cut at the
+// token limit) ends and carries response.usage.output_tokens;
+// `response.failed` and `error` are failures.
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -38,6 +42,9 @@ class StreamTap {
 
  private:
   void on_event(std::string_view event, std::string_view data);
+  void on_responses_event(std::string_view type, const nlohmann::json& j);
+  // Appends holder[field] to the text when it is a non-empty string.
+  void add_piece(const nlohmann::json& holder, const char* field);
 
   workload::Dialect dialect_;
   std::string pending_;  // bytes of an event not yet terminated

@@ -38,15 +38,121 @@ void append_anthropic_messages(const Conversation& c, std::string& out) {
   out += ']';
 }
 
+// Room for a request's body: the system prompt and up to 8 KiB per turn.
+std::size_t body_size_hint(const Session& s) {
+  return s.system_prompt->size() + 8 * 1024 * static_cast<std::size_t>(s.turns());
+}
+
+// Responses input items as Codex sends them: the system prompt as a
+// `developer` message, user text as `input_text`, earlier replies as
+// `output_text`.
+void append_responses_input(const Conversation& c, std::string& out) {
+  out += "[";
+  bool first = true;
+  for (const auto& m : c.messages()) {
+    if (!first) out += ',';
+    first = false;
+    const bool reply = m.role == "assistant";
+    out += R"({"type":"message","role":)";
+    out +=
+        json_quote(m.role == "system" ? std::string_view("developer") : std::string_view(m.role));
+    out += reply ? R"(,"content":[{"type":"output_text","text":)"
+                 : R"(,"content":[{"type":"input_text","text":)";
+    out += json_quote(m.content);
+    out += "}]}";
+  }
+  out += ']';
+}
+
+WireRequest build_openai(const Session& s, const Conversation& conversation,
+                         std::string_view model) {
+  WireRequest req;
+  req.target = "/v1/chat/completions";
+  req.headers = {{"session-id", s.id}, {"originator", "codex_cli_rs"}};
+  std::string& body = req.body;
+  body.reserve(body_size_hint(s));
+  body += R"({"model":)";
+  body += json_quote(model);
+  body += R"(,"messages":)";
+  append_openai_messages(conversation, body);
+  body += fmt::format(
+      R"(,"max_tokens":{},"stream":true,"stream_options":{{"include_usage":true}},"prompt_cache_key":{}}})",
+      s.max_output_tokens, json_quote(s.id));
+  return req;
+}
+
+WireRequest build_responses(const Session& s, const Conversation& conversation,
+                            std::string_view model) {
+  WireRequest req;
+  req.target = "/v1/responses";
+  req.headers = {{"session-id", s.id},
+                 {"thread-id", s.id},
+                 {"originator", "codex_exec"},
+                 {"accept", "text/event-stream"}};
+  std::string& body = req.body;
+  body.reserve(body_size_hint(s));
+  body += R"({"model":)";
+  body += json_quote(model);
+  body += R"(,"stream":true,"input":)";
+  append_responses_input(conversation, body);
+  body +=
+      fmt::format(R"(,"tools":[],"tool_choice":"auto","parallel_tool_calls":false,"store":false,)"
+                  R"("include":[],"prompt_cache_key":{},"max_output_tokens":{}}})",
+                  json_quote(s.id), s.max_output_tokens);
+  return req;
+}
+
+// Claude Code 2.x: device and account ids are stable per user; here one
+// synthetic user per session index keeps them deterministic.
+WireRequest build_anthropic(const Session& s, const Conversation& conversation,
+                            std::string_view model) {
+  const std::string device =
+      fmt::format("{:016x}{:016x}{:016x}{:016x}", stable_hash(s.id), stable_hash(s.id + "/1"),
+                  stable_hash(s.id + "/2"), stable_hash(s.id + "/3"));
+  const std::string account = uuid_from(stable_hash(s.id + "/account"), stable_hash(s.id + "/a"));
+  const std::string user_id = fmt::format(
+      R"({{"device_id":"{}","account_uuid":"{}","session_id":"{}"}})", device, account, s.id);
+  WireRequest req;
+  req.target = "/v1/messages?beta=true";
+  req.headers = {
+      {"X-Claude-Code-Session-Id", s.id}, {"anthropic-version", "2023-06-01"}, {"x-app", "cli"}};
+  std::string& body = req.body;
+  body.reserve(body_size_hint(s));
+  body += R"({"model":)";
+  body += json_quote(model);
+  body += R"(,"max_tokens":)";
+  body += std::to_string(s.max_output_tokens);
+  if (!s.system_prompt->empty()) {
+    body += R"(,"system":[{"type":"text","text":)";
+    body += json_quote(*s.system_prompt);
+    body += "}]";
+  }
+  body += R"(,"messages":)";
+  append_anthropic_messages(conversation, body);
+  body += R"(,"metadata":{"user_id":)";
+  body += json_quote(user_id);
+  body += R"(},"stream":true})";
+  return req;
+}
+
 }  // namespace
 
 std::string_view to_string(Dialect d) noexcept {
-  return d == Dialect::kOpenAi ? "openai" : "anthropic";
+  switch (d) {
+    case Dialect::kOpenAi:
+      return "openai";
+    case Dialect::kAnthropic:
+      return "anthropic";
+    case Dialect::kResponses:
+      return "responses";
+  }
+  return "openai";
 }
 
 std::optional<Dialect> parse_dialect(std::string_view name) noexcept {
-  if (name == "openai") return Dialect::kOpenAi;
-  if (name == "anthropic") return Dialect::kAnthropic;
+  for (const Dialect d : {Dialect::kOpenAi, Dialect::kAnthropic, Dialect::kResponses}) {
+    if (name == to_string(d)) return d;
+  }
   return std::nullopt;
 }
 
@@ -88,45 +194,17 @@ WireRequest build_request(Dialect dialect, const Conversation& conversation,
                           std::string_view model) {
   const Session& s = conversation.session();
   WireRequest req;
-  std::string& body = req.body;
-  body.reserve(s.system_prompt->size() + 8 * 1024 * static_cast<std::size_t>(s.turns()));
-  if (dialect == Dialect::kOpenAi) {
-    req.target = "/v1/chat/completions";
-    req.headers = {{"session-id", s.id}, {"originator", "codex_cli_rs"}};
-    body += R"({"model":)";
-    body += json_quote(model);
-    body += R"(,"messages":)";
-    append_openai_messages(conversation, body);
-    body += fmt::format(
-        R"(,"max_tokens":{},"stream":true,"stream_options":{{"include_usage":true}},"prompt_cache_key":{}}})",
-        s.max_output_tokens, json_quote(s.id));
-    return req;
+  switch (dialect) {
+    case Dialect::kOpenAi:
+      req = build_openai(s, conversation, model);
+      break;
+    case Dialect::kAnthropic:
+      req = build_anthropic(s, conversation, model);
+      break;
+    case Dialect::kResponses:
+      req = build_responses(s, conversation, model);
+      break;
   }
-  // Claude Code 2.x: device and account ids are stable per user; here one
-  // synthetic user per session index keeps them deterministic.
-  const std::string device =
-      fmt::format("{:016x}{:016x}{:016x}{:016x}", stable_hash(s.id), stable_hash(s.id + "/1"),
-                  stable_hash(s.id + "/2"), stable_hash(s.id + "/3"));
-  const std::string account = uuid_from(stable_hash(s.id + "/account"), stable_hash(s.id + "/a"));
-  const std::string user_id = fmt::format(
-      R"({{"device_id":"{}","account_uuid":"{}","session_id":"{}"}})", device, account, s.id);
-  req.target = "/v1/messages?beta=true";
-  req.headers = {
-      {"X-Claude-Code-Session-Id", s.id}, {"anthropic-version", "2023-06-01"}, {"x-app", "cli"}};
-  body += R"({"model":)";
-  body += json_quote(model);
-  body += R"(,"max_tokens":)";
-  body += std::to_string(s.max_output_tokens);
-  if (!s.system_prompt->empty()) {
-    body += R"(,"system":[{"type":"text","text":)";
-    body += json_quote(*s.system_prompt);
-    body += "}]";
-  }
-  body += R"(,"messages":)";
-  append_anthropic_messages(conversation, body);
-  body += R"(,"metadata":{"user_id":)";
-  body += json_quote(user_id);
-  body += R"(},"stream":true})";
   return req;
 }
 

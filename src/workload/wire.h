@@ -1,5 +1,5 @@
-// HTTP requests for a conversation's next turn, in the two dialects agents
-// speak. Pure: builds bytes, sends nothing.
+// HTTP requests for a conversation's next turn, in the dialects agents speak.
+// Pure: builds bytes, sends nothing.
 //
 //  - OpenAI chat (Codex-like): POST /v1/chat/completions with a `session-id`
 //    header and the same id as `prompt_cache_key`; streamed, with
@@ -8,9 +8,14 @@
 //    with `X-Claude-Code-Session-Id`, `metadata.user_id` as a JSON *string*
 //    {"device_id","account_uuid","session_id"}, system and content as text
 //    blocks, `stream: true`.
+//  - OpenAI Responses shaped like Codex 0.171 (its current wire API):
+//    POST /v1/responses with `session-id` and `thread-id` headers, the system
+//    prompt as a `developer` message in `input`, `store: false`,
+//    `prompt_cache_key`, `stream: true`; `max_output_tokens` bounds the reply
+//    (Codex leaves it to the server).
 //
-// Both carry the session id where the warden looks for it (DESIGN §4), and
-// both reduce to the same chat-template prompt on the simulator.
+// All carry the session id where the warden looks for it (DESIGN §4), and all
+// reduce to the same chat-template prompt on the simulator.
 #pragma once
 
 #include <optional>
@@ -23,7 +28,7 @@
 
 namespace lmwarden::workload {
 
-enum class Dialect { kOpenAi, kAnthropic };
+enum class Dialect { kOpenAi, kAnthropic, kResponses };
 
 std::string_view to_string(Dialect d) noexcept;
 std::optional<Dialect> parse_dialect(std::string_view name) noexcept;

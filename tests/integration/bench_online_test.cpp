@@ -2,6 +2,7 @@
 // time-scaled simulator (`lmwarden sim`), both child processes, driven by the
 // online runner for a few simulated steps; and the command's offline mode.
 // Assertions are on the report's contents, never on wall-clock times.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
@@ -176,6 +177,97 @@ TEST(BenchOnline, AnthropicDialectThroughTheWarden) {
   EXPECT_GT(s.output_tokens, 0);
   ASSERT_TRUE(s.stayed_pct);
   EXPECT_GT(*s.stayed_pct, 90.0);
+  fs::remove_all(dir);
+}
+
+// Codex's current wire API through the warden. Behind a server per rank each
+// conversation stays on its rank. Behind one two-rank server it cannot: vLLM's
+// /v1/responses reads no rank header, so the warden sends those requests to
+// the server without one, and the report has no "stayed" figure.
+TEST(BenchOnline, ResponsesDialectStaysOnlyWhereEachRankIsAServer) {
+  const std::string scale = std::to_string(kTimeScale);
+  const fs::path dir = temp_dir("lmwarden-bench-responses");
+  auto run_behind = [&](const std::vector<const Child*>& sims, int ranks_each) {
+    const fs::path config = dir / "warden.yaml";
+    std::ofstream out(config);
+    out << "listen: 127.0.0.1:0\nmodels:\n  - name: qwen3\n    backends:\n";
+    for (const Child* sim : sims) {
+      out << "      - url: " << sim->url() << "\n        data_parallel_size: " << ranks_each
+          << "\n";
+    }
+    out.close();
+    Child warden({"serve", "-c", config.string(), "--log-level", "warn"});
+    OnlineOptions o;
+    o.target = warden.url();
+    o.model = "qwen3";
+    o.workload = small_workload();
+    o.dialect = workload::Dialect::kResponses;
+    o.steps = {2};
+    o.step_seconds = 30;
+    o.arms = {"on"};
+    o.time_scale = kTimeScale;
+    return run_online(o);
+  };
+  {
+    Child a({"sim", "--listen", "127.0.0.1:0", "--time-scale", scale});
+    Child b({"sim", "--listen", "127.0.0.1:0", "--time-scale", scale});
+    auto run = run_behind({&a, &b}, 1);
+    ASSERT_TRUE(run) << run.error();
+    ASSERT_EQ(run->steps.size(), 1u);
+    const auto& s = run->steps[0];
+    EXPECT_EQ(s.samples.requests_failed, 0u);
+    EXPECT_FALSE(s.samples.ttfb_s.empty());
+    EXPECT_GT(s.output_tokens, 0);
+    ASSERT_TRUE(s.stayed_pct);
+    EXPECT_GT(*s.stayed_pct, 90.0);
+  }
+  {
+    Child sim({"sim", "--listen", "127.0.0.1:0", "--dp", "2", "--time-scale", scale});
+    auto run = run_behind({&sim}, 2);
+    ASSERT_TRUE(run) << run.error();
+    ASSERT_EQ(run->steps.size(), 1u);
+    const auto& s = run->steps[0];
+    EXPECT_EQ(s.samples.requests_failed, 0u);
+    EXPECT_GT(s.output_tokens, 0);
+    EXPECT_FALSE(s.stayed_pct);
+  }
+  fs::remove_all(dir);
+}
+
+// Requests the server refuses: the step counts them, keeps why the first one
+// failed (the server's own message), and the table lists it.
+TEST(BenchOnline, AFailedRequestSaysWhy) {
+  Child sim({"sim", "--listen", "127.0.0.1:0", "--time-scale", std::to_string(kTimeScale)});
+  const fs::path dir = temp_dir("lmwarden-bench-refused");
+  std::ofstream(dir / "warden.yaml") << "listen: 127.0.0.1:0\nmodels:\n  - name: qwen3\n"
+                                     << "    backends:\n      - url: " << sim.url() << "\n";
+  Child warden({"serve", "-c", (dir / "warden.yaml").string(), "--log-level", "error"});
+  OnlineOptions o;
+  o.target = warden.url();
+  o.model = "qwen3";
+  o.workload = small_workload();
+  o.workload.first_user_tokens = 40000;  // over the profile's max_model_len, 32768
+  o.steps = {1};
+  o.step_seconds = 10;
+  o.arms = {"on"};
+  o.time_scale = kTimeScale;
+  std::string told;
+  auto run = run_online(o, [&](const Progress& p) {
+    if (told.empty()) told = p.first_failure;
+  });
+  ASSERT_TRUE(run) << run.error();
+  ASSERT_EQ(run->steps.size(), 1u);
+  const auto& x = run->steps[0].samples;
+  EXPECT_GT(x.requests_failed, 0u);
+  EXPECT_EQ(x.requests_failed, x.requests_sent);
+  EXPECT_TRUE(x.first_failure.starts_with("HTTP 400: This model's maximum context length is"))
+      << x.first_failure;
+  EXPECT_EQ(told, x.first_failure);
+  const std::string table = markdown_table(run->steps, o.arms);
+  EXPECT_NE(table.find(fmt::format("- 1 sessions, arm on: {} of {}; the first: {}\n",
+                                   x.requests_failed, x.requests_sent, x.first_failure)),
+            std::string::npos)
+      << table;
   fs::remove_all(dir);
 }
 

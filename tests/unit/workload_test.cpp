@@ -152,18 +152,20 @@ TEST(WorkloadClosedLoop, ReplacesFinishedSessionsAndKeepsConcurrency) {
   EXPECT_EQ(loop.conversation(1).next_turn(), 0);
 }
 
-// The warden finds the session id in both dialects, and the bodies are JSON.
-TEST(WorkloadWire, BothDialectsCarryTheSessionIdTheWardenReads) {
+// The warden finds the session id in every dialect, and the bodies are JSON.
+TEST(WorkloadWire, EveryDialectCarriesTheSessionIdTheWardenReads) {
   const Workload w(
       WorkloadConfig{.seed = 1, .system_prompt_tokens = 200, .first_user_tokens = 300});
   Conversation c(w.session(0));
   c.add_reply("Sure, \"quoted\" and\nnew line.");
-  for (Dialect d : {Dialect::kOpenAi, Dialect::kAnthropic}) {
+  for (Dialect d : {Dialect::kOpenAi, Dialect::kAnthropic, Dialect::kResponses}) {
+    SCOPED_TRACE(to_string(d));
+    EXPECT_EQ(parse_dialect(to_string(d)), d);
     const WireRequest req = build_request(d, c, "qwen3");
     const auto body = nlohmann::json::parse(req.body);
     EXPECT_EQ(body["model"], "qwen3");
     EXPECT_EQ(body["stream"], true);
-    EXPECT_EQ(body["max_tokens"], 256);
+    EXPECT_EQ(body[d == Dialect::kResponses ? "max_output_tokens" : "max_tokens"], 256);
     std::vector<core::HeaderField> headers;
     for (const auto& [k, v] : req.headers) headers.emplace_back(k, v);
     const auto facts = core::extract_request_facts(headers, req.body, req.body.size(), {});
@@ -176,6 +178,18 @@ TEST(WorkloadWire, BothDialectsCarryTheSessionIdTheWardenReads) {
       EXPECT_EQ(body["stream_options"]["include_usage"], true);
       ASSERT_EQ(body["messages"].size(), 4u);
       EXPECT_EQ(body["messages"][2]["content"], "Sure, \"quoted\" and\nnew line.");
+    } else if (d == Dialect::kResponses) {
+      // As Codex 0.171 sends it: the system prompt a developer message.
+      EXPECT_EQ(req.target, "/v1/responses");
+      EXPECT_EQ(body["prompt_cache_key"], c.session().id);
+      EXPECT_EQ(body["store"], false);
+      ASSERT_EQ(body["input"].size(), 4u);
+      EXPECT_EQ(body["input"][0]["role"], "developer");
+      EXPECT_EQ(body["input"][0]["content"][0]["text"], c.session().system_prompt->c_str());
+      EXPECT_EQ(body["input"][1]["content"][0]["type"], "input_text");
+      EXPECT_EQ(body["input"][2]["role"], "assistant");
+      EXPECT_EQ(body["input"][2]["content"][0]["type"], "output_text");
+      EXPECT_EQ(body["input"][2]["content"][0]["text"], "Sure, \"quoted\" and\nnew line.");
     } else {
       EXPECT_EQ(req.target, "/v1/messages?beta=true");
       EXPECT_EQ(body["system"][0]["text"], c.session().system_prompt->c_str());
