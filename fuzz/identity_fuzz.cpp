@@ -4,7 +4,8 @@
 // Properties checked beyond "no crash / no sanitizer report":
 //   - a padded in-place scan and a copied scan give the same result;
 //   - an error leaves the request anonymous; a session always carries the hash
-//     of its id and a non-empty id;
+//     of its id and a non-empty id, except one found by its opening (bit 0x40
+//     of the first byte lists that source alone), which has none;
 //   - decode_claude_user_id never yields an empty id.
 //
 //   clang++ -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -Isrc \
@@ -42,6 +43,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (data[0] & 0x20)
     options.sources = {{config::SessionSource::Kind::kBody, "a.b"},
                        {config::SessionSource::Kind::kClaudeUserId, "metadata.user_id"}};
+  const bool opening = (data[0] & 0x40) != 0;
+  if (opening) options.sources = {{config::SessionSource::Kind::kOpening, ""}};
 
   std::string padded(body);
   padded.reserve(body.size() + simdjson::SIMDJSON_PADDING);
@@ -57,9 +60,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const Identity& id = copied.facts.identity;
   const std::string& session_id = copied.facts.session_id;
   if (copied.error != BodyError::kNone && id.kind != IdentityKind::kAnonymous) std::abort();
-  if (id.kind == IdentityKind::kSession &&
+  if (id.kind == IdentityKind::kSession && !opening &&
       (session_id.empty() || id.session_hash != stable_hash(session_id)))
     std::abort();
+  if (opening && !session_id.empty()) std::abort();
   if (id.kind != IdentityKind::kSession && !session_id.empty()) std::abort();
 
   if (auto decoded = decode_claude_user_id(body); decoded && decoded->empty()) std::abort();

@@ -8,6 +8,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config git
   libboost1.81-dev            # Asio + Beast (header-only parts)
   libsimdjson-dev             # request body scanning (on-demand)
+  libxxhash-dev               # hashing a conversation's opening (XXH3, header-only)
   nlohmann-json3-dev          # JSON built by the control plane and simulator
   libyaml-cpp-dev             # configuration
   libspdlog-dev libfmt-dev    # logging and formatting

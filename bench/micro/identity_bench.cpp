@@ -4,6 +4,8 @@
 //   scan+resolve scan_body() with a trie built once, then resolve_identity()
 //   copied       as scan+resolve, but the body has no padding after it, so the
 //                scanner copies it into a padded buffer first
+//   opening      as scan+resolve with the `opening` source alone: the system
+//                prompt and the messages up to the first user one read and hashed
 #include <benchmark/benchmark.h>
 #include <simdjson.h>
 
@@ -53,8 +55,9 @@ void extract(benchmark::State& state, std::shared_ptr<Loaded> l) {
   state.counters["body_bytes"] = static_cast<double>(l->padded.size());
 }
 
-void scan_resolve(benchmark::State& state, std::shared_ptr<Loaded> l, bool in_place) {
-  const core::IdentityOptions options;
+void scan_resolve(benchmark::State& state, std::shared_ptr<Loaded> l, bool in_place, bool opening) {
+  core::IdentityOptions options;
+  if (opening) options.sources = {config::SessionSource{config::SessionSource::Kind::kOpening, ""}};
   const core::BodyFields fields(options.sources);
   for (auto _ : state) {
     const core::BodyScan scan =
@@ -95,9 +98,12 @@ const bool registered = [] {
   for (const auto& [name, l] : inputs) {
     benchmark::RegisterBenchmark(("identity/extract/" + name).c_str(), extract, l)
         ->Unit(benchmark::kMicrosecond);
-    benchmark::RegisterBenchmark(("identity/scan+resolve/" + name).c_str(), scan_resolve, l, true)
+    benchmark::RegisterBenchmark(("identity/scan+resolve/" + name).c_str(), scan_resolve, l, true,
+                                 false)
         ->Unit(benchmark::kMicrosecond);
-    benchmark::RegisterBenchmark(("identity/copied/" + name).c_str(), scan_resolve, l, false)
+    benchmark::RegisterBenchmark(("identity/copied/" + name).c_str(), scan_resolve, l, false, false)
+        ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(("identity/opening/" + name).c_str(), scan_resolve, l, true, true)
         ->Unit(benchmark::kMicrosecond);
   }
   return true;

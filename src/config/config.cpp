@@ -12,6 +12,8 @@ std::string SessionSource::label() const {
       return "body:" + name;
     case Kind::kClaudeUserId:
       return "claude-user-id";
+    case Kind::kOpening:
+      return "opening";
   }
   return name;
 }

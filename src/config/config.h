@@ -36,15 +36,16 @@ std::vector<std::string> default_unranked_routes();
 // header name case-insensitively; body sources name a dotted JSON path.
 struct SessionSource {
   enum class Kind {
-    kHeader,          // a request header, value used as is
-    kBody,            // a JSON string at a dotted path in the body
-    kClaudeUserId,    // body metadata.user_id, decoded as Claude Code writes it
+    kHeader,        // a request header, value used as is
+    kBody,          // a JSON string at a dotted path in the body
+    kClaudeUserId,  // body metadata.user_id, decoded as Claude Code writes it
+    kOpening,       // the conversation's opening: system prompt and first user message
   };
   Kind kind = Kind::kHeader;
   std::string name;  // header name, or dotted body path
 
   // The spelling used in config files and logs: "header:session-id",
-  // "body:prompt_cache_key", "claude-user-id".
+  // "body:prompt_cache_key", "claude-user-id", "opening".
   std::string label() const;
   bool operator==(const SessionSource&) const = default;
 };

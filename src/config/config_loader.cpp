@@ -299,8 +299,8 @@ class Loader : private yaml::Reader {
       const YAML::Node item = e.value[i];
       auto source = item.IsScalar() ? parse_session_source(item.Scalar())
                                     : Result<SessionSource, std::string>(unexpected(std::string(
-                                          "must be \"header:NAME\", \"body:dotted.path\" or "
-                                          "\"claude-user-id\"")));
+                                          "must be \"header:NAME\", \"body:dotted.path\", "
+                                          "\"claude-user-id\" or \"opening\"")));
       if (!source) {
         error(item, index(path, i), fmt::format("{}, got {}", source.error(), shown(item)));
         ok = false;

@@ -71,7 +71,8 @@ std::optional<std::chrono::milliseconds> parse_duration(std::string_view text);
 // (powers of 1000). Units are case-insensitive; a space before the unit is fine.
 std::optional<std::uint64_t> parse_byte_size(std::string_view text);
 
-// "header:NAME", "body:dotted.path" or "claude-user-id". The error is a sentence.
+// "header:NAME", "body:dotted.path", "claude-user-id" or "opening". The error is
+// a sentence.
 Result<SessionSource, std::string> parse_session_source(std::string_view text);
 
 // "true" or "false", in any case.

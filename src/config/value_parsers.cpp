@@ -179,9 +179,10 @@ std::optional<std::uint64_t> parse_byte_size(std::string_view text) {
 Result<SessionSource, std::string> parse_session_source(std::string_view text) {
   using Kind = SessionSource::Kind;
   constexpr std::string_view kShapes =
-      "must be \"header:NAME\", \"body:dotted.path\" or \"claude-user-id\"";
+      "must be \"header:NAME\", \"body:dotted.path\", \"claude-user-id\" or \"opening\"";
   text = trim(text);
   if (text == "claude-user-id") return SessionSource{Kind::kClaudeUserId, "metadata.user_id"};
+  if (text == "opening") return SessionSource{Kind::kOpening, ""};
   if (text.starts_with("header:")) {
     const std::string_view name = text.substr(7);
     if (!is_header_name(name))

@@ -11,6 +11,7 @@
 
 #include "common/hash.h"
 #include "common/json_text.h"
+#include "core/opening.h"
 
 namespace lmwarden::core {
 namespace {
@@ -220,7 +221,8 @@ void fail(BodyScan& out, BodyError kind, std::string_view detail) {
 // One pass over an object, descending only into keys the trie names.
 class Walker {
  public:
-  Walker(const BodyFields& fields, BodyScan& out) noexcept : nodes_(fields.nodes()), out_(out) {}
+  Walker(const BodyFields& fields, BodyScan& out) noexcept
+      : nodes_(fields.nodes()), opening_(fields.opening()), out_(out) {}
 
   error_code walk(od::object& object, std::uint32_t node_index) noexcept {
     for (auto field_result : object) {
@@ -232,8 +234,11 @@ class Walker {
       if (auto error = read_json_string(key_text(field.key().raw()), key_scratch_, key, lone))
         return error;
       const std::uint32_t child = find_child(node_index, key);
-      if (child == kNoChild) continue;  // the iterator skips the value
-      if (auto error = read(field.value(), child)) return error;
+      if (child != kNoChild) {
+        if (auto error = read(field.value(), child)) return error;
+      } else if (node_index == 0 && opening_) {
+        if (auto error = read_opening(key, field.value())) return error;
+      }  // else the iterator skips the value
     }
     return simdjson::SUCCESS;
   }
@@ -268,6 +273,14 @@ class Walker {
     }
     if (node.slot >= 0) out_.values[static_cast<std::size_t>(node.slot)].clear();
     for (std::uint32_t child : node.children) clear(child);
+  }
+
+  // A top-level key of the conversation's opening; its last occurrence counts.
+  error_code read_opening(std::string_view key, od::value& value) noexcept {
+    const opening::Part part = opening::part_of(key);
+    if (part == opening::Part::kNone) return simdjson::SUCCESS;
+    return opening::hash_part(
+        part, value, part == opening::Part::kSystem ? out_.opening_system : out_.opening_turns);
   }
 
   error_code read(od::value& value, std::uint32_t node_index) noexcept {
@@ -316,6 +329,7 @@ class Walker {
   }
 
   const std::vector<BodyFields::Node>& nodes_;
+  const bool opening_;
   BodyScan& out_;
   std::string key_scratch_;    // a key with escapes, decoded
   std::string value_scratch_;  // a string value with escapes, decoded
@@ -388,6 +402,8 @@ void BodyFields::add(std::span<const config::SessionSource> sources) {
       path = source.name;
     else if (source.kind == Kind::kClaudeUserId)
       path = source.name.empty() ? kClaudeUserIdPath : source.name;
+    else if (source.kind == Kind::kOpening)
+      opening_ = true;
     else
       continue;
     if (path.empty()) continue;
@@ -584,6 +600,13 @@ Identity resolve_identity(HeaderList headers, const BodyScan& scan, const BodyFi
             !text.empty() && (decoded = decode_claude_user_id(text)))
           value = *decoded;
         break;
+      case Kind::kOpening:
+        if (scan.opening_system == 0 && scan.opening_turns == 0) break;
+        identity.kind = IdentityKind::kSession;
+        identity.session_hash = opening::key(scan.opening_system, scan.opening_turns);
+        identity.source = static_cast<int>(index);
+        if (session_id) session_id->clear();
+        return identity;
     }
     if (!value.empty()) {
       identity.kind = IdentityKind::kSession;

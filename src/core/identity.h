@@ -72,7 +72,7 @@ struct RequestFacts {
   bool stream_include_usage = false;  // stream_options.include_usage is JSON true
   bool has_stream_options = false;    // the body has a top-level stream_options key
   Identity identity;
-  std::string session_id;  // kSession: the raw id (never logged); "" otherwise
+  std::string session_id;  // kSession: the raw id (never logged); "" otherwise and for `opening`
 };
 
 enum class BodyError { kNone, kMalformedJson, kNotAnObject };
@@ -93,8 +93,11 @@ class BodyFields {
   explicit BodyFields(std::span<const config::SessionSource> sources);
 
   // Adds the body paths of `sources` (kBody and kClaudeUserId); a path already
-  // present keeps its slot.
+  // present keeps its slot. An `opening` source has the scan hash the
+  // conversation's opening too (core/opening.h).
   void add(std::span<const config::SessionSource> sources);
+
+  bool opening() const noexcept { return opening_; }
 
   // Slot of a dotted path in BodyScan::values, nullopt when not collected.
   std::optional<std::size_t> slot_of(std::string_view dotted_path) const noexcept;
@@ -115,6 +118,7 @@ class BodyFields {
 
   std::vector<Node> nodes_;         // nodes_[0] is the top-level object
   std::vector<std::string> paths_;  // slot -> dotted path
+  bool opening_ = false;
 };
 
 // The result of one pass over a body. Fields read as in RequestFacts; a key
@@ -131,6 +135,10 @@ struct BodyScan {
   // Per BodyFields slot: the string found there, "" when absent, empty or not a
   // string.
   std::vector<std::string> values;
+  // With BodyFields::opening(): the hashes of the opening's system prompt and
+  // of its messages up to the first user message; 0 when absent.
+  std::uint64_t opening_system = 0;
+  std::uint64_t opening_turns = 0;
   BodyError error = BodyError::kNone;
   std::string error_detail;
 };

@@ -515,6 +515,47 @@ TEST(ProxyRouting, CodexResponsesGoWithoutARankWhereTheServerIgnoresIt) {
   }
 }
 
+// Codex on its chat wire API sends no session id: each turn anonymous by
+// default. With `opening` among the sources, its turns (the capture grown by
+// a turn each time, as the client resends its history) keep to one rank.
+TEST(ProxyRouting, AClientWithoutAnIdKeepsToARankByItsOpening) {
+  for (const bool opening : {false, true}) {
+    SCOPED_TRACE(opening ? "with opening" : "by default");
+    FakeVllm fake{4};
+    RunningWarden warden{
+        make_config({{fake.port(), 4}}, std::nullopt, "",
+                    opening ? "    session_sources: [header:session-id, opening]\n" : "")};
+    Capture turn = capture("codex-0.63.0_chat-completions.json");
+    for (int i = 0; i < 4; ++i) {
+      // Another conversation between turns, so that least-loaded moves on.
+      ASSERT_EQ(chat(warden.port(), "other-" + std::to_string(i)).status, 200u);
+      auto r = send(warden.port(), turn);
+      ASSERT_EQ(r.status, 200u) << r.body;
+      turn.body["messages"].push_back({{"role", "assistant"}, {"content", "Step done."}});
+      turn.body["messages"].push_back({{"role", "user"}, {"content", "Go on."}});
+    }
+    std::set<int> ranks;
+    for (const auto& s : fake.seen())
+      if (s.session.empty()) ranks.insert(s.rank);
+    const json card = warden.card();
+    int sticky = 0, fresh = 0, anonymous = 0;
+    for (const auto& r : card["replicas"]) {
+      sticky += r["sticky"].get<int>();
+      fresh += r["new"].get<int>();
+      anonymous += r["anonymous"].get<int>();
+    }
+    if (opening) {
+      EXPECT_EQ(ranks.size(), 1u) << "every turn on its home";
+      EXPECT_EQ(anonymous, 0) << card;
+      EXPECT_EQ(fresh, 4 + 1) << card;  // the four others and the Codex conversation
+      EXPECT_EQ(sticky, 3) << card;
+    } else {
+      EXPECT_GT(ranks.size(), 1u) << "each turn placed on its own";
+      EXPECT_EQ(anonymous, 4) << card;
+    }
+  }
+}
+
 // Each model reads the session from its own sources, and one pass over the
 // body serves them all: a body field that is one model's session id is
 // nothing to the other model.

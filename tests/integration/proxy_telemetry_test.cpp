@@ -248,7 +248,7 @@ TEST(ProxyTelemetry, EmbeddingRepliesAreNoSignOfAServerStartedWithoutTheFlag) {
   EXPECT_TRUE(log.containing(kCachedCountFlag).empty());
   EXPECT_EQ(metric(warden.port(), "lmwarden_prompt_tokens_total", {{"source", "computed"}}), 2500)
       << "their prompts are still charted";
-  for (int i = 0; i < proxy::CachedCountCheck::kExpectedWithin; ++i)
+  for (std::uint64_t i = 0; i < proxy::CachedCountCheck::kExpectedWithin; ++i)
     ask_unstreamed(warden.port(), false);
   expect_named_once(warden.port(), log, fake);
 }

@@ -331,7 +331,7 @@ TEST(ConfigErrors, SessionSources) {
     session_sources: ["header:session-id", "cookie:sid"]
     backends: [{url: "http://h:1"}]
 )"),
-      R"(lmwarden.yaml:3: models[0].session_sources[1]: must be "header:NAME", "body:dotted.path" or "claude-user-id", got "cookie:sid")");
+      R"(lmwarden.yaml:3: models[0].session_sources[1]: must be "header:NAME", "body:dotted.path", "claude-user-id" or "opening", got "cookie:sid")");
   EXPECT_THAT(error_of(R"(models:
   - name: m
     session_sources: ["body:a..b"]

@@ -97,7 +97,7 @@ models:
     spill_threshold: 12
     session_ttl: 1h
     max_conversations: 5000
-    session_sources: [claude-user-id, "header:X-Session-Id", "body:metadata.conversation.id"]
+    session_sources: [claude-user-id, "header:X-Session-Id", "body:metadata.conversation.id", opening]
     honor_client_rank: false
     weights: {in_flight: 2, kv_used: 0.5, live_conversations: 0}
     inject_stream_usage: true
@@ -144,7 +144,8 @@ models:
   EXPECT_THAT(model.session_sources,
               ElementsAre(SessionSource{Kind::kClaudeUserId, "metadata.user_id"},
                           SessionSource{Kind::kHeader, "x-session-id"},
-                          SessionSource{Kind::kBody, "metadata.conversation.id"}));
+                          SessionSource{Kind::kBody, "metadata.conversation.id"},
+                          SessionSource{Kind::kOpening, ""}));
   EXPECT_FALSE(model.honor_client_rank);
   EXPECT_EQ(model.weights.in_flight, 2.0);
   EXPECT_EQ(model.weights.kv_used, 0.5);
@@ -332,9 +333,11 @@ TEST(ConfigParsers, SessionSources) {
     SCOPED_TRACE(bad);
     EXPECT_FALSE(parse_session_source(bad).has_value());
   }
-  // The default order round-trips through its own spelling.
-  for (const auto& source : default_session_sources())
-    EXPECT_EQ(*parse_session_source(source.label()), source);
+  // The default order, and `opening`, round-trip through their own spelling.
+  auto sources = default_session_sources();
+  sources.push_back(SessionSource{Kind::kOpening, ""});
+  for (const auto& source : sources) EXPECT_EQ(*parse_session_source(source.label()), source);
+  EXPECT_FALSE(parse_session_source("opening:x").has_value());
 }
 
 TEST(ConfigParsers, BackendUrls) {
