@@ -36,6 +36,7 @@ struct BenchArgs {
   std::string admin_token_env = "LMWARDEN_ADMIN_TOKEN";
   std::vector<std::string> backend_metrics;
   std::string dialect = "openai";
+  bool no_session_id = false;
   workload::WorkloadConfig workload;
   std::string profile = "a4000-qwen3-4b";
   int replicas = 4;
@@ -121,6 +122,7 @@ int run_online(const BenchArgs& a) {
   o.model = a.model;
   o.workload = a.workload;
   o.dialect = *workload::parse_dialect(a.dialect);
+  o.session_ids = !a.no_session_id;
   o.steps = a.sessions;
   o.step_seconds = a.step_seconds;
   o.arms = a.arms;
@@ -164,6 +166,7 @@ int run_online(const BenchArgs& a) {
   bench::RunInfo info{.mode = "online",
                       .workload = a.workload,
                       .dialect = a.dialect,
+                      .session_ids = !a.no_session_id,
                       .target = a.target,
                       .model = a.model,
                       .backend_metrics = a.backend_metrics,
@@ -270,6 +273,9 @@ void add_bench_command(CLI::App& app) {
          "--backend-metrics", a->backend_metrics,
          "base URLs of the backends whose /metrics to poll (default: the model's backends)")
       ->delimiter(',');
+  cmd->add_flag("--no-session-id", a->no_session_id,
+                "online: send no session id, as agents that send only their messages (for the "
+                "warden's `opening` session source)");
   cmd->add_option("--dialect", a->dialect, "wire dialect of the sessions")
       ->check(CLI::IsMember({"openai", "anthropic", "responses"}))
       ->capture_default_str();

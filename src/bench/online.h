@@ -29,6 +29,8 @@ struct OnlineOptions {
   std::string model;
   workload::WorkloadConfig workload;
   workload::Dialect dialect = workload::Dialect::kOpenAi;
+  // false: requests carry no session id (workload::build_request).
+  bool session_ids = true;
   std::vector<int> steps = {4, 8, 16, 24, 32};
   double step_seconds = 180;  // simulated seconds when time_scale != 1
   // "off" (affinity off), "on" (affinity on, spill threshold auto) or

@@ -386,7 +386,8 @@ class StepRunner {
       if (wait > 0) co_await pause(s, wait);
       if (stopping_) break;
       const workload::Conversation& conv = loop_.conversation(s);
-      const workload::WireRequest wire = workload::build_request(o_.dialect, conv, o_.model);
+      const workload::WireRequest wire =
+          workload::build_request(o_.dialect, conv, o_.model, o_.session_ids);
       ++result_.samples.requests_sent;  // an attempt, whether or not it connects
       if (!stream) {
         stream.emplace(ex);

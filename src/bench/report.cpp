@@ -140,6 +140,7 @@ ordered_json workload_json(const RunInfo& info) {
     j["target"] = info.target;
     j["model"] = info.model;
     j["dialect"] = info.dialect;
+    j["session_ids"] = info.session_ids;
     j["backend_metrics"] = info.backend_metrics;
     j["time_scale"] = info.time_scale;
     j["started_at"] = info.started_at;
@@ -328,8 +329,9 @@ std::string html_report(const RunInfo& info, const std::vector<StepResult>& step
   const bool charts = js && css;
   const std::string summary =
       info.mode == "online"
-          ? fmt::format("Online run against {} (model {}, {} dialect), {} s per step{}.",
-                        info.target, info.model, info.dialect, info.step_seconds,
+          ? fmt::format("Online run against {} (model {}, {} dialect{}), {} s per step{}.",
+                        info.target, info.model, info.dialect,
+                        info.session_ids ? "" : " without session ids", info.step_seconds,
                         info.time_scale != 1
                             ? fmt::format(", simulator time scale {} (times in simulated seconds)",
                                           info.time_scale)

@@ -24,6 +24,7 @@ struct RunInfo {
   std::string mode;  // "offline" or "online"
   workload::WorkloadConfig workload;
   std::string dialect;  // online
+  bool session_ids = true;  // online: false with --no-session-id
   std::string target;   // online: the warden's URL
   std::string model;
   std::vector<std::string> backend_metrics;  // online

@@ -125,12 +125,15 @@ std::string model_card_json(const ModelState& model) {
   // multi-rank server): no replica of the card has them.
   json unassigned = routed_counts(v.unassigned);
   unassigned["in_flight"] = v.unassigned_in_flight_total();
+  json sources = json::array();
+  for (const auto& source : model.config.session_sources) sources.push_back(source.label());
   json backends = json::array();
   for (const auto& b : model.config.backends)
     backends.push_back({{"url", b.url}, {"data_parallel_size", b.data_parallel_size}});
   return json{{"name", model.config.name},
               {"affinity", v.affinity},
               {"unranked_routes", model.config.unranked_routes},
+              {"session_sources", std::move(sources)},
               {"spill_threshold", v.spill_threshold},
               {"spill_threshold_auto", v.spill_threshold_auto},
               {"sticky_ratio", v.sticky_ratio ? json(*v.sticky_ratio) : json(nullptr)},

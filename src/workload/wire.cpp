@@ -64,58 +64,54 @@ void append_responses_input(const Conversation& c, std::string& out) {
   out += ']';
 }
 
-WireRequest build_openai(const Session& s, const Conversation& conversation,
-                         std::string_view model) {
+WireRequest build_openai(const Session& s, const Conversation& conversation, std::string_view model,
+                         bool ids) {
   WireRequest req;
   req.target = "/v1/chat/completions";
-  req.headers = {{"session-id", s.id}, {"originator", "codex_cli_rs"}};
+  if (ids) req.headers.emplace_back("session-id", s.id);
+  req.headers.emplace_back("originator", "codex_cli_rs");
   std::string& body = req.body;
   body.reserve(body_size_hint(s));
   body += R"({"model":)";
   body += json_quote(model);
   body += R"(,"messages":)";
   append_openai_messages(conversation, body);
-  body += fmt::format(
-      R"(,"max_tokens":{},"stream":true,"stream_options":{{"include_usage":true}},"prompt_cache_key":{}}})",
-      s.max_output_tokens, json_quote(s.id));
+  body += fmt::format(R"(,"max_tokens":{},"stream":true,"stream_options":{{"include_usage":true}})",
+                      s.max_output_tokens);
+  if (ids) body += R"(,"prompt_cache_key":)" + json_quote(s.id);
+  body += '}';
   return req;
 }
 
 WireRequest build_responses(const Session& s, const Conversation& conversation,
-                            std::string_view model) {
+                            std::string_view model, bool ids) {
   WireRequest req;
   req.target = "/v1/responses";
-  req.headers = {{"session-id", s.id},
-                 {"thread-id", s.id},
-                 {"originator", "codex_exec"},
-                 {"accept", "text/event-stream"}};
+  if (ids) req.headers = {{"session-id", s.id}, {"thread-id", s.id}};
+  req.headers.emplace_back("originator", "codex_exec");
+  req.headers.emplace_back("accept", "text/event-stream");
   std::string& body = req.body;
   body.reserve(body_size_hint(s));
   body += R"({"model":)";
   body += json_quote(model);
   body += R"(,"stream":true,"input":)";
   append_responses_input(conversation, body);
-  body +=
-      fmt::format(R"(,"tools":[],"tool_choice":"auto","parallel_tool_calls":false,"store":false,)"
-                  R"("include":[],"prompt_cache_key":{},"max_output_tokens":{}}})",
-                  json_quote(s.id), s.max_output_tokens);
+  body += R"(,"tools":[],"tool_choice":"auto","parallel_tool_calls":false,"store":false,)"
+          R"("include":[],)";
+  if (ids) body += R"("prompt_cache_key":)" + json_quote(s.id) + ",";
+  body += fmt::format(R"("max_output_tokens":{}}})", s.max_output_tokens);
   return req;
 }
 
 // Claude Code 2.x: device and account ids are stable per user; here one
 // synthetic user per session index keeps them deterministic.
 WireRequest build_anthropic(const Session& s, const Conversation& conversation,
-                            std::string_view model) {
-  const std::string device =
-      fmt::format("{:016x}{:016x}{:016x}{:016x}", stable_hash(s.id), stable_hash(s.id + "/1"),
-                  stable_hash(s.id + "/2"), stable_hash(s.id + "/3"));
-  const std::string account = uuid_from(stable_hash(s.id + "/account"), stable_hash(s.id + "/a"));
-  const std::string user_id = fmt::format(
-      R"({{"device_id":"{}","account_uuid":"{}","session_id":"{}"}})", device, account, s.id);
+                            std::string_view model, bool ids) {
   WireRequest req;
   req.target = "/v1/messages?beta=true";
-  req.headers = {
-      {"X-Claude-Code-Session-Id", s.id}, {"anthropic-version", "2023-06-01"}, {"x-app", "cli"}};
+  if (ids) req.headers.emplace_back("X-Claude-Code-Session-Id", s.id);
+  req.headers.emplace_back("anthropic-version", "2023-06-01");
+  req.headers.emplace_back("x-app", "cli");
   std::string& body = req.body;
   body.reserve(body_size_hint(s));
   body += R"({"model":)";
@@ -129,9 +125,18 @@ WireRequest build_anthropic(const Session& s, const Conversation& conversation,
   }
   body += R"(,"messages":)";
   append_anthropic_messages(conversation, body);
-  body += R"(,"metadata":{"user_id":)";
-  body += json_quote(user_id);
-  body += R"(},"stream":true})";
+  if (ids) {
+    const std::string device =
+        fmt::format("{:016x}{:016x}{:016x}{:016x}", stable_hash(s.id), stable_hash(s.id + "/1"),
+                    stable_hash(s.id + "/2"), stable_hash(s.id + "/3"));
+    const std::string account = uuid_from(stable_hash(s.id + "/account"), stable_hash(s.id + "/a"));
+    const std::string user_id = fmt::format(
+        R"({{"device_id":"{}","account_uuid":"{}","session_id":"{}"}})", device, account, s.id);
+    body += R"(,"metadata":{"user_id":)";
+    body += json_quote(user_id);
+    body += '}';
+  }
+  body += R"(,"stream":true})";
   return req;
 }
 
@@ -190,19 +195,19 @@ std::string json_quote(std::string_view s) {
   return out;
 }
 
-WireRequest build_request(Dialect dialect, const Conversation& conversation,
-                          std::string_view model) {
+WireRequest build_request(Dialect dialect, const Conversation& conversation, std::string_view model,
+                          bool session_ids) {
   const Session& s = conversation.session();
   WireRequest req;
   switch (dialect) {
     case Dialect::kOpenAi:
-      req = build_openai(s, conversation, model);
+      req = build_openai(s, conversation, model, session_ids);
       break;
     case Dialect::kAnthropic:
-      req = build_anthropic(s, conversation, model);
+      req = build_anthropic(s, conversation, model, session_ids);
       break;
     case Dialect::kResponses:
-      req = build_responses(s, conversation, model);
+      req = build_responses(s, conversation, model, session_ids);
       break;
   }
   return req;

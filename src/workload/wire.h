@@ -39,9 +39,12 @@ struct WireRequest {
   std::string body;  // JSON
 };
 
-// The next turn of `conversation` (which must not be done()).
-WireRequest build_request(Dialect dialect, const Conversation& conversation,
-                          std::string_view model);
+// The next turn of `conversation` (which must not be done()). Without
+// `session_ids` the request carries none of the ids above (headers,
+// prompt_cache_key, metadata.user_id): as clients that send only their
+// messages, for the warden's `opening` source.
+WireRequest build_request(Dialect dialect, const Conversation& conversation, std::string_view model,
+                          bool session_ids = true);
 
 // `s` as a JSON string literal, quotes included.
 std::string json_quote(std::string_view s);

@@ -234,6 +234,46 @@ TEST(BenchOnline, ResponsesDialectStaysOnlyWhereEachRankIsAServer) {
   fs::remove_all(dir);
 }
 
+// Sessions that send no id: anonymous to a warden with the default sources
+// (no "stayed" figure: nothing was sticky), kept home by one that lists
+// `opening`.
+TEST(BenchOnline, WithoutSessionIdsOnlyTheOpeningKeepsConversationsHome) {
+  Child sim(
+      {"sim", "--listen", "127.0.0.1:0", "--dp", "2", "--time-scale", std::to_string(kTimeScale)});
+  const fs::path dir = temp_dir("lmwarden-bench-no-ids");
+  for (const bool opening : {false, true}) {
+    SCOPED_TRACE(opening ? "opening" : "default sources");
+    std::ofstream(dir / "warden.yaml")
+        << "listen: 127.0.0.1:0\nmodels:\n  - name: qwen3\n"
+        << (opening ? "    session_sources: [opening]\n" : "")
+        << "    backends:\n      - url: " << sim.url() << "\n        data_parallel_size: 2\n";
+    Child warden({"serve", "-c", (dir / "warden.yaml").string(), "--log-level", "warn"});
+    OnlineOptions o;
+    o.target = warden.url();
+    o.model = "qwen3";
+    o.workload = small_workload();
+    o.session_ids = false;
+    o.steps = {2};
+    o.step_seconds = 30;
+    o.arms = {"on"};
+    o.time_scale = kTimeScale;
+    o.run_id = opening ? "with-opening" : "without";  // no prompt of one run cached for the other
+    auto run = run_online(o);
+    ASSERT_TRUE(run) << run.error();
+    ASSERT_EQ(run->steps.size(), 1u);
+    const auto& s = run->steps[0];
+    EXPECT_EQ(s.samples.requests_failed, 0u) << s.samples.first_failure;
+    EXPECT_GT(s.output_tokens, 0);
+    if (opening) {
+      ASSERT_TRUE(s.stayed_pct);
+      EXPECT_GT(*s.stayed_pct, 90.0);
+    } else {
+      EXPECT_FALSE(s.stayed_pct);
+    }
+  }
+  fs::remove_all(dir);
+}
+
 // Requests the server refuses: the step counts them, keeps why the first one
 // failed (the server's own message), and the table lists it.
 TEST(BenchOnline, AFailedRequestSaysWhy) {

@@ -545,6 +545,12 @@ TEST(ProxyRouting, AClientWithoutAnIdKeepsToARankByItsOpening) {
       anonymous += r["anonymous"].get<int>();
     }
     if (opening) {
+      EXPECT_EQ(card["session_sources"], json::array({"header:session-id", "opening"}));
+    } else {
+      ASSERT_EQ(card["session_sources"].size(), 11u) << card;
+      EXPECT_EQ(card["session_sources"][0], "header:x-claude-code-session-id");
+    }
+    if (opening) {
       EXPECT_EQ(ranks.size(), 1u) << "every turn on its home";
       EXPECT_EQ(anonymous, 0) << card;
       EXPECT_EQ(fresh, 4 + 1) << card;  // the four others and the Codex conversation

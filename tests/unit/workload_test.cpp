@@ -205,6 +205,37 @@ TEST(WorkloadWire, EveryDialectCarriesTheSessionIdTheWardenReads) {
   }
 }
 
+// Without session ids a request carries none of them, in any dialect; the
+// warden's `opening` source still finds one conversation in its turns.
+TEST(WorkloadWire, WithoutSessionIdsOnlyTheOpeningIdentifiesTheTurns) {
+  const Workload w(
+      WorkloadConfig{.seed = 2, .system_prompt_tokens = 200, .first_user_tokens = 300});
+  core::IdentityOptions opening;
+  opening.sources = {config::SessionSource{config::SessionSource::Kind::kOpening, ""}};
+  auto facts = [](const WireRequest& req, const core::IdentityOptions& options) {
+    std::vector<core::HeaderField> headers;
+    for (const auto& [k, v] : req.headers) headers.emplace_back(k, v);
+    return core::extract_request_facts(headers, req.body, req.body.size(), options).facts;
+  };
+  for (Dialect d : {Dialect::kOpenAi, Dialect::kAnthropic, Dialect::kResponses}) {
+    SCOPED_TRACE(to_string(d));
+    Conversation c(w.session(0));
+    const WireRequest first = build_request(d, c, "qwen3", /*session_ids=*/false);
+    const std::string& id = c.session().id;
+    EXPECT_EQ(first.body.find(id), first.body.find("Task " + id) + 5)
+        << "the id only in the task's text";
+    EXPECT_EQ(first.body.rfind(id), first.body.find(id));
+    for (const auto& [name, value] : first.headers) EXPECT_NE(value, id) << name;
+    EXPECT_EQ(facts(first, {}).identity.kind, core::IdentityKind::kAnonymous);
+    const auto key = facts(first, opening).identity;
+    EXPECT_EQ(key.kind, core::IdentityKind::kSession);
+    c.add_reply("Done.");
+    EXPECT_EQ(facts(build_request(d, c, "qwen3", false), opening).identity, key);
+    const Conversation other(w.session(1));
+    EXPECT_NE(facts(build_request(d, other, "qwen3", false), opening).identity, key);
+  }
+}
+
 TEST(WorkloadConfig, ValidateNamesTheBadValue) {
   EXPECT_FALSE(WorkloadConfig{}.validate());
   EXPECT_TRUE(WorkloadConfig{.followup_turns = -1}.validate());
