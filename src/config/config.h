@@ -39,7 +39,7 @@ struct SessionSource {
     kHeader,        // a request header, value used as is
     kBody,          // a JSON string at a dotted path in the body
     kClaudeUserId,  // body metadata.user_id, decoded as Claude Code writes it
-    kOpening,       // the conversation's opening: system prompt and first user message
+    kOpening,       // the conversation's opening: what the client sent before the first reply
   };
   Kind kind = Kind::kHeader;
   std::string name;  // header name, or dotted body path

@@ -136,7 +136,7 @@ struct BodyScan {
   // string.
   std::vector<std::string> values;
   // With BodyFields::opening(): the hashes of the opening's system prompt and
-  // of its messages up to the first user message; 0 when absent.
+  // of its leading messages from the client; 0 when absent (core/opening.h).
   std::uint64_t opening_system = 0;
   std::uint64_t opening_turns = 0;
   BodyError error = BodyError::kNone;

@@ -25,6 +25,11 @@ std::uint64_t present(bool any, std::uint64_t h) noexcept {
   return h == 0 ? 1 : h;
 }
 
+// A message role (its raw token) that the client writes, not the model or a tool.
+bool from_the_client(std::string_view role) noexcept {
+  return role == "\"user\"" || role == "\"system\"" || role == "\"developer\"";
+}
+
 // A token as the client wrote it, without the whitespace up to the next one.
 std::string_view trimmed(std::string_view token) noexcept {
   while (!token.empty() && (token.back() == ' ' || token.back() == '\t' || token.back() == '\n' ||
@@ -91,9 +96,10 @@ error_code hash_text(od::value& value, std::uint64_t& h, bool& any) noexcept {
   return simdjson::SUCCESS;
 }
 
-// Messages (or Responses items) up to and including the first user message.
-// Leading items that are not messages end it (a Responses function call
-// before any user message).
+// The leading messages (or Responses message items) from the client: system,
+// developer and user ones, up to the first that is not (the model's first
+// reply, a tool result, a function call). The first request of a
+// conversation is all opening; each later one resends it unchanged.
 error_code hash_turns(od::value& value, std::uint64_t& out) noexcept {
   out = 0;
   od::json_type type;
@@ -134,10 +140,9 @@ error_code hash_turns(od::value& value, std::uint64_t& out) noexcept {
         if (auto error = hash_text(field.value(), content, text)) return error;
       }
     }
-    if (!message) break;
+    if (!message || !from_the_client(role)) break;  // the rest is skipped by the caller
     h = mix(mix(h, role), content);
     any = true;
-    if (role == "\"user\"") break;  // the rest of the list is skipped by the caller
   }
   out = present(any, h);
   return simdjson::SUCCESS;

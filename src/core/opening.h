@@ -1,6 +1,7 @@
 // A conversation's opening, for clients that send no session id: what it
 // starts with and every later turn resends unchanged — its system prompt and
-// its messages up to and including the first user message (the task). Two
+// the client's leading messages (system, developer and user ones: the
+// instructions, the context, the task), up to the model's first reply. Two
 // requests with the same opening are taken for turns of one conversation
 // (the `opening` session source, config::SessionSource::Kind::kOpening).
 //
@@ -13,8 +14,8 @@
 //   system, instructions   Anthropic's system (a string or text blocks);
 //                           Responses' instructions
 //   messages, input        Chat Completions and Anthropic messages; Responses
-//                           input (a string, or items, of which leading
-//                           `message` items count)
+//                           input (a string, or items, of which the leading
+//                           `message` items from the client count)
 // Internal to the core: the only includer of simdjson's on-demand types
 // besides identity.cpp.
 #pragma once

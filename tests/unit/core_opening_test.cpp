@@ -1,7 +1,8 @@
 // The `opening` session source: requests that carry no session id are taken
 // for turns of one conversation when they open the same way — system prompt
-// and messages up to the first user message — on the real client captures,
-// each grown by a turn as the client would send its next request.
+// and the client's messages before the model's first reply — on the real
+// client captures, each grown by a turn as the client would send its next
+// request.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -59,10 +60,13 @@ TEST(IdentityOpening, CodexChatTurnsWithoutAnIdShareTheirOpening) {
   next.edit_body([](Json& body) { add_turn(body["messages"], "They pass.", "Commit."); });
   EXPECT_EQ(opening_key(next, defaults_then_opening()), key);
 
-  // Another task (its first user message) or another system prompt: another
-  // conversation.
+  // Another context (its first user message), another task (its second: the
+  // first request holds both) or another system prompt: another conversation.
+  Request other_context = load_fixture(kCodexChat);
+  other_context.edit_body([](Json& body) { body["messages"][1]["content"] = "Another project."; });
+  EXPECT_NE(opening_key(other_context), key);
   Request other_task = load_fixture(kCodexChat);
-  other_task.edit_body([](Json& body) { body["messages"][1]["content"] = "A different task."; });
+  other_task.edit_body([](Json& body) { body["messages"][2]["content"] = "A different task."; });
   EXPECT_NE(opening_key(other_task), key);
   Request other_system = load_fixture(kCodexChat);
   other_system.edit_body([](Json& body) { body["messages"][0]["content"] = "You are terse."; });
@@ -91,8 +95,9 @@ TEST(IdentityOpening, AnthropicMessagesKeepTheirOpeningAsCacheMarksMove) {
 }
 
 // Codex 0.171's Responses items: developer messages, then the user's; the
-// function calls and outputs that follow are not part of the opening.
-TEST(IdentityOpening, ResponsesItemsUpToTheFirstUserMessage) {
+// function call that follows, and everything after it, are not part of the
+// opening.
+TEST(IdentityOpening, ResponsesMessageItemsBeforeTheFirstCall) {
   Request request = load_fixture(kCodexCurrent);
   for (const char* id_header : {"session-id", "thread-id"}) request.remove_header(id_header);
   request.edit_body([](Json& body) {
@@ -105,8 +110,10 @@ TEST(IdentityOpening, ResponsesItemsUpToTheFirstUserMessage) {
   first.edit_body([](Json& body) {
     Json& input = body["input"];
     std::size_t end = 0;
-    while (end < input.size() && input[end].value("role", "") != "user") ++end;
-    input.erase(input.begin() + static_cast<std::ptrdiff_t>(end) + 1, input.end());
+    while (end < input.size() && input[end].value("type", "") == "message") ++end;
+    ASSERT_LT(end, input.size());
+    EXPECT_EQ(input[end]["type"], "function_call");
+    input.erase(input.begin() + static_cast<std::ptrdiff_t>(end), input.end());
     for (Json& item : input) item.erase("id");  // ids are not part of the opening
   });
   EXPECT_EQ(opening_key(first), key);
@@ -120,7 +127,7 @@ TEST(IdentityOpening, ResponsesItemsUpToTheFirstUserMessage) {
   EXPECT_NE(opening_key(as_string), key);
 }
 
-// The scan stops reading the messages at the first user message; what comes
+// The scan stops reading the messages at the model's first reply; what comes
 // after them in the body is still read.
 TEST(IdentityOpening, KeysAfterTheMessagesAreStillRead) {
   const std::string body =
@@ -152,7 +159,8 @@ TEST(IdentityOpening, NoConversationNoOpening) {
   for (const char* body :
        {R"({"model":"m"})", R"({"model":"m","messages":[]})",
         R"({"model":"m","messages":5,"system":null})", R"({"model":"m","input":["a","b"]})",
-        R"({"model":"m","messages":[{"role":"user","content":"u"}],"messages":[]})"}) {
+        R"({"model":"m","messages":[{"role":"user","content":"u"}],"messages":[]})",
+        R"({"messages":[{"role":"assistant","content":"a"},{"role":"user","content":"u"}]})"}) {
     SCOPED_TRACE(body);
     const ExtractResult result = extract_body(body, opening_only());
     EXPECT_EQ(result.error, BodyError::kNone) << result.error_detail;
