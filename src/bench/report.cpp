@@ -289,6 +289,26 @@ std::string results_json(const RunInfo& info, const std::vector<StepResult>& ste
   return j.dump(1) + "\n";
 }
 
+namespace {
+
+// What was run, in one sentence: the reports' first line.
+std::string summary_line(const RunInfo& info) {
+  return info.mode == "online"
+             ? fmt::format(
+                   "Online run against {} (model {}, {} dialect{}), {} s per step{}.", info.target,
+                   info.model, info.dialect, info.session_ids ? "" : " without session ids",
+                   info.step_seconds,
+                   info.time_scale != 1
+                       ? fmt::format(", simulator time scale {} (times in simulated seconds)",
+                                     info.time_scale)
+                       : "")
+             : fmt::format(
+                   "Offline evaluation: profile {}, {} replicas, {} s of engine time per step.",
+                   info.profile, info.replicas, info.step_seconds);
+}
+
+}  // namespace
+
 std::string html_report(const RunInfo& info, const std::vector<StepResult>& steps) {
   const std::vector<Row> rows = rows_of(steps, info.arms);
   // The chart data: one value per step and arm for each plotted metric.
@@ -327,18 +347,7 @@ std::string html_report(const RunInfo& info, const std::vector<StepResult>& step
   const auto js = ui::find_asset("vendor/uPlot.iife.min.js");
   const auto css = ui::find_asset("vendor/uPlot.min.css");
   const bool charts = js && css;
-  const std::string summary =
-      info.mode == "online"
-          ? fmt::format("Online run against {} (model {}, {} dialect{}), {} s per step{}.",
-                        info.target, info.model, info.dialect,
-                        info.session_ids ? "" : " without session ids", info.step_seconds,
-                        info.time_scale != 1
-                            ? fmt::format(", simulator time scale {} (times in simulated seconds)",
-                                          info.time_scale)
-                            : "")
-          : fmt::format(
-                "Offline evaluation: profile {}, {} replicas, {} s of engine time per step.",
-                info.profile, info.replicas, info.step_seconds);
+  const std::string summary = summary_line(info);
   const std::string stopped = info.stopped ? stopped_note(*info.stopped) : "";
   const std::string first_arm = info.arms.empty() ? "" : info.arms.front();
   return fmt::format(
@@ -367,7 +376,7 @@ std::optional<std::string> prepare_report_dir(const std::string& dir) {
 std::optional<std::string> write_report(const std::string& dir, const RunInfo& info,
                                         const std::vector<StepResult>& steps) {
   if (auto error = prepare_report_dir(dir)) return error;
-  std::string table = markdown_table(steps, info.arms);
+  std::string table = summary_line(info) + "\n\n" + markdown_table(steps, info.arms);
   if (info.stopped) table += "\n" + stopped_note(*info.stopped) + "\n";
   const std::pair<const char*, std::string> files[] = {
       {"report.md", table},

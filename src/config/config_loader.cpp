@@ -4,15 +4,18 @@
 #include "config/config_loader.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "config/yaml_reader.h"
@@ -63,6 +66,7 @@ class Loader : private yaml::Reader {
         return finish(std::move(config));
       }
       read_root(root, config);
+      check_opening_keys();
     } catch (const YAML::Exception& e) {
       // yaml-cpp throws from a few accessors on shapes we did not foresee;
       // report it like any other problem rather than crash at start.
@@ -308,10 +312,31 @@ class Loader : private yaml::Reader {
         error(item, index(path, i), fmt::format("{} is listed twice", shown(item)));
         ok = false;
       } else {
+        if (source->kind == SessionSource::Kind::kOpening && !opening_model_)
+          opening_model_ = model_path;
+        if (source->kind == SessionSource::Kind::kBody) {
+          const std::string_view first =
+              std::string_view(source->name).substr(0, std::string_view(source->name).find('.'));
+          if (std::ranges::find(kOpeningKeys, first) != kOpeningKeys.end())
+            under_opening_keys_.push_back({item, index(path, i)});
+        }
         sources.push_back(std::move(*source));
       }
     }
     if (ok) model.session_sources = std::move(sources);
+  }
+
+  // The body is scanned once for every model, and a top-level key is read
+  // either as a body source's path or as part of an opening, not both.
+  static constexpr std::array<std::string_view, 5> kOpeningKeys = {
+      "system", "instructions", "messages", "input", "previous_response_id"};
+  void check_opening_keys() {
+    if (!opening_model_) return;
+    for (const auto& [node, path] : under_opening_keys_)
+      error(node, path,
+            fmt::format("{} reads inside a key that the \"opening\" source of {} reads ({}): "
+                        "one pass over the body cannot do both; drop one of them",
+                        shown(node), *opening_model_, fmt::join(kOpeningKeys, ", ")));
   }
 
   void read_weights(const Entry& section, const std::string& path, LoadWeights& weights) {
@@ -395,6 +420,8 @@ class Loader : private yaml::Reader {
   }
 
   ListenAddress own_address_;
+  std::optional<std::string> opening_model_;  // models[i] of the first `opening` source
+  std::vector<std::pair<YAML::Node, std::string>> under_opening_keys_;  // body sources there
 };
 
 }  // namespace

@@ -277,10 +277,28 @@ class Walker {
 
   // A top-level key of the conversation's opening; its last occurrence counts.
   error_code read_opening(std::string_view key, od::value& value) noexcept {
-    const opening::Part part = opening::part_of(key);
-    if (part == opening::Part::kNone) return simdjson::SUCCESS;
-    return opening::hash_part(
-        part, value, part == opening::Part::kSystem ? out_.opening_system : out_.opening_turns);
+    using opening::Part;
+    const Part part = opening::part_of(key);
+    std::uint64_t hash = 0;
+    if (part == Part::kNone) return simdjson::SUCCESS;
+    if (auto error = opening::hash_part(part, value, hash)) return error;
+    switch (part) {
+      case Part::kSystem:
+        out_.opening_system = hash;
+        break;
+      case Part::kMessages:
+        out_.opening_messages = hash;
+        break;
+      case Part::kInput:
+        out_.opening_input = hash;
+        break;
+      case Part::kChained:
+        out_.opening_chained = hash != 0;
+        break;
+      case Part::kNone:
+        break;
+    }
+    return simdjson::SUCCESS;
   }
 
   error_code read(od::value& value, std::uint32_t node_index) noexcept {
@@ -600,13 +618,16 @@ Identity resolve_identity(HeaderList headers, const BodyScan& scan, const BodyFi
             !text.empty() && (decoded = decode_claude_user_id(text)))
           value = *decoded;
         break;
-      case Kind::kOpening:
-        if (scan.opening_system == 0 && scan.opening_turns == 0) break;
+      case Kind::kOpening: {
+        const std::uint64_t turns =
+            scan.opening_messages ? scan.opening_messages : scan.opening_input;
+        if (scan.opening_chained || (scan.opening_system == 0 && turns == 0)) break;
         identity.kind = IdentityKind::kSession;
-        identity.session_hash = opening::key(scan.opening_system, scan.opening_turns);
+        identity.session_hash = opening::key(scan.opening_system, turns);
         identity.source = static_cast<int>(index);
         if (session_id) session_id->clear();
         return identity;
+      }
     }
     if (!value.empty()) {
       identity.kind = IdentityKind::kSession;

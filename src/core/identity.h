@@ -138,7 +138,9 @@ struct BodyScan {
   // With BodyFields::opening(): the hashes of the opening's system prompt and
   // of its leading messages from the client; 0 when absent (core/opening.h).
   std::uint64_t opening_system = 0;
-  std::uint64_t opening_turns = 0;
+  std::uint64_t opening_messages = 0;
+  std::uint64_t opening_input = 0;
+  bool opening_chained = false;  // a Responses previous_response_id
   BodyError error = BodyError::kNone;
   std::string error_detail;
 };

@@ -51,8 +51,11 @@ error_code string_token(od::value& value, std::string_view& token) noexcept {
 }
 
 // The text of a system prompt or of a message's content into `h`: a string,
-// or a list of blocks whose `type` and `text` strings count (and of bare
-// strings). `any` is set when some text was found.
+// or a list of blocks (and of bare strings). A block with a `text` string
+// counts as that text alone, so `"content":"x"` and
+// `[{"type":"text","text":"x"}]` open alike, as vLLM renders them alike; a
+// block without one (an image, a file) counts by its `type` alone. `any` is
+// set when some text was found.
 error_code hash_text(od::value& value, std::uint64_t& h, bool& any) noexcept {
   od::json_type type;
   if (auto error = value.type().get(type)) return error;
@@ -81,16 +84,20 @@ error_code hash_text(od::value& value, std::uint64_t& h, bool& any) noexcept {
     if (block_type != od::json_type::object) continue;
     od::object object;
     if (auto error = block.get_object().get(object)) return error;
+    std::string_view text;
+    std::string_view kind;
     for (auto field_result : object) {
       od::field field;
       if (auto error = std::move(field_result).get(field)) return error;
       const bool is_text = field.key() == "text";
       if (!is_text && field.key() != "type") continue;
-      std::string_view token;
-      if (auto error = string_token(field.value(), token)) return error;
-      if (token.empty()) continue;
-      h = mix(mix(h, is_text ? std::string_view("text") : std::string_view("type")), token);
-      any = any || is_text;
+      if (auto error = string_token(field.value(), is_text ? text : kind)) return error;
+    }
+    if (!text.empty()) {
+      h = mix(h, text);
+      any = true;
+    } else if (!kind.empty()) {
+      h = mix(mix(h, std::string_view("type")), kind);
     }
   }
   return simdjson::SUCCESS;
@@ -105,9 +112,10 @@ error_code hash_turns(od::value& value, std::uint64_t& out) noexcept {
   od::json_type type;
   if (auto error = value.type().get(type)) return error;
   if (type == od::json_type::string) {  // Responses: `input` as one user message
-    std::string_view token;
-    if (auto error = string_token(value, token)) return error;
-    out = present(true, mix(mix(kSeed, std::string_view("\"user\"")), token));
+    std::uint64_t content = kSeed;
+    bool text = false;
+    if (auto error = hash_text(value, content, text)) return error;
+    out = present(true, mix(mix(kSeed, std::string_view("\"user\"")), content));
     return simdjson::SUCCESS;
   }
   if (type != od::json_type::array) return simdjson::SUCCESS;
@@ -156,14 +164,20 @@ std::uint64_t key(std::uint64_t system, std::uint64_t turns) noexcept {
 
 Part part_of(std::string_view top_level_key) noexcept {
   if (top_level_key == "system" || top_level_key == "instructions") return Part::kSystem;
-  if (top_level_key == "messages" || top_level_key == "input") return Part::kTurns;
+  if (top_level_key == "messages") return Part::kMessages;
+  if (top_level_key == "input") return Part::kInput;
+  if (top_level_key == "previous_response_id") return Part::kChained;
   return Part::kNone;
 }
 
 error_code hash_part(Part part, od::value& value, std::uint64_t& out) noexcept {
   out = 0;
-  if (part == Part::kTurns) {
+  if (part == Part::kMessages || part == Part::kInput) {
     if (auto error = hash_turns(value, out)) return error;
+  } else if (part == Part::kChained) {
+    std::string_view id;
+    if (auto error = string_token(value, id)) return error;
+    out = id.size() > 2 ? 1 : 0;  // a non-empty string
   } else if (part == Part::kSystem) {
     std::uint64_t h = kSeed;
     bool any = false;

@@ -67,6 +67,20 @@ workload::WorkloadConfig small_workload() {
           .tool_seconds = 0.5};
 }
 
+// One arm, "on", against the warden at `target` (no admin token: the warden
+// runs as configured), with the small sessions at the tests' time scale.
+OnlineOptions as_configured(const std::string& target, std::vector<int> steps, double seconds) {
+  OnlineOptions o;
+  o.target = target;
+  o.model = "qwen3";
+  o.workload = small_workload();
+  o.steps = std::move(steps);
+  o.step_seconds = seconds;
+  o.arms = {"on"};
+  o.time_scale = kTimeScale;
+  return o;
+}
+
 TEST(BenchOnline, WardenAndTimeScaledSimulatorProduceACompleteReport) {
   const fs::path dir = temp_dir("lmwarden-bench");
   Child sim(
@@ -126,6 +140,9 @@ TEST(BenchOnline, WardenAndTimeScaledSimulatorProduceACompleteReport) {
                .time_scale = kTimeScale};
   ASSERT_FALSE(write_report(dir.string(), info, run->steps));
   const std::string table = read_file(dir / "report.md");
+  EXPECT_TRUE(table.starts_with("Online run against " + warden.url() +
+                                " (model qwen3, openai dialect), 40 s per step"))
+      << table;
   EXPECT_NE(table.find("| sessions | sessions/h"), std::string::npos);
   EXPECT_NE(table.find("\n| 2 | "), std::string::npos);
   EXPECT_NE(table.find("\n| 3 | "), std::string::npos);
@@ -159,15 +176,8 @@ TEST(BenchOnline, AnthropicDialectThroughTheWarden) {
       << "listen: 127.0.0.1:0\nmodels:\n  - name: qwen3\n    backends:\n      - url: " << sim.url()
       << "\n        data_parallel_size: 2\n";
   Child warden({"serve", "-c", config.string(), "--log-level", "warn"});
-  OnlineOptions o;
-  o.target = warden.url();
-  o.model = "qwen3";
-  o.workload = small_workload();
+  OnlineOptions o = as_configured(warden.url(), {2}, 30);
   o.dialect = workload::Dialect::kAnthropic;
-  o.steps = {2};
-  o.step_seconds = 30;
-  o.arms = {"on"};  // no admin token: the warden runs as configured
-  o.time_scale = kTimeScale;
   auto run = run_online(o);
   ASSERT_TRUE(run) << run.error();
   ASSERT_EQ(run->steps.size(), 1u);
@@ -197,15 +207,8 @@ TEST(BenchOnline, ResponsesDialectStaysOnlyWhereEachRankIsAServer) {
     }
     out.close();
     Child warden({"serve", "-c", config.string(), "--log-level", "warn"});
-    OnlineOptions o;
-    o.target = warden.url();
-    o.model = "qwen3";
-    o.workload = small_workload();
+    OnlineOptions o = as_configured(warden.url(), {2}, 30);
     o.dialect = workload::Dialect::kResponses;
-    o.steps = {2};
-    o.step_seconds = 30;
-    o.arms = {"on"};
-    o.time_scale = kTimeScale;
     return run_online(o);
   };
   {
@@ -248,15 +251,8 @@ TEST(BenchOnline, WithoutSessionIdsOnlyTheOpeningKeepsConversationsHome) {
         << (opening ? "    session_sources: [opening]\n" : "")
         << "    backends:\n      - url: " << sim.url() << "\n        data_parallel_size: 2\n";
     Child warden({"serve", "-c", (dir / "warden.yaml").string(), "--log-level", "warn"});
-    OnlineOptions o;
-    o.target = warden.url();
-    o.model = "qwen3";
-    o.workload = small_workload();
+    OnlineOptions o = as_configured(warden.url(), {2}, 30);
     o.session_ids = false;
-    o.steps = {2};
-    o.step_seconds = 30;
-    o.arms = {"on"};
-    o.time_scale = kTimeScale;
     o.run_id = opening ? "with-opening" : "without";  // no prompt of one run cached for the other
     auto run = run_online(o);
     ASSERT_TRUE(run) << run.error();
@@ -282,15 +278,8 @@ TEST(BenchOnline, AFailedRequestSaysWhy) {
   std::ofstream(dir / "warden.yaml") << "listen: 127.0.0.1:0\nmodels:\n  - name: qwen3\n"
                                      << "    backends:\n      - url: " << sim.url() << "\n";
   Child warden({"serve", "-c", (dir / "warden.yaml").string(), "--log-level", "error"});
-  OnlineOptions o;
-  o.target = warden.url();
-  o.model = "qwen3";
-  o.workload = small_workload();
+  OnlineOptions o = as_configured(warden.url(), {1}, 10);
   o.workload.first_user_tokens = 40000;  // over the profile's max_model_len, 32768
-  o.steps = {1};
-  o.step_seconds = 10;
-  o.arms = {"on"};
-  o.time_scale = kTimeScale;
   std::string told;
   auto run = run_online(o, [&](const Progress& p) {
     if (told.empty()) told = p.first_failure;
@@ -451,14 +440,7 @@ TEST(BenchOnline, ABackendThatDiesIsAGapNotTheEndOfTheRun) {
       << "models:\n  - name: qwen3\n    backends:\n      - url: " << a.url()
       << "\n      - url: " << b.url() << "\n";
   Child warden({"serve", "-c", (dir / "warden.yaml").string(), "--log-level", "warn"});
-  OnlineOptions o;
-  o.target = warden.url();
-  o.model = "qwen3";
-  o.workload = small_workload();
-  o.steps = {4, 4};
-  o.step_seconds = 40;
-  o.arms = {"on"};
-  o.time_scale = kTimeScale;
+  OnlineOptions o = as_configured(warden.url(), {4, 4}, 40);
   o.give_up_after = std::chrono::seconds(1);
   bool killed = false;
   auto run = run_online(o, [&](const Progress& p) {

@@ -324,6 +324,31 @@ TEST(ConfigErrors, DuplicateNamesAndAliases) {
       R"(lmwarden.yaml:3: models[0].aliases[0]: "a" is already the name or an alias of models[0])");
 }
 
+// One pass over the body reads a top-level key either for a body source or
+// for an opening: a model's `opening` and any model's body source under
+// those keys are refused together.
+TEST(ConfigErrors, ABodySourceUnderTheOpeningsKeys) {
+  EXPECT_EQ(
+      error_of(R"(models:
+  - name: m
+    session_sources: [opening]
+    backends: [{url: "http://h:1"}]
+  - name: n
+    session_sources: ["body:messages.sid"]
+    backends: [{url: "http://h:2"}]
+)"),
+      R"(lmwarden.yaml:6: models[1].session_sources[0]: "body:messages.sid" reads inside a key )"
+      R"(that the "opening" source of models[0] reads (system, instructions, messages, input, )"
+      R"(previous_response_id): one pass over the body cannot do both; drop one of them)");
+  const auto fine = load_config_string(R"(models:
+  - name: m
+    session_sources: ["body:metadata.sid", "body:inputs", opening]
+    backends: [{url: "http://h:1"}]
+)",
+                                       "lmwarden.yaml");
+  EXPECT_TRUE(fine) << fine.error().message();
+}
+
 TEST(ConfigErrors, SessionSources) {
   EXPECT_EQ(
       error_of(R"(models:

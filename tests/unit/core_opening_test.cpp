@@ -171,6 +171,47 @@ TEST(IdentityOpening, NoConversationNoOpening) {
             IdentityKind::kSession);
 }
 
+// One text in its several spellings opens alike: a string, a text block, a
+// Responses string `input` and its one-item list; a chat body's stray
+// `input` does not replace its messages.
+TEST(IdentityOpening, OneTextInItsSeveralSpellingsOpensAlike) {
+  auto key = [](const std::string& body) {
+    const ExtractResult result = extract_body(body, opening_only());
+    EXPECT_EQ(result.facts.identity.kind, IdentityKind::kSession) << body;
+    return result.facts.identity.session_hash;
+  };
+  const auto plain = key(R"({"messages":[{"role":"user","content":"Explain heapsort"}]})");
+  EXPECT_EQ(
+      key(R"({"messages":[{"role":"user","content":[{"type":"text","text":"Explain heapsort"}]}]})"),
+      plain);
+  EXPECT_EQ(key(R"({"input":"Explain heapsort"})"), plain);
+  EXPECT_EQ(key(R"({"input":[{"type":"message","role":"user","content":[)"
+                R"({"type":"input_text","text":"Explain heapsort"}]}]})"),
+            plain);
+  EXPECT_EQ(key(R"({"messages":[{"role":"user","content":"Explain heapsort"}],"input":"zzz"})"),
+            plain);
+  EXPECT_EQ(
+      key(R"({"system":"S","messages":[{"role":"user","content":"u"}]})"),
+      key(R"({"system":[{"type":"text","text":"S"}],"messages":[{"role":"user","content":"u"}]})"));
+  // An image counts by its type alone: two images with one text open alike.
+  EXPECT_EQ(
+      key(R"({"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"a"}},)"
+          R"({"type":"text","text":"t"}]}]})"),
+      key(R"({"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"b"}},)"
+          R"({"type":"text","text":"t"}]}]})"));
+}
+
+// A Responses request chained with previous_response_id carries only its new
+// turn: it has no opening, whatever that turn says.
+TEST(IdentityOpening, AChainedResponsesRequestHasNone) {
+  EXPECT_EQ(extract_body(R"({"previous_response_id":"resp_a","input":"yes"})", opening_only())
+                .facts.identity.kind,
+            IdentityKind::kAnonymous);
+  EXPECT_EQ(extract_body(R"({"previous_response_id":null,"input":"yes"})", opening_only())
+                .facts.identity.kind,
+            IdentityKind::kSession);
+}
+
 // A session id, where there is one, comes first in the default order.
 TEST(IdentityOpening, AnIdBeforeItInTheListWins) {
   Request request = load_fixture(kClaudeTurn);
