@@ -207,6 +207,10 @@ Result<SessionSource, std::string> parse_session_source(std::string_view text) {
     if (!ok) return unexpected(fmt::format("{} (not a dotted path of keys)", kShapes));
     return SessionSource{Kind::kBody, std::string(path)};
   }
+  // The two bare words are lower case, as written in the documentation.
+  const std::string lowered = to_lower(text);
+  for (const std::string_view word : {"claude-user-id", "opening"})
+    if (lowered == word) return unexpected(fmt::format("{} (did you mean \"{}\"?)", kShapes, word));
   return unexpected(std::string(kShapes));
 }
 

@@ -338,6 +338,9 @@ TEST(ConfigParsers, SessionSources) {
   sources.push_back(SessionSource{Kind::kOpening, ""});
   for (const auto& source : sources) EXPECT_EQ(*parse_session_source(source.label()), source);
   EXPECT_FALSE(parse_session_source("opening:x").has_value());
+  EXPECT_EQ(parse_session_source("Opening").error(),
+            "must be \"header:NAME\", \"body:dotted.path\", \"claude-user-id\" or \"opening\" "
+            "(did you mean \"opening\"?)");
 }
 
 TEST(ConfigParsers, BackendUrls) {
