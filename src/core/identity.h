@@ -2,8 +2,9 @@
 //
 // The request body is scanned once with simdjson's on-demand parser: only
 // `model`, `stream`, `stream_options.include_usage`, whether `stream_options`
-// is there at all, and the configured body session sources are read;
-// everything else (the 100 KB of history) is skipped, and the original bytes
+// is there at all, and the configured body session sources are read (with an
+// `opening` source, also the system prompt and the leading messages, hashed:
+// core/opening.h); everything else (the history) is skipped, and the original bytes
 // are what gets forwarded. Header and body sources are tried in the configured
 // order (DESIGN §4); the first non-empty value wins.
 //
