@@ -44,12 +44,9 @@ constexpr std::size_t kErrorBodyKept = 4096;
 // (`error.message`), or with the body's start when it is neither.
 std::string refusal(int status, std::string_view body) {
   const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_object() && j.contains("error")) {
-    const json& e = j["error"];
-    if (e.is_object() && e.contains("message") && e["message"].is_string())
-      return fmt::format("HTTP {}: {}", status, e["message"].get<std::string>());
-    if (e.is_string()) return fmt::format("HTTP {}: {}", status, e.get<std::string>());
-  }
+  if (j.is_object() && j.contains("error"))
+    if (auto message = error_message(j["error"]))
+      return fmt::format("HTTP {}: {}", status, *message);
   std::string start(body.substr(0, 200));
   std::replace_if(
       start.begin(), start.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');

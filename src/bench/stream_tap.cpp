@@ -27,6 +27,13 @@ std::optional<std::int64_t> int_at(const json& j, const char* a, const char* b) 
 
 }  // namespace
 
+std::optional<std::string> error_message(const json& error) {
+  if (error.is_string()) return error.get<std::string>();
+  if (error.is_object() && error.contains("message") && error["message"].is_string())
+    return error["message"].get<std::string>();
+  return std::nullopt;
+}
+
 bool StreamTap::feed(std::string_view bytes) {
   const bool had_first = first_token_seen();
   pending_.append(bytes);
@@ -70,10 +77,7 @@ void StreamTap::on_event(std::string_view event, std::string_view data) {
   const json j = json::parse(data, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return;  // not ours to judge; keep reading
   if (event == "error" || (j.contains("error") && !j.contains("choices"))) {
-    const json& e = j.contains("error") ? j["error"] : j;
-    error_ = e.is_object() && e.contains("message") && e["message"].is_string()
-                 ? e["message"].get<std::string>()
-                 : std::string(data);
+    error_ = error_message(j.contains("error") ? j["error"] : j).value_or(std::string(data));
     done_ = true;
     return;
   }
@@ -118,10 +122,8 @@ void StreamTap::on_responses_event(std::string_view type, const nlohmann::json& 
   const json& response = j["response"];
   if (auto n = int_at(response, "usage", "output_tokens")) usage_output_ = n;
   if (type == "response.failed") {
-    const json* e = response.contains("error") ? &response["error"] : nullptr;
-    error_ = e && e->is_object() && e->contains("message") && (*e)["message"].is_string()
-                 ? (*e)["message"].get<std::string>()
-                 : std::string("response.failed");
+    error_ = (response.contains("error") ? error_message(response["error"]) : std::nullopt)
+                 .value_or("response.failed");
   }
 }
 

@@ -24,6 +24,10 @@
 
 namespace lmwarden::bench {
 
+// An error object's `message` (OpenAI, Anthropic and Responses errors all
+// carry one), or the error itself when it is a string; nullopt otherwise.
+std::optional<std::string> error_message(const nlohmann::json& error);
+
 class StreamTap {
  public:
   explicit StreamTap(workload::Dialect dialect) : dialect_(dialect) {}

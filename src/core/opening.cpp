@@ -50,42 +50,21 @@ error_code string_token(od::value& value, std::string_view& token) noexcept {
   return value.get_raw_json_string().get(raw);
 }
 
-// The text of a system prompt or of a message's content into `h`: a string,
-// or a list of blocks (and of bare strings). A block with a `text` string
-// counts as that text alone, so `"content":"x"` and
+// One piece of a text into `h`: a string, or a block object. A block with a
+// `text` string counts as that text alone, so `"content":"x"` and
 // `[{"type":"text","text":"x"}]` open alike, as vLLM renders them alike; a
 // block without one (an image, a file) counts by its `type` alone. `any` is
 // set when some text was found.
-error_code hash_text(od::value& value, std::uint64_t& h, bool& any) noexcept {
+error_code hash_piece(od::value& piece, std::uint64_t& h, bool& any) noexcept {
   od::json_type type;
-  if (auto error = value.type().get(type)) return error;
+  if (auto error = piece.type().get(type)) return error;
+  std::string_view text;
+  std::string_view kind;
   if (type == od::json_type::string) {
-    std::string_view token;
-    if (auto error = string_token(value, token)) return error;
-    h = mix(h, token);
-    any = true;
-    return simdjson::SUCCESS;
-  }
-  if (type != od::json_type::array) return simdjson::SUCCESS;
-  od::array blocks;
-  if (auto error = value.get_array().get(blocks)) return error;
-  for (auto block_result : blocks) {
-    od::value block;
-    if (auto error = std::move(block_result).get(block)) return error;
-    od::json_type block_type;
-    if (auto error = block.type().get(block_type)) return error;
-    if (block_type == od::json_type::string) {
-      std::string_view token;
-      if (auto error = string_token(block, token)) return error;
-      h = mix(h, token);
-      any = true;
-      continue;
-    }
-    if (block_type != od::json_type::object) continue;
+    if (auto error = string_token(piece, text)) return error;
+  } else if (type == od::json_type::object) {
     od::object object;
-    if (auto error = block.get_object().get(object)) return error;
-    std::string_view text;
-    std::string_view kind;
+    if (auto error = piece.get_object().get(object)) return error;
     for (auto field_result : object) {
       od::field field;
       if (auto error = std::move(field_result).get(field)) return error;
@@ -93,12 +72,29 @@ error_code hash_text(od::value& value, std::uint64_t& h, bool& any) noexcept {
       if (!is_text && field.key() != "type") continue;
       if (auto error = string_token(field.value(), is_text ? text : kind)) return error;
     }
-    if (!text.empty()) {
-      h = mix(h, text);
-      any = true;
-    } else if (!kind.empty()) {
-      h = mix(mix(h, std::string_view("type")), kind);
-    }
+  }
+  if (!text.empty()) {
+    h = mix(h, text);
+    any = true;
+  } else if (!kind.empty()) {
+    h = mix(mix(h, std::string_view("type")), kind);
+  }
+  return simdjson::SUCCESS;
+}
+
+// The text of a system prompt or of a message's content into `h`: a string,
+// or a list of pieces (blocks, or bare strings).
+error_code hash_text(od::value& value, std::uint64_t& h, bool& any) noexcept {
+  od::json_type type;
+  if (auto error = value.type().get(type)) return error;
+  if (type == od::json_type::string) return hash_piece(value, h, any);
+  if (type != od::json_type::array) return simdjson::SUCCESS;
+  od::array pieces;
+  if (auto error = value.get_array().get(pieces)) return error;
+  for (auto piece_result : pieces) {
+    od::value piece;
+    if (auto error = std::move(piece_result).get(piece)) return error;
+    if (auto error = hash_piece(piece, h, any)) return error;
   }
   return simdjson::SUCCESS;
 }

@@ -7,61 +7,60 @@
 namespace lmwarden::workload {
 namespace {
 
-void append_openai_messages(const Conversation& c, std::string& out) {
-  out += "[";
-  bool first = true;
+// A JSON array of the conversation's messages, each written by `item` (which
+// returns false to leave one out), with the commas between them.
+template <typename Item>
+void append_messages(const Conversation& c, std::string& out, Item&& item) {
+  out += '[';
   for (const auto& m : c.messages()) {
-    if (!first) out += ',';
-    first = false;
-    out += R"({"role":)";
-    out += json_quote(m.role);
-    out += R"(,"content":)";
-    out += json_quote(m.content);
-    out += '}';
+    const std::size_t before = out.size();
+    if (out.back() != '[') out += ',';
+    if (!item(m, out)) out.resize(before);
   }
   out += ']';
+}
+
+void append_openai_messages(const Conversation& c, std::string& out) {
+  append_messages(c, out, [](const engine::ChatMessage& m, std::string& o) {
+    o += R"({"role":)";
+    o += json_quote(m.role);
+    o += R"(,"content":)";
+    o += json_quote(m.content);
+    o += '}';
+    return true;
+  });
 }
 
 void append_anthropic_messages(const Conversation& c, std::string& out) {
-  out += "[";
-  bool first = true;
-  for (const auto& m : c.messages()) {
-    if (m.role == "system") continue;  // top-level `system` in this dialect
-    if (!first) out += ',';
-    first = false;
-    out += R"({"role":)";
-    out += json_quote(m.role);
-    out += R"(,"content":[{"type":"text","text":)";
-    out += json_quote(m.content);
-    out += "}]}";
-  }
-  out += ']';
-}
-
-// Room for a request's body: the system prompt and up to 8 KiB per turn.
-std::size_t body_size_hint(const Session& s) {
-  return s.system_prompt->size() + 8 * 1024 * static_cast<std::size_t>(s.turns());
+  append_messages(c, out, [](const engine::ChatMessage& m, std::string& o) {
+    if (m.role == "system") return false;  // top-level `system` in this dialect
+    o += R"({"role":)";
+    o += json_quote(m.role);
+    o += R"(,"content":[{"type":"text","text":)";
+    o += json_quote(m.content);
+    o += "}]}";
+    return true;
+  });
 }
 
 // Responses input items as Codex sends them: the system prompt as a
 // `developer` message, user text as `input_text`, earlier replies as
 // `output_text`.
 void append_responses_input(const Conversation& c, std::string& out) {
-  out += "[";
-  bool first = true;
-  for (const auto& m : c.messages()) {
-    if (!first) out += ',';
-    first = false;
-    const bool reply = m.role == "assistant";
-    out += R"({"type":"message","role":)";
-    out +=
-        json_quote(m.role == "system" ? std::string_view("developer") : std::string_view(m.role));
-    out += reply ? R"(,"content":[{"type":"output_text","text":)"
-                 : R"(,"content":[{"type":"input_text","text":)";
-    out += json_quote(m.content);
-    out += "}]}";
-  }
-  out += ']';
+  append_messages(c, out, [](const engine::ChatMessage& m, std::string& o) {
+    o += R"({"type":"message","role":)";
+    o += json_quote(m.role == "system" ? std::string_view("developer") : std::string_view(m.role));
+    o += m.role == "assistant" ? R"(,"content":[{"type":"output_text","text":)"
+                               : R"(,"content":[{"type":"input_text","text":)";
+    o += json_quote(m.content);
+    o += "}]}";
+    return true;
+  });
+}
+
+// Room for a request's body: the system prompt and up to 8 KiB per turn.
+std::size_t body_size_hint(const Session& s) {
+  return s.system_prompt->size() + 8 * 1024 * static_cast<std::size_t>(s.turns());
 }
 
 WireRequest build_openai(const Session& s, const Conversation& conversation, std::string_view model,

@@ -67,6 +67,19 @@ workload::WorkloadConfig small_workload() {
           .tool_seconds = 0.5};
 }
 
+// A run of one step whose requests were all served, with first tokens and
+// output, and whose conversations kept to their homes.
+void expect_one_step_kept_home(const Result<OnlineRun, std::string>& run) {
+  ASSERT_TRUE(run) << run.error();
+  ASSERT_EQ(run->steps.size(), 1u);
+  const auto& s = run->steps[0];
+  EXPECT_EQ(s.samples.requests_failed, 0u) << s.samples.first_failure;
+  EXPECT_FALSE(s.samples.ttfb_s.empty());
+  EXPECT_GT(s.output_tokens, 0);
+  ASSERT_TRUE(s.stayed_pct);
+  EXPECT_GT(*s.stayed_pct, 90.0);
+}
+
 // One arm, "on", against the warden at `target` (no admin token: the warden
 // runs as configured), with the small sessions at the tests' time scale.
 OnlineOptions as_configured(const std::string& target, std::vector<int> steps, double seconds) {
@@ -178,15 +191,7 @@ TEST(BenchOnline, AnthropicDialectThroughTheWarden) {
   Child warden({"serve", "-c", config.string(), "--log-level", "warn"});
   OnlineOptions o = as_configured(warden.url(), {2}, 30);
   o.dialect = workload::Dialect::kAnthropic;
-  auto run = run_online(o);
-  ASSERT_TRUE(run) << run.error();
-  ASSERT_EQ(run->steps.size(), 1u);
-  const auto& s = run->steps[0];
-  EXPECT_EQ(s.samples.requests_failed, 0u);
-  EXPECT_FALSE(s.samples.ttfb_s.empty());
-  EXPECT_GT(s.output_tokens, 0);
-  ASSERT_TRUE(s.stayed_pct);
-  EXPECT_GT(*s.stayed_pct, 90.0);
+  expect_one_step_kept_home(run_online(o));
   fs::remove_all(dir);
 }
 
@@ -214,15 +219,7 @@ TEST(BenchOnline, ResponsesDialectStaysOnlyWhereEachRankIsAServer) {
   {
     Child a({"sim", "--listen", "127.0.0.1:0", "--time-scale", scale});
     Child b({"sim", "--listen", "127.0.0.1:0", "--time-scale", scale});
-    auto run = run_behind({&a, &b}, 1);
-    ASSERT_TRUE(run) << run.error();
-    ASSERT_EQ(run->steps.size(), 1u);
-    const auto& s = run->steps[0];
-    EXPECT_EQ(s.samples.requests_failed, 0u);
-    EXPECT_FALSE(s.samples.ttfb_s.empty());
-    EXPECT_GT(s.output_tokens, 0);
-    ASSERT_TRUE(s.stayed_pct);
-    EXPECT_GT(*s.stayed_pct, 90.0);
+    expect_one_step_kept_home(run_behind({&a, &b}, 1));
   }
   {
     Child sim({"sim", "--listen", "127.0.0.1:0", "--dp", "2", "--time-scale", scale});
