@@ -328,8 +328,8 @@ class Loader : private yaml::Reader {
 
   // The body is scanned once for every model, and a top-level key is read
   // either as a body source's path or as part of an opening, not both.
-  static constexpr std::array<std::string_view, 5> kOpeningKeys = {
-      "system", "instructions", "messages", "input", "previous_response_id"};
+  static constexpr std::array<std::string_view, 4> kOpeningKeys = {"system", "instructions",
+                                                                   "messages", "input"};
   void check_opening_keys() {
     if (!opening_model_) return;
     for (const auto& [node, path] : under_opening_keys_)

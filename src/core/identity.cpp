@@ -267,6 +267,12 @@ class Walker {
       case BodyFields::Builtin::kIncludeUsage:
         out_.stream_include_usage = false;
         break;
+      case BodyFields::Builtin::kPreviousResponseId:
+        out_.previous_response = 0;
+        break;
+      case BodyFields::Builtin::kStore:
+        out_.store = true;
+        break;
       case BodyFields::Builtin::kStreamOptions:  // present is present, whatever came last
       case BodyFields::Builtin::kNone:
         break;
@@ -292,9 +298,6 @@ class Walker {
       case Part::kInput:
         out_.opening_input = hash;
         break;
-      case Part::kChained:
-        out_.opening_chained = hash != 0;
-        break;
       case Part::kNone:
         break;
     }
@@ -307,9 +310,15 @@ class Walker {
     if (node.builtin == BodyFields::Builtin::kStreamOptions) out_.has_stream_options = true;
     od::json_type type;
     if (auto error = value.type().get(type)) return error;
+    // `store` is on only while absent or true: false, null (None in vLLM's
+    // model, which it takes as off) and anything else turn it off.
+    if (node.builtin == BodyFields::Builtin::kStore && type != od::json_type::boolean)
+      out_.store = false;
     switch (type) {
       case od::json_type::string: {
-        if (node.slot < 0 && node.builtin != BodyFields::Builtin::kModel) return simdjson::SUCCESS;
+        if (node.slot < 0 && node.builtin != BodyFields::Builtin::kModel &&
+            node.builtin != BodyFields::Builtin::kPreviousResponseId)
+          return simdjson::SUCCESS;
         // The token's text first (not consumed), then the value consumed.
         const std::string_view content = between_quotes(value.raw_json_token());
         od::raw_json_string raw;
@@ -321,17 +330,25 @@ class Walker {
         // no model served here has a lone surrogate in its name.
         if (node.builtin == BodyFields::Builtin::kModel && lone) return simdjson::STRING_ERROR;
         if (node.builtin == BodyFields::Builtin::kModel) out_.model.assign(text);
+        if (node.builtin == BodyFields::Builtin::kPreviousResponseId && !text.empty())
+          out_.previous_response = stable_hash(text);
         if (node.slot >= 0) out_.values[static_cast<std::size_t>(node.slot)].assign(text);
         return simdjson::SUCCESS;
       }
       case od::json_type::boolean: {
-        if (node.builtin != BodyFields::Builtin::kStream &&
-            node.builtin != BodyFields::Builtin::kIncludeUsage)
-          return simdjson::SUCCESS;
         bool flag = false;
-        if (auto error = value.get_bool().get(flag)) return error;
-        (node.builtin == BodyFields::Builtin::kStream ? out_.stream : out_.stream_include_usage) =
-            flag;
+        switch (node.builtin) {
+          case BodyFields::Builtin::kStream:
+          case BodyFields::Builtin::kIncludeUsage:
+          case BodyFields::Builtin::kStore:
+            if (auto error = value.get_bool().get(flag)) return error;
+            break;
+          default:
+            return simdjson::SUCCESS;
+        }
+        (node.builtin == BodyFields::Builtin::kStream         ? out_.stream
+         : node.builtin == BodyFields::Builtin::kIncludeUsage ? out_.stream_include_usage
+                                                              : out_.store) = flag;
         return simdjson::SUCCESS;
       }
       case od::json_type::object: {
@@ -406,6 +423,8 @@ BodyFields::BodyFields() {
   nodes_[add_path("stream")].builtin = Builtin::kStream;
   nodes_[add_path("stream_options.include_usage")].builtin = Builtin::kIncludeUsage;
   nodes_[add_path("stream_options")].builtin = Builtin::kStreamOptions;
+  nodes_[add_path("previous_response_id")].builtin = Builtin::kPreviousResponseId;
+  nodes_[add_path("store")].builtin = Builtin::kStore;
 }
 
 BodyFields::BodyFields(std::span<const config::SessionSource> sources) : BodyFields() {
@@ -584,6 +603,7 @@ Identity resolve_identity(HeaderList headers, const BodyScan& scan, const BodyFi
   using Kind = config::SessionSource::Kind;
   Identity identity;
   if (scan.error != BodyError::kNone) return identity;
+  identity.previous_response = scan.previous_response;
 
   if (options.honor_client_rank) {
     if (auto value = find_header(headers, kDataParallelRankHeader)) {
@@ -621,7 +641,7 @@ Identity resolve_identity(HeaderList headers, const BodyScan& scan, const BodyFi
       case Kind::kOpening: {
         const std::uint64_t turns =
             scan.opening_messages ? scan.opening_messages : scan.opening_input;
-        if (scan.opening_chained || (scan.opening_system == 0 && turns == 0)) break;
+        if (scan.previous_response != 0 || (scan.opening_system == 0 && turns == 0)) break;
         identity.kind = IdentityKind::kSession;
         identity.session_hash = opening::key(scan.opening_system, turns);
         identity.source = static_cast<int>(index);
@@ -658,6 +678,7 @@ ExtractResult extract_request_facts(HeaderList headers, std::string_view body,
   result.facts.stream = scan.stream;
   result.facts.stream_include_usage = scan.stream_include_usage;
   result.facts.has_stream_options = scan.has_stream_options;
+  result.facts.store = scan.store;
   result.error = scan.error;
   result.error_detail = std::move(scan.error_detail);
   return result;

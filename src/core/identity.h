@@ -2,10 +2,11 @@
 //
 // The request body is scanned once with simdjson's on-demand parser: only
 // `model`, `stream`, `stream_options.include_usage`, whether `stream_options`
-// is there at all, and the configured body session sources are read (with an
-// `opening` source, also the system prompt and the leading messages, hashed:
-// core/opening.h); everything else (the history) is skipped, and the original bytes
-// are what gets forwarded. Header and body sources are tried in the configured
+// is there at all, Responses' `previous_response_id` and `store`, and the
+// configured body session sources are read (with an `opening` source, also
+// the system prompt and the leading messages, hashed: core/opening.h);
+// everything else (the history) is skipped, and the original bytes are what
+// gets forwarded. Header and body sources are tried in the configured
 // order (DESIGN §4); the first non-empty value wins.
 //
 // Two ways in:
@@ -55,6 +56,11 @@ struct Identity {
   // there (sources[source].label() names it); -1 otherwise. An index, not a
   // label, so that resolving an identity builds no string for it.
   int source = -1;
+  // A Responses request chained to a stored response: stable_hash of its
+  // `previous_response_id`, whatever the kind (0: none). The stored response
+  // lives only on the server that made it, so the router sends the request
+  // there when it knows where that is (Router::remember_response).
+  std::uint64_t previous_response = 0;
 
   bool operator==(const Identity&) const = default;
 };
@@ -72,6 +78,7 @@ struct RequestFacts {
   bool stream = false;                // `stream` is JSON true
   bool stream_include_usage = false;  // stream_options.include_usage is JSON true
   bool has_stream_options = false;    // the body has a top-level stream_options key
+  bool store = true;                  // BodyScan::store
   Identity identity;
   std::string session_id;  // kSession: the raw id (never logged); "" otherwise and for `opening`
 };
@@ -105,7 +112,15 @@ class BodyFields {
   std::size_t slot_count() const noexcept { return paths_.size(); }
 
   // Internals, for the scanner.
-  enum class Builtin : std::uint8_t { kNone, kModel, kStream, kStreamOptions, kIncludeUsage };
+  enum class Builtin : std::uint8_t {
+    kNone,
+    kModel,
+    kStream,
+    kStreamOptions,
+    kIncludeUsage,
+    kPreviousResponseId,
+    kStore
+  };
   struct Node {
     std::string key;                      // one path segment
     std::vector<std::uint32_t> children;  // indexes into nodes()
@@ -141,7 +156,12 @@ struct BodyScan {
   std::uint64_t opening_system = 0;
   std::uint64_t opening_messages = 0;
   std::uint64_t opening_input = 0;
-  bool opening_chained = false;  // a Responses previous_response_id
+  // Responses' `previous_response_id`: stable_hash of the string, 0 when
+  // absent, empty or not a string.
+  std::uint64_t previous_response = 0;
+  // Responses' `store` is on: absent or JSON true. vLLM keeps a response for
+  // chaining only then (and only when started with its store enabled).
+  bool store = true;
   BodyError error = BodyError::kNone;
   std::string error_detail;
 };

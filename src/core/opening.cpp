@@ -162,7 +162,6 @@ Part part_of(std::string_view top_level_key) noexcept {
   if (top_level_key == "system" || top_level_key == "instructions") return Part::kSystem;
   if (top_level_key == "messages") return Part::kMessages;
   if (top_level_key == "input") return Part::kInput;
-  if (top_level_key == "previous_response_id") return Part::kChained;
   return Part::kNone;
 }
 
@@ -170,10 +169,6 @@ error_code hash_part(Part part, od::value& value, std::uint64_t& out) noexcept {
   out = 0;
   if (part == Part::kMessages || part == Part::kInput) {
     if (auto error = hash_turns(value, out)) return error;
-  } else if (part == Part::kChained) {
-    std::string_view id;
-    if (auto error = string_token(value, id)) return error;
-    out = id.size() > 2 ? 1 : 0;  // a non-empty string
   } else if (part == Part::kSystem) {
     std::uint64_t h = kSeed;
     bool any = false;

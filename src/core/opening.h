@@ -17,8 +17,9 @@
 //                           input (a string, or items, of which the leading
 //                           `message` items from the client count); when a
 //                           body has both, `messages`
-//   previous_response_id   a Responses request chained to a stored one has
-//                           no opening
+// A Responses request chained to a stored one (`previous_response_id`, read
+// by the scan as a field of its own) has no opening: its body carries only
+// its new turn.
 // Internal to the core: the only includer of simdjson's on-demand types
 // besides identity.cpp.
 #pragma once
@@ -34,16 +35,14 @@ namespace lmwarden::core::opening {
 // but not both).
 std::uint64_t key(std::uint64_t system, std::uint64_t turns) noexcept;
 
-// Which part a top-level key feeds, if any. kChained: Responses'
-// `previous_response_id`, whose request carries only its new turn (its
-// opening is in the stored response): such a request has no opening.
-enum class Part { kNone, kSystem, kMessages, kInput, kChained };
+// Which part a top-level key feeds, if any.
+enum class Part { kNone, kSystem, kMessages, kInput };
 Part part_of(std::string_view top_level_key) noexcept;
 
 // Hashes `value` as that part and consumes what it reads of it (the rest is
 // skipped by the caller's iterator). Sets `out` to 0 when the value holds no
 // text of a conversation (a number, an empty list, …), to a non-zero hash
-// otherwise; for kChained, to 1 when it is a non-empty string.
+// otherwise.
 simdjson::error_code hash_part(Part part, simdjson::ondemand::value& value,
                                std::uint64_t& out) noexcept;
 

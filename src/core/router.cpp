@@ -34,6 +34,7 @@ Router::Router(const config::ModelConfig& model, std::unique_ptr<TieBreaker> tie
       affinity_(model.affinity),
       spill_threshold_(model.spill_threshold),
       sessions_(model.replica_count(), model.max_conversations, model.session_ttl),
+      responses_(model.replica_count(), model.max_conversations, model.session_ttl),
       placement_(model.replica_count()),
       tie_breaker_(std::move(tie_breaker)) {
   for (std::size_t b = 0; b < model.backends.size(); ++b) {
@@ -50,6 +51,7 @@ void Router::reconfigure(const config::ModelConfig& model) noexcept {
   affinity_ = model.affinity;
   spill_threshold_ = model.spill_threshold;
   sessions_.set_ttl(model.session_ttl);
+  responses_.set_ttl(model.session_ttl);
   for (int i = 0; i < replica_count(); ++i) rescore(i);
 }
 
@@ -141,6 +143,8 @@ RouteDecision Router::route(const Identity& identity, TimePoint now, std::span<c
     return send(identity.pinned_rank, RouteKind::kPinned);
   }
   if (!affinity_) return balanced(exclude);
+  if (identity.previous_response != 0)
+    if (auto stored = to_stored_response(identity, now, exclude, pinning)) return *stored;
 
   if (identity.kind == IdentityKind::kAnonymous) {
     const int target = least_loaded(exclude);
@@ -200,6 +204,52 @@ RouteDecision Router::route(const Identity& identity, TimePoint now, std::span<c
     }
   }
   return of_conversation(send(target, counted_as(kind, exclude)), *home);
+}
+
+std::optional<RouteDecision> Router::to_stored_response(const Identity& identity, TimePoint now,
+                                                        std::span<const int> exclude,
+                                                        RankPinning pinning) {
+  const std::optional<int> where = responses_.find(identity.previous_response, now);
+  if (!where) return std::nullopt;
+  const Replica& r = replicas_[static_cast<std::size_t>(*where)];
+  const Backend& server = backends_[static_cast<std::size_t>(r.backend)];
+  // Sent without a rank, any rank of the server that takes work will do.
+  bool usable = r.healthy && !contains(exclude, *where);
+  if (server.ranks > 1 && pinning == RankPinning::kIgnored) {
+    usable = false;
+    for (int i = server.first_replica; i < server.first_replica + server.ranks; ++i)
+      usable |= replicas_[static_cast<std::size_t>(i)].healthy && !contains(exclude, i);
+  }
+  if (!usable) return std::nullopt;
+  RouteDecision d = to_replica(*where, counted_as(RouteKind::kSticky, exclude), pinning);
+  d.bound = true;
+  if (identity.kind == IdentityKind::kSession) {
+    // Its latest turn ran here, and left its prefix in this replica's cache.
+    sessions_.assign(identity.session_hash, *where, now);
+    d.home = *where;
+    d.conversation = identity.session_hash;
+  }
+  return d;
+}
+
+void Router::remember_response(std::uint64_t key, const RouteDecision& decision,
+                               TimePoint now) noexcept {
+  if (!decision.ok() || key == 0) return;
+  int where = decision.replica;
+  if (where < 0) {
+    // Sent without a rank: the server holds it, and its ranks are alike for
+    // it. The conversation's home when that is one of them, so that a
+    // chained turn also finds its cache.
+    const Backend& b = backends_[static_cast<std::size_t>(decision.backend)];
+    const bool home_here =
+        decision.home >= b.first_replica && decision.home < b.first_replica + b.ranks;
+    where = home_here ? decision.home : b.first_replica;
+  }
+  try {
+    responses_.assign(key, where, now);
+  } catch (const std::bad_alloc&) {
+    // Not remembered: its chained request is placed as any other.
+  }
 }
 
 int Router::server_in_flight(int backend) const noexcept {
@@ -305,6 +355,7 @@ RouterView Router::view() const {
   v.spill_threshold = spill_threshold();
   v.spill_threshold_auto = !spill_threshold_.has_value();
   v.conversations = sessions_.size();
+  v.stored_responses = responses_.size();
   std::uint64_t sticky = 0, moved = 0;
   for (const Backend& b : backends_) {
     v.in_flight += b.unassigned_in_flight;

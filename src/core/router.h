@@ -15,6 +15,11 @@
 //     becomes the new home (rehomed).
 //   new conversation → least-loaded healthy replica; it becomes the home (new).
 //   anonymous → least-loaded healthy replica (anonymous), nothing remembered.
+//   chained to a stored Responses response whose replica is remembered
+//     (remember_response), that replica healthy → there (sticky), whatever
+//     its load: the stored response exists nowhere else. Never spilled, and
+//     the proxy retries it nowhere else (`bound`). A conversation id it also
+//     carries moves its home there. Otherwise it is placed as above.
 //   no healthy replica → kNoHealthyReplica (503 for the client).
 // Affinity off (the baseline): the backend server with the fewest requests in
 // flight per rank; a multi-rank server gets no rank header, so vLLM's own
@@ -66,6 +71,9 @@ struct RouteDecision {
   int rank = -1;     // X-data-parallel-rank to send upstream; -1: send none
   int home = -1;     // the conversation's home after this decision; -1: no conversation
   std::uint64_t conversation = 0;  // its key, when home >= 0
+  // The request continues a stored response, and goes where it is stored:
+  // another replica would not find it (404), so it is not retried elsewhere.
+  bool bound = false;
 
   bool ok() const noexcept { return status == Status::kOk; }
 };
@@ -101,6 +109,7 @@ struct RouterView {
   bool spill_threshold_auto = true;
   int in_flight = 0;  // including requests whose rank the server's balancer picks
   std::size_t conversations = 0;
+  std::size_t stored_responses = 0;    // Responses ids whose replica is remembered
   std::optional<double> sticky_ratio;  // sticky / (sticky + spilled + rehomed)
   std::vector<ReplicaView> replicas;
   ReplicaCounters unassigned;  // requests sent without a rank: the server's balancer picked
@@ -137,6 +146,12 @@ class Router final : private SessionTable::Listener {
   // its last request, and one forgotten while the request ran (it outlived the
   // TTL) comes back with its home.
   void finish(const RouteDecision& decision, TimePoint now) noexcept;
+  // A reply of `decision` made a stored Responses response (stable_hash of
+  // its id: `key`). A later request chained to it (previous_response_id) goes
+  // to the same replica, or, where the request went to its server without a
+  // rank, to that server. Remembered as conversations are: forgotten after
+  // the idle TTL, or, past the table's size, least recently used first.
+  void remember_response(std::uint64_t key, const RouteDecision& decision, TimePoint now) noexcept;
 
   // Health as probes and connects measure it. A replica takes new work when
   // it is healthy so and not ejected (below).
@@ -161,6 +176,7 @@ class Router final : private SessionTable::Listener {
   // does the latter too): for a model with no requests.
   void expire(TimePoint now) {
     sessions_.expire(now);
+    responses_.expire(now);
     if (now >= next_ejection_end_) end_ejections(now);
   }
   // Takes a reloaded model's policy (affinity, spill threshold, weights, idle
@@ -183,6 +199,7 @@ class Router final : private SessionTable::Listener {
   // Whether the replica takes new work: healthy by its probes, not ejected.
   bool healthy(int replica) const noexcept { return replicas_[static_cast<std::size_t>(replica)].healthy; }
   std::size_t conversations() const noexcept { return sessions_.size(); }
+  std::size_t stored_responses() const noexcept { return responses_.size(); }
   RouterView view() const;
 
  private:
@@ -219,6 +236,11 @@ class Router final : private SessionTable::Listener {
   // those scoring below `below` (a PlacementIndex key); -1 when none.
   int least_loaded(std::span<const int> exclude, PlacementIndex::Key below = PlacementIndex::kUnavailable);
   RouteDecision balanced(std::span<const int> exclude);
+  // To the replica (or server) that holds the stored response a request
+  // continues; nullopt when it is not known or cannot take the request.
+  std::optional<RouteDecision> to_stored_response(const Identity& identity, TimePoint now,
+                                                  std::span<const int> exclude,
+                                                  RankPinning pinning);
   RouteDecision to_replica(int replica, RouteKind kind,
                            RankPinning pinning = RankPinning::kHonoured) noexcept;
   // To a multi-rank server without a rank: its own balancer picks.
@@ -234,6 +256,9 @@ class Router final : private SessionTable::Listener {
   std::vector<Backend> backends_;
   ReplicaCounters unassigned_counters_;
   SessionTable sessions_;
+  // Stored Responses responses → the replica whose server holds them. Not
+  // conversations: they count in no replica's load.
+  SessionTable responses_;
   PlacementIndex placement_;
   std::unique_ptr<TieBreaker> tie_breaker_;
   TimePoint next_ejection_end_ = TimePoint::max();

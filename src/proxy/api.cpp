@@ -139,6 +139,7 @@ std::string model_card_json(const ModelState& model) {
               {"sticky_ratio", v.sticky_ratio ? json(*v.sticky_ratio) : json(nullptr)},
               {"in_flight", v.in_flight},
               {"conversations", v.conversations},
+              {"stored_responses", v.stored_responses},
               {"since", iso8601(model.routing->since)},
               {"backends", backends},
               {"replicas", replicas},

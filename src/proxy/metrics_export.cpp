@@ -81,6 +81,10 @@ std::string warden_metrics_text(const ModelSet& models, const ConfigReloads& rel
     for (const auto& r : v.replicas)
       w.sample("lmwarden_live_conversations", {{"model", m->config.name}, {"replica", replica_label(r.index)}},
                r.live_conversations);
+  family("lmwarden_stored_responses");
+  for (const auto& [m, v] : snaps)
+    w.sample("lmwarden_stored_responses", {{"model", m->config.name}},
+             static_cast<double>(v.stored_responses));
 
   // Token and error counters, including the "unassigned" bucket when it saw traffic.
   auto each_replica = [&](auto&& fn) {

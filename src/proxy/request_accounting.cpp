@@ -17,6 +17,7 @@ void RequestAccounting::on_response_header(unsigned status, std::string_view con
   tap_.emplace(sse ? telemetry::BodyFormat::kEventStream
                    : content_type.starts_with("application/json") ? telemetry::BodyFormat::kJson
                                                                   : telemetry::BodyFormat::kAuto);
+  if (read_response_id_ && ok_status_) tap_->read_response_id();
   // Stripping changes the length, so only a chunked stream can have it; and
   // only a chunked stream is ended with an error event when cut short.
   if (sse && chunked) {
@@ -51,18 +52,25 @@ std::span<const std::string_view> RequestAccounting::on_end() {
   return {};
 }
 
-void RequestAccounting::on_upstream_done() { end_reply(); }
+void RequestAccounting::on_upstream_done() {
+  end_reply(/*complete=*/true);
+}
 
 void RequestAccounting::on_cut_short(std::string_view kind) {
   // The warden's own shutdown is no error of the upstream's.
   if (kind != kShutdownKind) model_.replica(replica_).count_error(std::string(kind));
-  end_reply();
+  end_reply(/*complete=*/false);
 }
 
-void RequestAccounting::end_reply() {
+void RequestAccounting::end_reply(bool complete) {
   if (upstream_done_) return;
   upstream_done_ = true;
-  if (done_) done_();
+  std::string_view stored;
+  if (complete && read_response_id_ && ok_status_ && tap_) {
+    tap_->finish();  // (book() reads the usage of the finished tap)
+    stored = tap_->response_id();
+  }
+  if (done_) done_(stored);
   book();
 }
 

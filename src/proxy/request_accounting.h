@@ -26,9 +26,12 @@ namespace lmwarden::proxy {
 class RequestAccounting final : public RelayObserver {
  public:
   // `replica`: where the request went (-1: unassigned); `done` runs once the
-  // upstream reply has ended (the warden ends the in-flight count there).
+  // upstream reply has ended (the warden ends the in-flight count there),
+  // before its last bytes reach the client, with the id of the Responses
+  // response it stored ("" when none, or not asked: read_response_id()).
+  using Done = std::function<void(std::string_view stored_response)>;
   RequestAccounting(ModelTelemetry& model, bool strip_injected_usage, int replica, int server,
-                    std::function<void()> done)
+                    Done done)
       : model_(model),
         strip_(strip_injected_usage),
         replica_(replica),
@@ -50,6 +53,9 @@ class RequestAccounting final : public RelayObserver {
   // how much was cached (embeddings) is not taken as a sign that the server
   // was started without --enable-prompt-tokens-details.
   void expect(UsageReport report) noexcept { expected_ = report; }
+  // The request asks its server to store the response (Responses' `store`):
+  // a complete, successful reply's response id goes to `done`.
+  void read_response_id() noexcept { read_response_id_ = true; }
 
   void on_request_sent() noexcept override { sent_ = std::chrono::steady_clock::now(); }
   void on_response_header(unsigned status, std::string_view content_type, bool chunked) override;
@@ -62,9 +68,9 @@ class RequestAccounting final : public RelayObserver {
   void on_cut_short(std::string_view kind) override;
 
  private:
-  // The reply has ended, well or not, and the client has not yet heard it:
-  // `done`, then the usage (once).
-  void end_reply();
+  // The reply has ended, well (`complete`) or not, and the client has not yet
+  // heard it: `done`, then the usage (once).
+  void end_reply(bool complete);
   void book();
   void close_open() noexcept;
 
@@ -73,7 +79,8 @@ class RequestAccounting final : public RelayObserver {
   int replica_;
   int server_;  // the index of the model's backend that serves it
   UsageReport expected_ = UsageReport::kFull;
-  std::function<void()> done_;
+  Done done_;
+  bool read_response_id_ = false;
   bool ok_status_ = false;
   std::chrono::steady_clock::time_point sent_{};  // the relay sends before any reply byte comes
   std::optional<telemetry::WallTime> first_byte_;

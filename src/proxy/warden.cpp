@@ -92,16 +92,19 @@ Admission admit(const net::Request& request, Dialect dialect, const ModelSet& se
                                                    scan, set.body_fields, model->identity);
   return {.model = model,
           .facts = {std::move(scan.model), scan.stream, scan.stream_include_usage,
-                    scan.has_stream_options, std::move(identity)}};
+                    scan.has_stream_options, scan.store, std::move(identity)}};
 }
 
 }  // namespace
 
-void InFlight::finish() noexcept {
+void InFlight::finish(std::string_view stored_response) noexcept {
   if (finished_) return;
   finished_ = true;
+  const auto now = coarse_steady_now();
   std::lock_guard lock{model_->mutex};
-  model_->router.finish(decision_, coarse_steady_now());
+  if (!stored_response.empty())
+    model_->router.remember_response(stable_hash(stored_response), decision_, now);
+  model_->router.finish(decision_, now);
 }
 
 void write_access_log(const ModelSet& set, std::uint64_t id, net::Exchange& exchange,
@@ -270,6 +273,9 @@ struct Warden::Forward {
   std::uint64_t id;
   UsageReport usage = UsageReport::kFull;  // what the route's replies say of token usage
   core::RankPinning rank_pinning = core::RankPinning::kHonoured;  // (model's unranked_routes)
+  // A Responses request that has its server store the response: where that
+  // is, is remembered for the requests chained to it.
+  bool stores_response = false;
   UpstreamConnection* live_upstream = nullptr;
   AccessRecord log{};  // filled as the request goes; written when the set has an access log
 };
@@ -319,6 +325,7 @@ net::Awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dialect) {
   f.usage = usage_report(path);
   if (std::ranges::find(model->config.unranked_routes, path) != model->config.unranked_routes.end())
     f.rank_pinning = core::RankPinning::kIgnored;
+  f.stores_response = path == "/v1/responses" && f.facts.store;
   f.log.model = model->config.name;
   if (f.facts.identity.kind == core::IdentityKind::kSession) f.log.conversation = f.facts.identity.session_hash;
 
@@ -532,24 +539,27 @@ net::Awaitable<void> Warden::run_attempts(Forward& f) {
           "req={} model={} replica={} route={} conv={} from={}", f.id, f.model.config.name,
           replica_label(decision.replica), core::to_string(decision.kind),
           session ? short_hash(identity.session_hash) : "-",
-          session ? f.model.identity.sources[static_cast<std::size_t>(identity.source)].label()
-                  : "-");
+          decision.bound ? "previous_response_id"
+          : session ? f.model.identity.sources[static_cast<std::size_t>(identity.source)].label()
+                    : "-");
     }
 
-    const auto accounting =
-        std::make_unique<RequestAccounting>(f.model.telemetry, f.injected_usage, decision.replica,
-                                            decision.backend, [&in_flight] { in_flight.finish(); });
+    const auto accounting = std::make_unique<RequestAccounting>(
+        f.model.telemetry, f.injected_usage, decision.replica, decision.backend,
+        [&in_flight](std::string_view stored) { in_flight.finish(stored); });
     if (f.set->access_log) accounting->log_to(&f.log);
     accounting->expect(f.usage);
+    if (f.stores_response) accounting->read_response_id();
     AttemptContext ctx{f.exchange,      pool_for_this_thread(f.exchange), config.timeouts,
                        f.dialect,       f.exchange.remote_address(),      accounting.get(),
                        &f.live_upstream, &cutting_};
     // A 5xx is retried only where the retry has another replica to go to: a
-    // pinned request has none, and with every other one tried or unhealthy
-    // the upstream's own reply (its status and its words) is the answer.
-    const OtherReplica retry_elsewhere{
-        attempt < config.retries && identity.kind != core::IdentityKind::kPinned, f.model, tried,
-        decision};
+    // pinned request has none, nor one chained to a response stored here;
+    // and with every other one tried or unhealthy the upstream's own reply
+    // (its status and its words) is the answer.
+    const bool nowhere_else = identity.kind == core::IdentityKind::kPinned || decision.bound;
+    const OtherReplica retry_elsewhere{attempt < config.retries && !nowhere_else, f.model, tried,
+                                       decision};
     last = co_await forward_once(ctx, backend, decision.rank, retry_elsewhere);
     if (decision.replica >= 0) {  // (else the server's own balancer picked the rank)
       if (last.outcome == Outcome::kRetryable && last.error_kind == "status_5xx") {
@@ -601,9 +611,10 @@ net::Awaitable<void> Warden::run_attempts(Forward& f) {
           take_out_of_service(f.model, decision.backend, last.message);
         break;
     }
-    // The router sends a pinned request to its rank whatever was tried: no
-    // other replica to retry on.
-    if (identity.kind == core::IdentityKind::kPinned) break;
+    // The router sends a pinned request to its rank whatever was tried, and
+    // elsewhere a chained one would find no stored response: no other
+    // replica to retry on.
+    if (nowhere_else) break;
   }
   if (last.message.empty()) last.message = "upstream unreachable";
   f.log.outcome = "failed";

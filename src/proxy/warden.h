@@ -133,7 +133,9 @@ class InFlight {
   InFlight(const InFlight&) = delete;
   InFlight& operator=(const InFlight&) = delete;
   ~InFlight() { finish(); }
-  void finish() noexcept;
+  // With the id of the Responses response the reply stored, when it did: the
+  // router remembers where (Router::remember_response).
+  void finish(std::string_view stored_response = {}) noexcept;
   const core::RouteDecision& decision() const noexcept { return decision_; }
 
  private:

@@ -205,8 +205,18 @@ EventsWithoutUsage events_without_usage(std::string_view chunk, std::size_t from
   return {.end = from, .search_again = search_again};
 }
 
-bool merge_usage(simdjson::padded_string_view doc, UsageFields& into) noexcept {
-  return with_root(doc, [&into](dom::object root) {
+// The string at `key` of an object, into `out`, when it is a non-empty string.
+bool read_string(dom::object object, std::string_view key, std::string& out) noexcept {
+  std::string_view value;
+  if (object.at_key(key).get_string().get(value) != simdjson::SUCCESS || value.empty())
+    return false;
+  out.assign(value);
+  return true;
+}
+
+bool merge_usage(simdjson::padded_string_view doc, UsageFields& into,
+                 std::string* response_id) noexcept {
+  return with_root(doc, [&into, response_id](dom::object root) {
     // Document order is not merge order: a top-level usage is merged first,
     // then message.usage, then response.usage.
     static constexpr std::array<std::string_view, 3> kNames{"usage", "message", "response"};
@@ -225,7 +235,18 @@ bool merge_usage(simdjson::padded_string_view doc, UsageFields& into) noexcept {
         read_usage_object(usage, into);
       }
     }
+    dom::object response;
+    if (response_id && present[2] && found[2].get_object().get(response) == simdjson::SUCCESS)
+      read_string(response, "id", *response_id);
     return true;
+  });
+}
+
+bool read_response_id(simdjson::padded_string_view doc, std::string& id) noexcept {
+  return with_root(doc, [&id](dom::object root) {
+    std::string_view object;
+    return root.at_key("object").get_string().get(object) == simdjson::SUCCESS &&
+           object == "response" && read_string(root, "id", id);
   });
 }
 

@@ -81,8 +81,14 @@ struct EventsWithoutUsage {
 EventsWithoutUsage events_without_usage(std::string_view chunk, std::size_t from) noexcept;
 
 // Parses `doc` and merges every usage object in it into `into`. Returns false
-// when the document is not a JSON object (nothing merged).
-bool merge_usage(simdjson::padded_string_view doc, UsageFields& into) noexcept;
+// when the document is not a JSON object (nothing merged). With `response_id`,
+// also the id of a Responses event's `response` object, when it has one.
+bool merge_usage(simdjson::padded_string_view doc, UsageFields& into,
+                 std::string* response_id = nullptr) noexcept;
+
+// The root's "id" of a whole Responses body (`"object": "response"`), into
+// `id`; false when it has none (or is another dialect's body).
+bool read_response_id(simdjson::padded_string_view doc, std::string& id) noexcept;
 
 // Merges the usage of a whole response body (not a stream event): its root's
 // "usage" object when it has one, found by walking the body backwards from its

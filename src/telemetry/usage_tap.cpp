@@ -166,15 +166,18 @@ void UsageTap::dispatch_event() {
 }
 
 void UsageTap::inspect(std::string_view data) {
+  // A Responses stream names its response in every event that carries the
+  // whole response object, and each of those has a usage field.
   if (!mentions_usage(data)) return;
+  std::string* id = want_response_id_ ? &response_id_ : nullptr;
   if (data.data() == document_.view().data()) {
-    merge_usage(document_.padded(), fields_);
+    merge_usage(document_.padded(), fields_, id);
     return;
   }
   // In-chunk data needs padding behind it before simdjson may read it.
   document_.clear();
   document_.append(data);
-  merge_usage(document_.padded(), fields_);
+  merge_usage(document_.padded(), fields_, id);
 }
 
 void UsageTap::finish() noexcept {
@@ -182,6 +185,8 @@ void UsageTap::finish() noexcept {
   if (format_ == BodyFormat::kJson) {
     if (!document_cut_) {
       if (!document_.empty()) merge_body_usage(document_.padded(), fields_);
+      if (want_response_id_ && !document_.empty())
+        telemetry::read_response_id(document_.padded(), response_id_);
     } else if (!merge_tail_usage(document_.padded(), fields_)) {
       ++oversized_;
     }

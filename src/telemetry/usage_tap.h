@@ -85,6 +85,10 @@ class UsageTap {
  public:
   explicit UsageTap(BodyFormat format = BodyFormat::kAuto) noexcept : format_(format) {}
 
+  // Also reads the id of the Responses response the reply carries: a body's
+  // root `id` (when the body is held whole), or an event's `response.id`.
+  void read_response_id() noexcept { want_response_id_ = true; }
+
   void feed(std::string_view chunk) noexcept;
   // End of the response body: reads a JSON body and any unterminated event.
   void finish() noexcept;
@@ -92,6 +96,8 @@ class UsageTap {
   // Usage read so far (complete after finish()).
   RequestUsage usage() const noexcept { return to_request_usage(fields_); }
   const UsageFields& fields() const noexcept { return fields_; }
+  // With read_response_id(): the id read so far ("" when none).
+  std::string_view response_id() const noexcept { return response_id_; }
   BodyFormat format() const noexcept { return format_; }
   std::size_t oversized() const noexcept { return oversized_; }
   // Bytes the tap holds storage for (its copy of a JSON body, or of an event).
@@ -107,6 +113,8 @@ class UsageTap {
   bool finished_ = false;
   std::size_t oversized_ = 0;
   UsageFields fields_;
+  bool want_response_id_ = false;
+  std::string response_id_;
 
   // JSON body: the bytes so far, or its last ones (document_cut_). Event
   // stream: the current event's data.

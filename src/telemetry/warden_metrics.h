@@ -19,7 +19,7 @@ struct MetricSpec {
   std::string_view help;
 };
 
-inline constexpr std::array<MetricSpec, 19> kWardenMetrics = {{
+inline constexpr std::array<MetricSpec, 20> kWardenMetrics = {{
     {"lmwarden_requests_total", MetricType::kCounter, "model,replica,route",
      "Requests sent upstream, by route: new, sticky, spilled, pinned, anonymous, rehomed, "
      "balanced, retried (an attempt after a failed one)."},
@@ -27,6 +27,9 @@ inline constexpr std::array<MetricSpec, 19> kWardenMetrics = {{
      "Requests sent to the replica that have not finished."},
     {"lmwarden_live_conversations", MetricType::kGauge, "model,replica",
      "Conversations homed on the replica and seen within their idle TTL."},
+    {"lmwarden_stored_responses", MetricType::kGauge, "model",
+     "Stored Responses API responses whose replica is remembered, so that requests chained to "
+     "them (previous_response_id) go where they are stored."},
     {"lmwarden_upstream_errors_total", MetricType::kCounter, "model,replica,kind",
      "Failed upstream exchanges, by kind (connect, connect_timeout, first_byte_timeout, "
      "idle_timeout, status_5xx, protocol, reset)."},

@@ -6,6 +6,8 @@
 //   x-fake-status: N    answer N with a JSON error body instead
 //   x-fake-events: N    stream N more content events of about 1 KB each
 //                       (numbered "bulk 0" on) after the first, back to back
+//   x-fake-response-id: ID   a non-streamed reply is a Responses one, with
+//                       this id (as if stored)
 // Replies carry usage like vLLM with --enable-prompt-tokens-details: a final
 // usage chunk when stream_options.include_usage is set, usage in the JSON body
 // of a non-streamed reply (100 prompt tokens, 64 cached, 2 completion; with
@@ -151,6 +153,16 @@ class FakeVllm {
       net::Response res{static_cast<http::status>(std::stoi(status)), 11};
       res.set(http::field::content_type, "application/json");
       res.body() = R"({"error":"fake failure"})";
+      co_await ex.respond(std::move(res));
+      co_return;
+    }
+    if (const auto id = req["x-fake-response-id"]; !id.empty()) {
+      net::Response res{http::status::ok, 11};
+      res.set(http::field::content_type, "application/json");
+      res.body() = R"({"id":")" + std::string(id) +
+                   R"(","object":"response","status":"completed","output":[],"usage":)"
+                   R"({"input_tokens":100,"input_tokens_details":{"cached_tokens":64},)"
+                   R"("output_tokens":2,"total_tokens":102}})";
       co_await ex.respond(std::move(res));
       co_return;
     }

@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio/read.hpp>
 #include <memory>
@@ -223,6 +224,42 @@ TEST(FaultBackend, AServerAnsweringOnly5xxIsEjectedThoughItsProbesPass) {
       std::chrono::seconds(10)));
   EXPECT_EQ(card_of_bad()["ejected"], false);
   EXPECT_EQ(card_of_bad()["healthy"], true);
+  EXPECT_EQ(card_in_flight(warden), 0);
+}
+
+// A request chained to a stored Responses response goes where it is stored,
+// and nowhere else: another server would not find the response. When that
+// server fails, its own reply is the answer, not a retry elsewhere.
+TEST(FaultBackend, AChainedResponsesRequestIsNotRetriedElsewhere) {
+  FakeVllm one{1};
+  FakeVllm two{1};
+  RunningWarden warden{make_config({{one.port(), 1}, {two.port(), 1}})};
+  auto responses = [&](const std::string& body, const std::string& id) {
+    return http_request(warden.port(), http::verb::post, "/v1/responses", body,
+                        {{"x-fake-response-id", id}});
+  };
+  const auto first = responses(R"({"model":"m","input":"hi","stream":false})", "resp_1");
+  ASSERT_EQ(first.status, 200u) << first.body;
+  FakeVllm& stored = one.seen().size() == 1 ? one : two;
+  FakeVllm& other = &stored == &one ? two : one;
+  const std::string chained = R"({"model":"m","input":"more","previous_response_id":"resp_1"})";
+  for (int turn = 0; turn < 3; ++turn) {  // each goes there, whichever is less loaded
+    ASSERT_EQ(responses(chained, "resp_next").status, 200u);
+    ASSERT_EQ(chat(warden.port(), "between" + std::to_string(turn)).status, 200u);
+  }
+  auto responses_seen = [](FakeVllm& fake) {
+    return std::ranges::count(fake.seen(), std::string("/v1/responses"), &FakeVllm::Seen::path);
+  };
+  EXPECT_EQ(responses_seen(stored), 4);
+  EXPECT_EQ(responses_seen(other), 0);
+  stored.fail_with(500);
+  const std::size_t seen_elsewhere = other.seen().size();
+  const auto failed = responses(chained, "resp_never");
+  EXPECT_EQ(failed.status, 500u) << failed.body;
+  EXPECT_EQ(other.seen().size(), seen_elsewhere) << "retried where the response is not";
+  // A request that continues no stored response is still retried.
+  EXPECT_EQ(chat(warden.port(), "plain").status, 200u);
+  EXPECT_EQ(warden.card()["stored_responses"], 2) << "resp_1 and resp_next";
   EXPECT_EQ(card_in_flight(warden), 0);
 }
 

@@ -338,8 +338,8 @@ TEST(ConfigErrors, ABodySourceUnderTheOpeningsKeys) {
     backends: [{url: "http://h:2"}]
 )"),
       R"(lmwarden.yaml:6: models[1].session_sources[0]: "body:messages.sid" reads inside a key )"
-      R"(that the "opening" source of models[0] reads (system, instructions, messages, input, )"
-      R"(previous_response_id): one pass over the body cannot do both; drop one of them)");
+      R"(that the "opening" source of models[0] reads (system, instructions, messages, input): )"
+      R"(one pass over the body cannot do both; drop one of them)");
   const auto fine = load_config_string(R"(models:
   - name: m
     session_sources: ["body:metadata.sid", "body:inputs", opening]

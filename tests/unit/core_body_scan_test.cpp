@@ -160,6 +160,43 @@ TEST(IdentityBody, StreamOptionsPresenceWhateverItsValue) {
   EXPECT_FALSE(scan_body("", 0, fields).has_stream_options);
 }
 
+// Responses' chaining: the id of the stored response a request continues
+// (hashed, as the router keeps it) and whether it asks for its own to be
+// stored. Read whatever the session sources, and beside any session id.
+TEST(IdentityBody, PreviousResponseIdAndStore) {
+  const ExtractResult chained =
+      extract_body(R"({"model":"m","previous_response_id":"resp_a","input":"yes","store":true})");
+  EXPECT_EQ(chained.error, BodyError::kNone) << chained.error_detail;
+  EXPECT_EQ(chained.facts.identity.previous_response, stable_hash("resp_a"));
+  EXPECT_EQ(chained.facts.identity.kind, IdentityKind::kAnonymous);
+  EXPECT_TRUE(chained.facts.store);
+
+  const ExtractResult with_key =
+      extract_body(R"({"prompt_cache_key":"k","previous_response_id":"resp_b","store":false})");
+  expect_session(with_key, "k", "body:prompt_cache_key");
+  EXPECT_EQ(with_key.facts.identity.previous_response, stable_hash("resp_b"));
+  EXPECT_FALSE(with_key.facts.store);
+
+  for (const char* body : {R"({"previous_response_id":""})", R"({"previous_response_id":null})",
+                           R"({"previous_response_id":7})", R"({"input":"x"})",
+                           R"({"metadata":{"previous_response_id":"resp_a"}})",
+                           R"({"previous_response_id":"resp_a","previous_response_id":null})"}) {
+    SCOPED_TRACE(body);
+    EXPECT_EQ(extract_body(body).facts.identity.previous_response, 0u);
+  }
+  // On unless the last `store` turns it off; vLLM takes null for off.
+  for (const char* body : {"{}", R"({"store":true})", R"({"store":false,"store":true})",
+                           R"({"metadata":{"store":false}})"}) {
+    SCOPED_TRACE(body);
+    EXPECT_TRUE(extract_body(body).facts.store);
+  }
+  for (const char* body : {R"({"store":false})", R"({"store":null})", R"({"store":"no"})",
+                           R"({"store":true,"store":false})"}) {
+    SCOPED_TRACE(body);
+    EXPECT_FALSE(extract_body(body).facts.store);
+  }
+}
+
 TEST(IdentityBody, CustomDottedPathsShareTheirPrefix) {
   const IdentityOptions options{
       .sources = {{SessionSource::Kind::kBody, "metadata.conversation"},

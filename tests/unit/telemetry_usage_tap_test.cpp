@@ -160,6 +160,30 @@ TEST(UsageTap, ResponsesApiStreamAndJson) {
   expect_split_invariant(samples::kResponsesJson, body);
 }
 
+// Asked to, the tap names the Responses response a reply carries (the
+// warden remembers where it is stored): a stream's `response.id`, however
+// its bytes are cut, or a body's root `id`. The other dialects' ids are not
+// stored responses.
+TEST(UsageTap, ReadsTheResponsesIdWhenAsked) {
+  auto id_of = [](std::string_view body, std::size_t cut, bool asked = true) {
+    UsageTap tap;
+    if (asked) tap.read_response_id();
+    tap.feed(body.substr(0, cut));
+    tap.feed(body.substr(cut));
+    tap.finish();
+    return std::string(tap.response_id());
+  };
+  for (std::string_view body : {samples::kResponsesStream, samples::kResponsesJson}) {
+    for (std::size_t cut = 0; cut <= body.size(); ++cut)
+      ASSERT_EQ(id_of(body, cut), "resp_1") << "cut at " << cut;
+    EXPECT_EQ(id_of(body, 0, /*asked=*/false), "");
+  }
+  const std::string openai_stream = samples::openai_stream();
+  for (std::string_view body : {std::string_view(openai_stream), samples::kOpenAiJson,
+                                samples::kAnthropicStream, samples::kAnthropicJson})
+    EXPECT_EQ(id_of(body, body.size() / 2), "") << body;
+}
+
 TEST(UsageTap, StreamCutBeforeTheFinalBlankLineStillCounts) {
   std::string stream(samples::kOpenAiContent);
   stream += samples::kOpenAiUsageChunk.substr(0, samples::kOpenAiUsageChunk.size() - 2);
@@ -400,7 +424,10 @@ UsageFields read_fields(bool (*read)(simdjson::padded_string_view, UsageFields&)
   return f;
 }
 UsageFields body_fields(std::string_view body) { return read_fields(merge_body_usage, body); }
-UsageFields full_fields(std::string_view body) { return read_fields(merge_usage, body); }
+UsageFields full_fields(std::string_view body) {
+  return read_fields(
+      [](simdjson::padded_string_view doc, UsageFields& f) { return merge_usage(doc, f); }, body);
+}
 
 TEST(UsageJson, RootUsageIsFoundFromTheEnd) {
   const std::string_view body =
