@@ -1,8 +1,13 @@
 // `lmwarden sim`: one simulated vLLM server with N data-parallel ranks.
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "app/cli_checks.h"
 #include "app/commands.h"
@@ -27,8 +32,34 @@ struct SimArgs {
   bool no_prefix_caching = false;
   bool no_prompt_tokens_details = false;
   bool strict_model = false;
+  bool responses_store = false;
   bool list_profiles = false;
 };
+
+constexpr const char* kResponsesStoreEnv = "VLLM_ENABLE_RESPONSES_API_STORE";
+
+// The store switch as vLLM reads it, bool(int(value)): any integer, non-zero
+// meaning on; and, beyond vLLM, true or false in any case. Empty for anything
+// else, on which vLLM fails to start (and so does the simulator).
+std::optional<bool> responses_store_env(std::string_view text) {
+  auto space = [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; };
+  while (!text.empty() && space(text.front())) text.remove_prefix(1);
+  while (!text.empty() && space(text.back())) text.remove_suffix(1);
+  auto equals_folded = [&](std::string_view word) {
+    return std::equal(text.begin(), text.end(), word.begin(), word.end(), [](char a, char b) {
+      return std::tolower(static_cast<unsigned char>(a)) == b;
+    });
+  };
+  if (equals_folded("true")) return true;
+  if (equals_folded("false")) return false;
+  std::string_view digits = text;
+  if (!digits.empty() && (digits.front() == '+' || digits.front() == '-')) digits.remove_prefix(1);
+  if (digits.empty() ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return std::nullopt;
+  }
+  return digits.find_first_not_of('0') != std::string_view::npos;
+}
 
 void print_profiles() {
   for (const auto& p : engine::hardware_profiles()) {
@@ -64,6 +95,16 @@ int run_sim(const SimArgs& args) {
   options.engine.early_stop_probability = args.early_stop_prob;
   options.engine.enable_prefix_caching = !args.no_prefix_caching;
   options.prompt_tokens_details = !args.no_prompt_tokens_details;
+  options.responses_store = args.responses_store;
+  if (const char* env = std::getenv(kResponsesStoreEnv)) {
+    const std::optional<bool> on = responses_store_env(env);
+    if (!on) {
+      std::fprintf(stderr, "lmwarden sim: %s=%s: want an integer (0 off, else on), true or false\n",
+                   kResponsesStoreEnv, env);
+      return 2;
+    }
+    options.responses_store = options.responses_store || *on;
+  }
   if (args.num_gpu_blocks > 0) options.engine.num_gpu_blocks = args.num_gpu_blocks;
   if (args.max_num_seqs > 0) options.engine.max_num_seqs = args.max_num_seqs;
   if (args.max_num_batched_tokens > 0)
@@ -101,7 +142,8 @@ void add_sim_command(CLI::App& app) {
   cmd->add_option("--dp,--data-parallel-size", args->dp, "data-parallel ranks (replicas)")
       ->check(whole_number(1, 64))
       ->capture_default_str();
-  cmd->add_option("--model,--served-model-name", args->model, "served model name")->capture_default_str();
+  cmd->add_option("--model,--served-model-name", args->model, "served model name")
+      ->capture_default_str();
   cmd->add_option("--profile", args->profile, "hardware profile (see --list-profiles)")
       ->capture_default_str();
   cmd->add_option("--time-scale", args->time_scale, "engine seconds per wall second (S× faster)")
@@ -128,6 +170,10 @@ void add_sim_command(CLI::App& app) {
                 "--enable-prompt-tokens-details");
   cmd->add_flag("--strict-model", args->strict_model,
                 "answer 404 for model names other than --model (as vLLM does)");
+  cmd->add_flag("--enable-responses-store", args->responses_store,
+                "keep /v1/responses replies so that previous_response_id can continue them, as "
+                "vLLM with VLLM_ENABLE_RESPONSES_API_STORE=1 (that variable turns it on too); "
+                "the newest 100,000 are kept");
   cmd->add_flag("--list-profiles", args->list_profiles, "print the hardware profiles and exit");
   cmd->callback([args] {
     const int rc = run_sim(*args);

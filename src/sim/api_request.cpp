@@ -196,10 +196,13 @@ bool parse_anthropic(element doc, ChatPrompt& prompt, std::string& error) {
 
 // Responses: instructions, input (string or items: messages, function calls
 // and their outputs), flat function tools.
-bool parse_responses(element doc, ChatPrompt& prompt, std::string& error) {
+bool parse_responses(element doc, ChatPrompt& prompt, std::size_t& instruction_messages,
+                     std::string& error) {
   std::string_view instructions;
+  instruction_messages = 0;
   if (doc["instructions"].get(instructions) == simdjson::SUCCESS && !instructions.empty()) {
     prompt.messages.push_back({.role = "system", .content = std::string(instructions)});
+    instruction_messages = 1;
   }
   element input;
   if (doc["input"].get(input) != simdjson::SUCCESS) {
@@ -251,6 +254,32 @@ bool parse_responses(element doc, ChatPrompt& prompt, std::string& error) {
       } else {
         prompt.tools.push_back(json_text(t));
       }
+    }
+  }
+  return true;
+}
+
+// previous_response_id and store, typed as vLLM's request model types them
+// (Optional[str], Optional[bool] = True): anything else is a 400 there too.
+bool read_response_chaining(element doc, ApiRequest& req, std::string& error) {
+  const auto previous = doc["previous_response_id"];
+  if (previous.error() != simdjson::NO_SUCH_FIELD && !previous.is_null()) {
+    std::string_view id;
+    if (previous.get(id) != simdjson::SUCCESS) {
+      error = fmt::format("'previous_response_id' must be a string, got {}",
+                          simdjson::minify(previous.value_unsafe()));
+      return false;
+    }
+    req.previous_response_id = std::string(id);
+  }
+  const auto store = doc["store"];
+  if (store.error() != simdjson::NO_SUCH_FIELD) {
+    if (store.is_null()) {
+      req.store = false;
+    } else if (store.get(req.store) != simdjson::SUCCESS) {
+      error =
+          fmt::format("'store' must be a boolean, got {}", simdjson::minify(store.value_unsafe()));
+      return false;
     }
   }
   return true;
@@ -322,7 +351,8 @@ ParseResult parse_api_request(Api api, std::string_view body, std::size_t body_c
   thread_local simdjson::dom::parser parser;
   element doc;
   const bool padded = body_capacity >= body.size() + simdjson::SIMDJSON_PADDING;
-  if (auto err = parser.parse(body.data(), body.size(), /*realloc_if_needed=*/!padded).get(doc); err) {
+  if (auto err = parser.parse(body.data(), body.size(), /*realloc_if_needed=*/!padded).get(doc);
+      err) {
     out.error = std::string("malformed JSON body: ") + simdjson::error_message(err);
     return out;
   }
@@ -362,7 +392,8 @@ ParseResult parse_api_request(Api api, std::string_view body, std::size_t body_c
       break;
     case Api::kResponses:
       ok = read_max_tokens(doc, "max_output_tokens", req.max_tokens, out.error);
-      ok = ok && parse_responses(doc, prompt, out.error);
+      ok = ok && read_response_chaining(doc, req, out.error);
+      ok = ok && parse_responses(doc, prompt, req.instruction_messages, out.error);
       break;
     case Api::kCompletions:
       // The OpenAI completions API defaults max_tokens to 16, and so does vLLM.
@@ -373,8 +404,21 @@ ParseResult parse_api_request(Api api, std::string_view body, std::size_t body_c
   }
   if (!ok) return out;
   if (api != Api::kCompletions) req.prompt_text = engine::render_chat(prompt);
+  if (api == Api::kResponses) req.chat = std::move(prompt);
   out.request = std::move(req);
   return out;
+}
+
+void render_with_history(ApiRequest& request, const std::vector<ChatMessage>& history) {
+  const auto& own = request.chat.messages;
+  const auto input = own.begin() + static_cast<std::ptrdiff_t>(request.instruction_messages);
+  ChatPrompt prompt{.tools = request.chat.tools,
+                    .add_generation_prompt = request.chat.add_generation_prompt};
+  prompt.messages.reserve(own.size() + history.size());
+  prompt.messages.insert(prompt.messages.end(), own.begin(), input);
+  prompt.messages.insert(prompt.messages.end(), history.begin(), history.end());
+  prompt.messages.insert(prompt.messages.end(), input, own.end());
+  request.prompt_text = engine::render_chat(prompt);
 }
 
 std::vector<engine::TokenId> prompt_token_ids(const ApiRequest& request) {

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/chat_template.h"
 #include "engine/types.h"
 
 namespace lmwarden::sim {
@@ -40,6 +41,18 @@ struct ApiRequest {
   std::string prompt_text;
   // A completions prompt given as token ids, used as is.
   std::optional<std::vector<engine::TokenId>> prompt_tokens;
+
+  // Responses only. `previous_response_id`: absent or null when the request
+  // starts a conversation; any string, even empty, names a stored response.
+  std::optional<std::string> previous_response_id;
+  // `store`: absent is true; null is false, as vLLM's Optional[bool] = True
+  // reads it (None is falsy).
+  bool store = true;
+  // The request's own messages and tools before the chat template, its
+  // instructions (if any) first: kept so that a stored conversation can be
+  // put between them and the input (render_with_history).
+  engine::ChatPrompt chat;
+  std::size_t instruction_messages = 0;  // how many of chat.messages are instructions
 };
 
 struct ParseResult {
@@ -51,6 +64,11 @@ struct ParseResult {
 // readable from its start and that leaves simdjson's padding after it;
 // otherwise from a padded copy.
 ParseResult parse_api_request(Api api, std::string_view body, std::size_t body_capacity = 0);
+
+// Renders a Responses request's prompt_text again with `history` (a stored
+// conversation) between its instructions and its input, where vLLM puts the
+// previous response's messages. request.chat stays the request's own.
+void render_with_history(ApiRequest& request, const std::vector<engine::ChatMessage>& history);
 
 // The prompt's tokens: prompt_tokens if given, else the tokenized text.
 std::vector<engine::TokenId> prompt_token_ids(const ApiRequest& request);

@@ -300,7 +300,8 @@ void ResponseBuilder::close_stream(std::string& out) {
 
 std::string ResponseBuilder::body() const {
   const std::string_view finish = finish_ ? engine::to_string(*finish_) : "abort";
-  const Json details = reported_cached() > 0 ? Json{{"cached_tokens", cached_tokens_}} : Json(nullptr);
+  const Json details =
+      reported_cached() > 0 ? Json{{"cached_tokens", cached_tokens_}} : Json(nullptr);
   const Json usage{{"prompt_tokens", prompt_tokens_},
                    {"total_tokens", prompt_tokens_ + completion_tokens_},
                    {"completion_tokens", completion_tokens_},
@@ -389,9 +390,12 @@ std::string ResponseBuilder::body() const {
 }
 
 std::string openai_error_body(int status, std::string_view message) {
+  return openai_error_body(status, message, error_type(status));
+}
+
+std::string openai_error_body(int status, std::string_view message, std::string_view type) {
   return Json{
-      {"error",
-       {{"message", message}, {"type", error_type(status)}, {"param", nullptr}, {"code", status}}}}
+      {"error", {{"message", message}, {"type", type}, {"param", nullptr}, {"code", status}}}}
       .dump();
 }
 

@@ -41,6 +41,8 @@ class ResponseBuilder {
   std::string body() const;
 
   bool finished() const noexcept { return finish_.has_value(); }
+  const std::string& id() const noexcept { return id_; }      // e.g. resp_…
+  const std::string& text() const noexcept { return text_; }  // the output so far
   std::int32_t prompt_tokens() const noexcept { return prompt_tokens_; }
   std::int32_t cached_tokens() const noexcept { return cached_tokens_; }
   std::int32_t completion_tokens() const noexcept { return completion_tokens_; }
@@ -71,6 +73,8 @@ class ResponseBuilder {
 
 // Errors in each dialect's shape, as vLLM answers them.
 std::string openai_error_body(int status, std::string_view message);
+// With vLLM's err_type where it names one (it becomes `type` as is).
+std::string openai_error_body(int status, std::string_view message, std::string_view type);
 std::string anthropic_error_body(int status, std::string_view message);
 std::string error_body(Api api, int status, std::string_view message);
 

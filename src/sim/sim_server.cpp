@@ -14,6 +14,7 @@
 #include <chrono>
 #include <csignal>
 #include <future>
+#include <iterator>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -26,6 +27,7 @@
 #include "sim/api_request.h"
 #include "sim/api_response.h"
 #include "sim/metrics_text.h"
+#include "sim/response_store.h"
 #include "sim/token_routes.h"
 
 namespace lmwarden::sim {
@@ -50,6 +52,9 @@ constexpr std::string_view kMetricsType = "text/plain; version=0.0.4; charset=ut
 constexpr std::string_view kEventStreamType = "text/event-stream; charset=utf-8";
 constexpr std::string_view kNoCache = "no-cache";
 constexpr std::string_view kModelMissing = "The model `{}` does not exist.";
+constexpr std::string_view kResponseNotFound = "Response with id '{}' not found.";
+// vLLM's err_type for it, which its error body carries as `type`.
+constexpr std::string_view kInvalidRequestError = "invalid_request_error";
 constexpr std::string_view kRankOutOfRange = "data_parallel_rank {} is out of range [0, {}).";
 constexpr std::string_view kContextTooLong =
     "This model's maximum context length is {} tokens. However, your request has {} input "
@@ -130,7 +135,8 @@ class Core : public std::enable_shared_from_this<Core> {
         options_(std::move(options)),
         dp_(options_.dp_size, options_.engine),
         start_(Clock::now()),
-        started_unix_(unix_now()) {
+        started_unix_(unix_now()),
+        responses_(options_.responses_store_limit) {
     std::random_device device;
     id_draw_ = (static_cast<std::uint64_t>(device()) << 32) | device();
     for (std::int32_t r = 0; r < dp_.size(); ++r) {
@@ -289,7 +295,8 @@ class Core : public std::enable_shared_from_this<Core> {
   }
 
   net::Awaitable<void> generate(net::Exchange& ex, Api api) {
-    ParseResult parsed = parse_api_request(api, ex.request().body(), ex.request().body().capacity());
+    ParseResult parsed =
+        parse_api_request(api, ex.request().body(), ex.request().body().capacity());
     if (!parsed.request) {
       co_await fail(ex, api, http::status::bad_request, parsed.error);
       co_return;
@@ -303,6 +310,23 @@ class Core : public std::enable_shared_from_this<Core> {
         co_return;
       }
     }
+    // A chained Responses request continues the stored conversation. vLLM
+    // looks the id up before it builds the prompt; without the store nothing
+    // was kept, so every id is unknown.
+    std::shared_ptr<const StoredTurn> previous;
+    if (request.previous_response_id) {
+      if (options_.responses_store) previous = responses_.find(*request.previous_response_id);
+      if (!previous) {
+        std::string body = openai_error_body(
+            404, fmt::format(fmt::runtime(kResponseNotFound), *request.previous_response_id),
+            kInvalidRequestError);
+        co_await ex.respond(json_response(http::status::not_found, std::move(body)));
+        co_return;
+      }
+      render_with_history(request, conversation_of(*previous));
+    }
+    const bool keep = api == Api::kResponses && options_.responses_store && request.store;
+
     std::vector<engine::TokenId> tokens = prompt_token_ids(request);
     if (api == Api::kCountTokens) {
       {
@@ -382,6 +406,9 @@ class Core : public std::enable_shared_from_this<Core> {
         builder.on_token(out, piece, request.stream ? &chunk : nullptr);
       }
       sink.pending.clear();
+      // Stored before the last bytes go out, as vLLM stores before it sends
+      // `response.completed`: a client that chains on that event finds it.
+      if (keep && builder.finished()) remember(request, builder, std::move(previous));
       if (!chunk.empty() && co_await ex.write_body(chunk)) co_return;
       if (builder.finished()) break;
       auto woke = co_await (
@@ -397,15 +424,30 @@ class Core : public std::enable_shared_from_this<Core> {
     }
   }
 
+  // Keeps a finished Responses reply under its id: what its request added to
+  // the conversation and what it answered, linked to the turn it continued.
+  void remember(ApiRequest& request, const ResponseBuilder& builder,
+                std::shared_ptr<const StoredTurn> previous) {
+    auto turn = std::make_shared<StoredTurn>();
+    auto& own = request.chat.messages;
+    const auto input = own.begin() + static_cast<std::ptrdiff_t>(request.instruction_messages);
+    turn->previous = std::move(previous);
+    turn->instructions.assign(std::make_move_iterator(own.begin()), std::make_move_iterator(input));
+    turn->input.assign(std::make_move_iterator(input), std::make_move_iterator(own.end()));
+    turn->output = builder.text();
+    responses_.add(builder.id(), std::move(turn));
+  }
+
   asio::io_context& io_;
   SimOptions options_;
   engine::DpServer dp_;
   Clock::time_point start_;
   double started_unix_;
-  std::uint64_t id_draw_ = 0;                              // see response_id
-  std::vector<std::unique_ptr<net::Timer>> wake_;          // per rank: new work arrived
-  std::vector<engine::Seconds> clock_;                     // per rank: end of the last step
+  std::uint64_t id_draw_ = 0;                      // see response_id
+  std::vector<std::unique_ptr<net::Timer>> wake_;  // per rank: new work arrived
+  std::vector<engine::Seconds> clock_;             // per rank: end of the last step
   std::unordered_map<engine::RequestId, Sink*> sinks_;
+  ResponseStore responses_;  // used only with options_.responses_store
 };
 
 struct SimServer::Impl {

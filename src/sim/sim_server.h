@@ -13,6 +13,7 @@
 // need not compile Beast.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -37,6 +38,14 @@ struct SimOptions {
   // Usage as vLLM with --enable-prompt-tokens-details (the cached count of
   // the prompt); false: as vLLM without it, which never gives that count.
   bool prompt_tokens_details = true;
+  // The Responses API's store, as vLLM with VLLM_ENABLE_RESPONSES_API_STORE=1:
+  // each /v1/responses reply (unless its request says `store: false`) is kept
+  // so that a later request can continue it with `previous_response_id`. Off,
+  // as in vLLM by default: nothing is kept, and every such request gets 404.
+  bool responses_store = false;
+  // The most responses kept; the oldest goes first. vLLM keeps every one
+  // until it exits, which a long benchmark would pay for in memory.
+  std::size_t responses_store_limit = 100'000;
 };
 
 class SimServer {

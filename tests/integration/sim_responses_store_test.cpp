@@ -1,0 +1,300 @@
+// The simulator's Responses store, as vLLM's with
+// VLLM_ENABLE_RESPONSES_API_STORE=1: a reply is kept under its id, and a
+// request naming it in `previous_response_id` is built as vLLM builds it —
+// its instructions, the stored request's messages, the stored reply, then its
+// input — so it costs the tokens, and finds the cache, that sending the whole
+// conversation again would. Without the store, or for an id not kept, 404.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/hardware_profile.h"
+#include "sim/sim_server.h"
+#include "sim_test_client.h"
+
+namespace lmwarden::testing {
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr std::string_view kModel = "sim-store-model";
+constexpr std::string_view kStoreEnv = "VLLM_ENABLE_RESPONSES_API_STORE";
+
+constexpr int cached_for(int prompt_tokens) {
+  return (prompt_tokens - 1) / 16 * 16;
+}
+
+std::vector<std::string> sim_args(std::vector<std::string> extra = {}) {
+  std::vector<std::string> args{
+      "sim",          "--listen", "127.0.0.1:0", "--model", std::string(kModel),
+      "--time-scale", "50",       "--seed",      "5"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+// The environment variable is set either way, so that one exported where the
+// tests run cannot turn the store on behind their back.
+ProcessOptions store_env(std::string value) {
+  return ProcessOptions{.env = {{std::string(kStoreEnv), std::move(value)}}};
+}
+
+Json turn(const Json& input, int max_output_tokens) {
+  return Json{{"model", kModel}, {"input", input}, {"max_output_tokens", max_output_tokens}};
+}
+
+// The reply of a request that must succeed; any other status throws, which
+// fails the test there.
+Json post_ok(std::uint16_t port, const Json& body) {
+  const HttpResponse res = http_request(port, "POST", "/v1/responses", body.dump());
+  if (res.status != 200) {
+    throw std::runtime_error("status " + std::to_string(res.status) + ": " + res.body);
+  }
+  return Json::parse(res.body);
+}
+
+std::string output_text(const Json& response) {
+  return response.at("output").at(0).at("content").at(0).at("text").get<std::string>();
+}
+
+void expect_not_found(std::uint16_t port, Json body, const std::string& id) {
+  body["previous_response_id"] = id;
+  const HttpResponse res = http_request(port, "POST", "/v1/responses", body.dump());
+  EXPECT_EQ(res.status, 404) << res.body;
+  const Json error = Json::parse(res.body)["error"];
+  EXPECT_EQ(error.at("message"), "Response with id '" + id + "' not found.");
+  EXPECT_EQ(error.at("type"), "invalid_request_error");
+  EXPECT_EQ(error.at("code"), 404);
+}
+
+Json message(std::string_view role, std::string_view content) {
+  return Json{{"role", role}, {"content", content}};
+}
+
+// Sends `whole` (the conversation in full, not kept) and checks that it is
+// the prompt `chained` had, token for token: as many tokens, and every full
+// block of them found in the cache the chained request filled.
+void expect_same_prompt(std::uint16_t port, Json whole, const Json& chained) {
+  whole["store"] = false;
+  const Json usage = post_ok(port, whole)["usage"];
+  const int tokens = chained.at("usage").at("input_tokens");
+  EXPECT_EQ(usage.at("input_tokens"), tokens);
+  EXPECT_EQ(usage.at("input_tokens_details").at("cached_tokens"), cached_for(tokens));
+}
+
+class SimResponsesStoreTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    sim_ = std::make_unique<SimProcess>(sim_args({"--enable-responses-store"}), store_env("0"));
+  }
+  static void TearDownTestSuite() { sim_.reset(); }
+  static std::uint16_t port() { return sim_->port(); }
+
+  static inline std::unique_ptr<SimProcess> sim_;
+};
+
+TEST_F(SimResponsesStoreTest, AChainedRequestIsTheWholeConversationToTheEngine) {
+  Json first_body = turn("Describe the store of the Responses API in a few words.", 8);
+  first_body["instructions"] = "You are terse.";
+  const Json first = post_ok(port(), first_body);
+  const std::string id = first.at("id");
+  EXPECT_TRUE(id.starts_with("resp_")) << id;
+  const int first_prompt = first.at("usage").at("input_tokens");
+  ASSERT_GT(first_prompt, 16) << "at least one full block to find in the cache";
+
+  Json second_body = turn("And what does it keep?", 4);
+  second_body["previous_response_id"] = id;
+  const Json second = post_ok(port(), second_body);
+  const int second_prompt = second.at("usage").at("input_tokens");
+  EXPECT_GT(second_prompt, first_prompt);
+  EXPECT_GE(second.at("usage").at("input_tokens_details").at("cached_tokens"),
+            cached_for(first_prompt))
+      << "the first turn's prompt is the start of the second's";
+  EXPECT_NE(second.at("id"), id);
+
+  // The same conversation sent whole, as a client without the store sends it.
+  Json whole = turn(Json::array({message("user", first_body["input"].get<std::string>()),
+                                 message("assistant", output_text(first)),
+                                 message("user", "And what does it keep?")}),
+                    4);
+  whole["instructions"] = "You are terse.";
+  expect_same_prompt(port(), whole, second);
+}
+
+TEST_F(SimResponsesStoreTest, NewInstructionsGoBeforeTheStoredConversation) {
+  Json first_body = turn("Name one prime number.", 5);
+  first_body["instructions"] = "Answer in French.";
+  const Json first = post_ok(port(), first_body);
+
+  Json second_body = turn(Json::array({message("user", "Name another.")}), 3);
+  second_body["instructions"] = "Answer in German.";
+  second_body["previous_response_id"] = first.at("id");
+  const Json second = post_ok(port(), second_body);
+
+  // vLLM's order: the new instructions, the stored messages (the old
+  // instructions among them), the stored reply, the new input.
+  Json whole =
+      turn(Json::array(
+               {message("system", "Answer in French."), message("user", "Name one prime number."),
+                message("assistant", output_text(first)), message("user", "Name another.")}),
+           3);
+  whole["instructions"] = "Answer in German.";
+  expect_same_prompt(port(), whole, second);
+}
+
+// Each turn's instructions go before the conversation it continues, so in a
+// chain the newest instructions come first.
+TEST_F(SimResponsesStoreTest, ChainsGrowTurnByTurn) {
+  Json a_body = turn("Turn one of a longer chain.", 4);
+  a_body["instructions"] = "First instructions.";
+  const Json a = post_ok(port(), a_body);
+  Json b_body = turn("Turn two.", 4);
+  b_body["instructions"] = "Second instructions.";
+  b_body["previous_response_id"] = a.at("id");
+  const Json b = post_ok(port(), b_body);
+  Json c_body = turn("Turn three.", 4);
+  c_body["previous_response_id"] = b.at("id");
+  const Json c = post_ok(port(), c_body);
+
+  Json whole =
+      turn(Json::array({message("system", "First instructions."),
+                        message("user", "Turn one of a longer chain."),
+                        message("assistant", output_text(a)), message("user", "Turn two."),
+                        message("assistant", output_text(b)), message("user", "Turn three.")}),
+           4);
+  whole["instructions"] = "Second instructions.";
+  expect_same_prompt(port(), whole, c);
+}
+
+TEST_F(SimResponsesStoreTest, AnUnknownIdIsNotFound) {
+  expect_not_found(port(), turn("Continue, please.", 2), "resp_0123456789abcdef");
+  expect_not_found(port(), turn("Continue, please.", 2), "");
+}
+
+TEST_F(SimResponsesStoreTest, APreviousResponseIdThatIsNoStringIsRefused) {
+  Json body = turn("Continue, please.", 2);
+  body["previous_response_id"] = 7;
+  EXPECT_EQ(http_request(port(), "POST", "/v1/responses", body.dump()).status, 400);
+  body["previous_response_id"] = nullptr;  // None: a new conversation
+  post_ok(port(), body);
+  body.erase("previous_response_id");
+  body["store"] = "yes";
+  EXPECT_EQ(http_request(port(), "POST", "/v1/responses", body.dump()).status, 400);
+}
+
+TEST_F(SimResponsesStoreTest, StoreFalseOrNullIsNotKept) {
+  Json body = turn("Do not keep this one.", 3);
+  body["store"] = false;
+  const Json unkept = post_ok(port(), body);
+  expect_not_found(port(), turn("Continue.", 2), unkept.at("id"));
+
+  body["store"] = nullptr;  // vLLM's Optional[bool]: None is falsy
+  const Json unkept_null = post_ok(port(), body);
+  expect_not_found(port(), turn("Continue.", 2), unkept_null.at("id"));
+
+  body["store"] = true;
+  const Json kept = post_ok(port(), body);
+  Json next = turn("Continue.", 2);
+  next["previous_response_id"] = kept.at("id");
+  post_ok(port(), next);
+}
+
+TEST_F(SimResponsesStoreTest, StreamedRepliesAreKeptAndCanChain) {
+  Json first_body = turn("Stream the first turn of this conversation.", 6);
+  first_body["stream"] = true;
+  const HttpResponse first = http_request(port(), "POST", "/v1/responses", first_body.dump());
+  ASSERT_EQ(first.status, 200) << first.body;
+  const auto events = parse_sse(first.body);
+  ASSERT_GE(events.size(), 2u);
+  ASSERT_EQ(events.front().event, "response.created");
+  const std::string id = Json::parse(events.front().data)["response"]["id"];
+  const Json last = Json::parse(events.back().data)["response"];
+  EXPECT_EQ(last.at("id"), id);
+  const int first_prompt = last.at("usage").at("input_tokens");
+
+  Json second_body = turn("Stream the second.", 3);
+  second_body["stream"] = true;
+  second_body["previous_response_id"] = id;
+  const HttpResponse second = http_request(port(), "POST", "/v1/responses", second_body.dump());
+  ASSERT_EQ(second.status, 200) << second.body;
+  const auto second_events = parse_sse(second.body);
+  ASSERT_FALSE(second_events.empty());
+  const Json second_last = Json::parse(second_events.back().data)["response"];
+  EXPECT_GT(second_last.at("usage").at("input_tokens"), first_prompt);
+  EXPECT_GE(second_last.at("usage").at("input_tokens_details").at("cached_tokens"),
+            cached_for(first_prompt));
+
+  Json third = turn("Now without streaming.", 2);
+  third["previous_response_id"] = second_last.at("id");
+  EXPECT_GT(post_ok(port(), third)["usage"]["input_tokens"],
+            second_last.at("usage").at("input_tokens"));
+}
+
+// As vLLM without VLLM_ENABLE_RESPONSES_API_STORE: `store: true` (the
+// default) is quietly not honoured, so no id can be continued.
+TEST(SimResponsesWithoutStore, EveryChainedRequestIsNotFound) {
+  SimProcess sim(sim_args(), store_env("0"));
+  const Json first = post_ok(sim.port(), turn("Keep this, if you can.", 3));
+  expect_not_found(sim.port(), turn("Continue.", 2), first.at("id"));
+}
+
+TEST(SimResponsesStoreEnvironment, VllmsVariableTurnsTheStoreOn) {
+  for (const std::string value : {"1", "TRUE"}) {
+    SCOPED_TRACE(value);
+    SimProcess sim(sim_args(), store_env(value));
+    const Json first = post_ok(sim.port(), turn("Keep this one.", 3));
+    Json next = turn("Continue.", 2);
+    next["previous_response_id"] = first.at("id");
+    post_ok(sim.port(), next);
+  }
+}
+
+TEST(SimResponsesStoreEnvironment, AValueVllmCannotReadStopsTheStart) {
+  // vLLM reads it with int() and fails to start on anything else.
+  EXPECT_THROW(SimProcess(sim_args(), store_env("yes")), std::runtime_error);
+}
+
+// The limit, in process: past it the oldest response goes, while a kept
+// response that continued it still holds the whole conversation.
+TEST(SimResponsesStoreLimit, TheOldestGoesAndChainsStayWhole) {
+  sim::SimOptions options;
+  options.model = std::string(kModel);
+  options.time_scale = 50;
+  options.engine =
+      engine::EngineConfig::from_profile(*engine::find_hardware_profile(engine::kDefaultProfile));
+  options.responses_store = true;
+  options.responses_store_limit = 2;
+  sim::SimServer server(options);
+  const std::uint16_t port = server.listen("127.0.0.1:0").port;
+  server.start();
+
+  const Json a = post_ok(port, turn("The oldest turn.", 3));
+  Json b_body = turn("Its successor.", 3);
+  b_body["previous_response_id"] = a.at("id");
+  const Json b = post_ok(port, b_body);
+  const Json c = post_ok(port, turn("Another conversation.", 3));  // a goes
+
+  expect_not_found(port, turn("Continue.", 2), a.at("id"));
+  Json after_b = turn("Continue.", 2);
+  after_b["previous_response_id"] = b.at("id");
+  after_b["store"] = false;  // keeps b and c as they are
+  const Json continued = post_ok(port, after_b);
+  Json whole =
+      turn(Json::array({message("user", "The oldest turn."), message("assistant", output_text(a)),
+                        message("user", "Its successor."), message("assistant", output_text(b)),
+                        message("user", "Continue.")}),
+           2);
+  expect_same_prompt(port, whole, continued);
+  Json after_c = turn("Continue.", 2);
+  after_c["previous_response_id"] = c.at("id");
+  post_ok(port, after_c);
+  server.stop();
+}
+
+}  // namespace
+}  // namespace lmwarden::testing
