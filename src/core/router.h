@@ -200,6 +200,10 @@ class Router final : private SessionTable::Listener {
   bool healthy(int replica) const noexcept { return replicas_[static_cast<std::size_t>(replica)].healthy; }
   std::size_t conversations() const noexcept { return sessions_.size(); }
   std::size_t stored_responses() const noexcept { return responses_.size(); }
+  // Whether the stored response `key` is remembered (and touches it).
+  bool holds_response(std::uint64_t key, TimePoint now) {
+    return responses_.find(key, now).has_value();
+  }
   RouterView view() const;
 
  private:

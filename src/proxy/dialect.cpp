@@ -55,6 +55,18 @@ bool is_forwarded_route(std::string_view path) noexcept {
   return std::ranges::find(config::kForwardedRoutes, path) != config::kForwardedRoutes.end();
 }
 
+std::string_view stored_response_of(std::string_view path, net::http::verb method) noexcept {
+  constexpr std::string_view kPrefix = "/v1/responses/", kCancel = "/cancel";
+  if (!path.starts_with(kPrefix)) return {};
+  std::string_view id = path.substr(kPrefix.size());
+  if (method == net::http::verb::post && id.ends_with(kCancel)) {
+    id.remove_suffix(kCancel.size());
+  } else if (method != net::http::verb::get) {
+    return {};
+  }
+  return id.find('/') == std::string_view::npos ? id : std::string_view{};
+}
+
 UsageReport usage_report(std::string_view path) noexcept {
   if (path == "/v1/messages/count_tokens" || path == "/tokenize" || path == "/detokenize")
     return UsageReport::kNone;

@@ -20,11 +20,20 @@ std::string_view path_of(std::string_view target) noexcept;
 
 // Routes that carry inference work and are forwarded to a replica.
 bool is_forwarded_route(std::string_view path) noexcept;
+// A stored Responses response's own routes, forwarded to the replica that
+// stored it: GET /v1/responses/{id} (retrieve it) and POST
+// /v1/responses/{id}/cancel. The id (a view into `path`), or "" when `path`
+// and `method` are neither.
+std::string_view stored_response_of(std::string_view path, net::http::verb method) noexcept;
+// The route a stored response's routes belong to, for unranked_routes.
+inline constexpr std::string_view kResponsesRoute = "/v1/responses";
 // What a forwarded route's replies (the caller has checked the route) say of
 // token usage: nothing (count_tokens, tokenize and detokenize only count), the
 // prompt's size without how much of it was cached (vLLM's /v1/embeddings and
-// other pooling replies carry prompt_tokens alone), or both.
-enum class UsageReport : std::uint8_t { kNone, kWithoutCachedCount, kFull };
+// other pooling replies carry prompt_tokens alone), or both. kRepeated: the
+// usage of work counted before (a stored response retrieved again), not
+// booked.
+enum class UsageReport : std::uint8_t { kNone, kWithoutCachedCount, kFull, kRepeated };
 UsageReport usage_report(std::string_view path) noexcept;
 
 std::string error_body(Dialect dialect, net::http::status status, std::string_view message);

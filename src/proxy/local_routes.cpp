@@ -59,6 +59,8 @@ std::string_view allowed_methods(std::string_view path) {
     return "GET";
   if (path.starts_with("/api/models/")) return "GET, PATCH";
   if (path.starts_with("/v1/models/")) return "GET";
+  if (!stored_response_of(path, http::verb::get).empty()) return "GET";
+  if (!stored_response_of(path, http::verb::post).empty()) return "POST";
   return {};
 }
 

@@ -14,10 +14,11 @@ void RequestAccounting::on_response_header(unsigned status, std::string_view con
   // the warden counts it).
   if (status >= 500) model_.replica(replica_).count_error("status_5xx");
   const bool sse = content_type.starts_with("text/event-stream");
-  tap_.emplace(sse ? telemetry::BodyFormat::kEventStream
-                   : content_type.starts_with("application/json") ? telemetry::BodyFormat::kJson
-                                                                  : telemetry::BodyFormat::kAuto);
-  if (read_response_id_ && ok_status_) tap_->read_response_id();
+  if (expected_ != UsageReport::kRepeated)
+    tap_.emplace(sse ? telemetry::BodyFormat::kEventStream
+                 : content_type.starts_with("application/json") ? telemetry::BodyFormat::kJson
+                                                                : telemetry::BodyFormat::kAuto);
+  if (read_response_id_ && ok_status_ && tap_) tap_->read_response_id();
   // Stripping changes the length, so only a chunked stream can have it; and
   // only a chunked stream is ended with an error event when cut short.
   if (sse && chunked) {

@@ -46,7 +46,20 @@ struct Admission {
   std::string_view reason;  // of the refusal, as lmwarden_refused_requests_total says it
 };
 
-Admission admit(const net::Request& request, Dialect dialect, const ModelSet& set) {
+// The model whose router remembers the stored response `key`, if any.
+ModelState* holding_response(const ModelSet& set, std::uint64_t key) {
+  const auto now = coarse_steady_now();
+  for (const auto& m : set.models) {
+    std::lock_guard lock{m->mutex};
+    if (m->router.holds_response(key, now)) return m.get();
+  }
+  return nullptr;
+}
+
+// `stored`: the id in the path of a stored response's own route (dialect.h),
+// or "".
+Admission admit(const net::Request& request, Dialect dialect, const ModelSet& set,
+                std::string_view stored) {
   // One pass over the body collects the model's name and every field any
   // model's session sources read; the named model's sources then decide.
   core::BodyScan scan = core::scan_body(request.body(), request.body().capacity(), set.body_fields);
@@ -70,6 +83,17 @@ Admission admit(const net::Request& request, Dialect dialect, const ModelSet& se
   } else {
     model = set.find(scan.model);
   }
+  // A stored response's routes carry no body: the model is the one that
+  // remembers the response.
+  if (!model && !stored.empty() && scan.model.empty()) {
+    model = holding_response(set, stable_hash(stored));
+    if (!model)
+      return {.refusal = error_response(dialect, http::status::not_found,
+                                        "Response with id '" + std::string(stored) +
+                                            "' not found: no model here knows where it is "
+                                            "stored"),
+              .reason = "unknown_response"};
+  }
   if (!model) {
     if (scan.model.empty())
       return {.refusal = error_response(dialect, http::status::bad_request,
@@ -90,6 +114,7 @@ Admission admit(const net::Request& request, Dialect dialect, const ModelSet& se
   for (const auto& field : request) headers.emplace_back(field.name_string(), field.value());
   core::Identity identity = core::resolve_identity(core::HeaderList(headers.data(), headers.size()),
                                                    scan, set.body_fields, model->identity);
+  if (!stored.empty()) identity.previous_response = stable_hash(stored);
   return {.model = model,
           .facts = {std::move(scan.model), scan.stream, scan.stream_include_usage,
                     scan.has_stream_options, scan.store, std::move(identity)}};
@@ -226,7 +251,10 @@ UpstreamPool& Warden::pool_for_this_thread(net::Exchange& exchange) {
 // rest to serve_local's.
 net::Awaitable<void> Warden::handle(net::Exchange& exchange) {
   const std::string_view target = exchange.request().target();  // never rewritten
-  if (is_forwarded_route(path_of(target)) && exchange.request().method() == http::verb::post)
+  const std::string_view path = path_of(target);
+  const http::verb method = exchange.request().method();
+  if ((is_forwarded_route(path) && method == http::verb::post) ||
+      !stored_response_of(path, method).empty())
     return forward(exchange, dialect_of(target));
   return serve_local(exchange);
 }
@@ -272,6 +300,7 @@ struct Warden::Forward {
   bool injected_usage;
   std::uint64_t id;
   UsageReport usage = UsageReport::kFull;  // what the route's replies say of token usage
+  std::string_view route;                  // one of config::kForwardedRoutes
   core::RankPinning rank_pinning = core::RankPinning::kHonoured;  // (model's unranked_routes)
   // A Responses request that has its server store the response: where that
   // is, is remembered for the requests chained to it.
@@ -288,7 +317,8 @@ net::Awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dialect) {
   const bool logged = set->access_log != nullptr;
   const auto received = logged ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   const std::size_t body_bytes = request.body().size();  // as sent, before any rewrite below
-  Admission admission = admit(request, dialect, *set);
+  const std::string_view stored = stored_response_of(path_of(request.target()), request.method());
+  Admission admission = admit(request, dialect, *set, stored);
   if (admission.refusal) {
     const unsigned status = admission.refusal->result_int();
     set->refusals->count(admission.model ? admission.model->config.name : "", admission.reason);
@@ -321,11 +351,14 @@ net::Awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dialect) {
             next_request_id_.fetch_add(1, std::memory_order_relaxed)};
   f.log.received = received;
   f.log.body_bytes = body_bytes;
-  const std::string_view path = path_of(request.target());
-  f.usage = usage_report(path);
-  if (std::ranges::find(model->config.unranked_routes, path) != model->config.unranked_routes.end())
+  // A stored response's routes belong to /v1/responses; their replies hold
+  // the response again, whose tokens were counted when it was made.
+  f.route = stored.empty() ? path_of(request.target()) : kResponsesRoute;
+  f.usage = stored.empty() ? usage_report(f.route) : UsageReport::kRepeated;
+  if (std::ranges::find(model->config.unranked_routes, f.route) !=
+      model->config.unranked_routes.end())
     f.rank_pinning = core::RankPinning::kIgnored;
-  f.stores_response = path == "/v1/responses" && f.facts.store;
+  f.stores_response = stored.empty() && f.route == kResponsesRoute && f.facts.store;
   f.log.model = model->config.name;
   if (f.facts.identity.kind == core::IdentityKind::kSession) f.log.conversation = f.facts.identity.session_hash;
 
@@ -497,8 +530,7 @@ net::Awaitable<void> Warden::run_attempts(Forward& f) {
       decision = f.model.router.route(identity, coarse_steady_now(), tried, f.rank_pinning);
       affinity = f.model.router.affinity();
     }
-    if (affinity && decision.ok() && decision.replica < 0)
-      log_unranked(f.model, path_of(f.exchange.request().target()));
+    if (affinity && decision.ok() && decision.replica < 0) log_unranked(f.model, f.route);
     if (!decision.ok()) {
       if (attempt > 0) break;  // retries exhausted the healthy replicas: report the upstream error
       f.log.outcome = "refused";

@@ -602,5 +602,78 @@ TEST(ProxyRouting, EachModelReadsTheSessionFromItsOwnSources) {
   EXPECT_EQ(plain.seen().size(), 9u);
 }
 
+// A stored response's own routes (GET /v1/responses/{id}, POST
+// /v1/responses/{id}/cancel) carry no model and no body: they go where the
+// response is stored, counted as sticky, and their replies, which hold the
+// response again, book no tokens a second time.
+TEST(ProxyRouting, AStoredResponsesOwnRoutesGoWhereItIsStored) {
+  FakeVllm one{1}, two{1};
+  RunningWarden warden{make_config({{one.port(), 1}, {two.port(), 1}})};
+  const auto made = http_request(warden.port(), http::verb::post, "/v1/responses",
+                                 R"({"model":"m","input":"hi","stream":false})",
+                                 {{"x-fake-response-id", "resp_1"}});
+  ASSERT_EQ(made.status, 200u) << made.body;
+  FakeVllm& stored = one.seen().size() == 1 ? one : two;
+  FakeVllm& other = &stored == &one ? two : one;
+  int between = 0;
+  for (const std::string target : {"/v1/responses/resp_1", "/v1/responses/resp_1?include=x"}) {
+    for (int i = 0; i < 2; ++i) {
+      // The same reply as when it was made, usage included.
+      const auto r = http_request(warden.port(), http::verb::get, target, "",
+                                  {{"x-fake-response-id", "resp_1"}});
+      EXPECT_EQ(r.status, 200u) << r.body;
+      ASSERT_EQ(chat(warden.port(), "between" + std::to_string(between++)).status, 200u);
+    }
+  }
+  const auto cancel = http_request(warden.port(), http::verb::post, "/v1/responses/resp_1/cancel");
+  EXPECT_EQ(cancel.status, 200u) << cancel.body;
+  std::vector<std::string> there;
+  for (const auto& s : stored.seen())
+    if (s.path.starts_with("/v1/responses/")) there.push_back(s.path);
+  EXPECT_EQ(there,
+            (std::vector<std::string>{
+                "/v1/responses/resp_1", "/v1/responses/resp_1", "/v1/responses/resp_1?include=x",
+                "/v1/responses/resp_1?include=x", "/v1/responses/resp_1/cancel"}));
+  for (const auto& s : other.seen()) EXPECT_FALSE(s.path.starts_with("/v1/responses")) << s.path;
+  const json card = warden.card();
+  int sticky = 0;
+  for (const auto& r : card["replicas"]) sticky += r["sticky"].get<int>();
+  EXPECT_EQ(sticky, 5) << card;
+  EXPECT_EQ(metric(warden.port(), "lmwarden_prompt_tokens_total", {{"source", "cached"}}), 64)
+      << "counted once, when the response was made";
+  // Other methods and shapes are no route of the warden's.
+  EXPECT_EQ(http_request(warden.port(), http::verb::delete_, "/v1/responses/resp_1").status, 405u);
+  EXPECT_EQ(http_request(warden.port(), http::verb::get, "/v1/responses/resp_1/x").status, 404u);
+  EXPECT_EQ(http_request(warden.port(), http::verb::get, "/v1/responses/").status, 404u);
+}
+
+// With several models, a stored response's routes go to the model that
+// remembers it; one that no model remembers is answered here.
+TEST(ProxyRouting, AStoredResponseFindsItsModelAmongSeveral) {
+  FakeVllm first{1}, second{1};
+  const std::string yaml =
+      "listen: 127.0.0.1:0\nmodels:\n"
+      "  - name: m\n    backends:\n      - url: http://127.0.0.1:" +
+      std::to_string(first.port()) +
+      "\n  - name: n\n    backends:\n      - url: http://127.0.0.1:" +
+      std::to_string(second.port()) + "\n";
+  RunningWarden warden{load_test_config(yaml)};
+  ASSERT_EQ(http_request(warden.port(), http::verb::post, "/v1/responses",
+                         R"({"model":"n","input":"hi","stream":false})",
+                         {{"x-fake-response-id", "resp_n"}})
+                .status,
+            200u);
+  EXPECT_EQ(http_request(warden.port(), http::verb::get, "/v1/responses/resp_n").status, 200u);
+  EXPECT_EQ(second.seen().size(), 2u);
+  EXPECT_EQ(first.seen().size(), 0u);
+  const auto unknown = http_request(warden.port(), http::verb::get, "/v1/responses/resp_zz");
+  EXPECT_EQ(unknown.status, 404u);
+  EXPECT_NE(unknown.body.find("Response with id 'resp_zz' not found"), std::string::npos)
+      << unknown.body;
+  EXPECT_EQ(
+      metric(warden.port(), "lmwarden_refused_requests_total", {{"reason", "unknown_response"}}),
+      1);
+}
+
 }  // namespace
 }  // namespace lmwarden::testing
