@@ -1,7 +1,8 @@
 // The Responses API's store, as vLLM keeps it when started with
 // VLLM_ENABLE_RESPONSES_API_STORE=1: a response id → the messages its request
-// was built from and the text it answered, so that a later request naming it
-// in `previous_response_id` continues that conversation. Pure code, no I/O;
+// was built from and the response it answered, so that a later request naming
+// it in `previous_response_id` continues that conversation, and
+// GET /v1/responses/{id} gives the response back. Pure code, no I/O;
 // the server's one I/O thread owns it, so it takes no lock.
 //
 // Bounded, unlike vLLM's (which keeps every response until the process
@@ -45,6 +46,12 @@ struct StoredTurn {
   std::vector<engine::ChatMessage> input;
   // The reply's text.
   std::string output;
+  // The response object as its client got it (the body of a reply not
+  // streamed; the `response` of a stream's last event), the answer to
+  // GET /v1/responses/{id}. It holds the output text a second time, so a
+  // kept turn costs about twice its reply's length; rebuilding the object on
+  // request instead would mean keeping its usage, ids and timestamps apart.
+  std::string response;
 };
 
 // The messages a request continuing `turn` starts from, laid out as vLLM's

@@ -27,6 +27,7 @@
 #include "sim/api_request.h"
 #include "sim/api_response.h"
 #include "sim/metrics_text.h"
+#include "sim/response_routes.h"
 #include "sim/response_store.h"
 #include "sim/token_routes.h"
 
@@ -52,9 +53,6 @@ constexpr std::string_view kMetricsType = "text/plain; version=0.0.4; charset=ut
 constexpr std::string_view kEventStreamType = "text/event-stream; charset=utf-8";
 constexpr std::string_view kNoCache = "no-cache";
 constexpr std::string_view kModelMissing = "The model `{}` does not exist.";
-constexpr std::string_view kResponseNotFound = "Response with id '{}' not found.";
-// vLLM's err_type for it, which its error body carries as `type`.
-constexpr std::string_view kInvalidRequestError = "invalid_request_error";
 constexpr std::string_view kRankOutOfRange = "data_parallel_rank {} is out of range [0, {}).";
 constexpr std::string_view kContextTooLong =
     "This model's maximum context length is {} tokens. However, your request has {} input "
@@ -76,6 +74,11 @@ std::string response_id(engine::RequestId id, std::uint64_t draw) {
 
 std::string_view path_of(std::string_view target) {
   return target.substr(0, target.find('?'));
+}
+
+std::string_view query_of(std::string_view target) {
+  const std::size_t mark = target.find('?');
+  return mark == std::string_view::npos ? std::string_view{} : target.substr(mark + 1);
 }
 
 std::optional<Api> api_of(std::string_view path) {
@@ -224,6 +227,18 @@ class Core : public std::enable_shared_from_this<Core> {
         co_return;
       }
     }
+    // A kept response's routes answer whether the store is on or not: off,
+    // nothing was kept, so every id is unknown, as in vLLM.
+    if (auto route = stored_response_route(path)) {
+      const bool allowed = route->action == StoredResponseAction::kRetrieve ? get : post;
+      if (!allowed) {
+        co_await not_allowed(ex);
+        co_return;
+      }
+      StoredResponseReply r = stored_response_reply(responses_, *route, query_of(req.target()));
+      co_await ex.respond(json_response(static_cast<http::status>(r.status), std::move(r.body)));
+      co_return;
+    }
     if (path == "/tokenize" || path == "/detokenize") {
       if (!post) {
         co_await not_allowed(ex);
@@ -317,9 +332,7 @@ class Core : public std::enable_shared_from_this<Core> {
     if (request.previous_response_id) {
       if (options_.responses_store) previous = responses_.find(*request.previous_response_id);
       if (!previous) {
-        std::string body = openai_error_body(
-            404, fmt::format(fmt::runtime(kResponseNotFound), *request.previous_response_id),
-            kInvalidRequestError);
+        std::string body = response_not_found_body(*request.previous_response_id);
         co_await ex.respond(json_response(http::status::not_found, std::move(body)));
         co_return;
       }
@@ -435,6 +448,9 @@ class Core : public std::enable_shared_from_this<Core> {
     turn->instructions.assign(std::make_move_iterator(own.begin()), std::make_move_iterator(input));
     turn->input.assign(std::make_move_iterator(input), std::make_move_iterator(own.end()));
     turn->output = builder.text();
+    // What the client got: the body, or the stream's last event's `response`,
+    // which the builder writes from the same body.
+    turn->response = builder.body();
     responses_.add(builder.id(), std::move(turn));
   }
 
@@ -447,7 +463,7 @@ class Core : public std::enable_shared_from_this<Core> {
   std::vector<std::unique_ptr<net::Timer>> wake_;  // per rank: new work arrived
   std::vector<engine::Seconds> clock_;             // per rank: end of the last step
   std::unordered_map<engine::RequestId, Sink*> sinks_;
-  ResponseStore responses_;  // used only with options_.responses_store
+  ResponseStore responses_;  // filled only with options_.responses_store
 };
 
 struct SimServer::Impl {

@@ -13,7 +13,8 @@ let browser;
 let ui;  // where the pages are loaded from: the warden itself
 
 before(async () => {
-  fleet = await startFleet({ model: MODEL, dp: 4 });
+  // Storing Responses, as vLLM with VLLM_ENABLE_RESPONSES_API_STORE=1.
+  fleet = await startFleet({ model: MODEL, dp: 4, simArgs: ['--enable-responses-store'] });
   ui = fleet.base;
   const probe = await fetch(`${fleet.base}/ui/app.js`);
   assert.equal(probe.status, 200, 'the warden serves the dashboard assets');
@@ -92,6 +93,25 @@ test('the model page shows one row per replica matching /api/models/{name}', { t
     // Backends with URL and DP size.
     const backend = await page.locator('[data-testid=backends] tbody tr').innerText();
     assert.ok(backend.includes(fleet.simUrl) && backend.includes(String(fleet.dp)), backend);
+    assert.deepEqual(errors, []);
+  });
+});
+
+test('the stored-responses pill appears once a response is stored', { timeout: 30000 }, async () => {
+  await withPage(browser, 'stored-responses', async (page, errors) => {
+    await page.goto(`${ui}/models/${MODEL}`);
+    const pill = page.locator('[data-pill=stored_responses]');
+    await page.locator('[data-pill=conversations] b').waitFor();
+    const before = (await getJson(`${fleet.base}/api/models/${MODEL}`)).stored_responses;
+    assert.equal(await pill.isVisible(), before > 0, 'hidden while none is stored');
+    const made = await getJson(`${fleet.base}/v1/responses`, {
+      method: 'POST', headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: MODEL, input: 'Hello there', max_output_tokens: 4 }),
+    });
+    assert.match(made.id, /^resp_/);
+    await assertEventually(async () => await pill.isVisible() &&
+      (await text(pill)) === `Stored responses ${before + 1}`,
+    async () => `pill reads "${await text(pill)}"`);
     assert.deepEqual(errors, []);
   });
 });

@@ -86,26 +86,41 @@ Turn respond(std::uint16_t port, const std::string& input, const std::string& pr
 
 TEST(EndToEndResponses, AChainedConversationKeepsToTheServerThatStoresIt) {
   StoringFleet fleet;
+  std::vector<std::string> ids;  // of every stored response, on either server
   for (const bool stream : {false, true}) {
     SCOPED_TRACE(stream ? "streamed" : "not streamed");
     Turn turn = respond(fleet.port(), "Tell me about the sea.", "", stream);
     ASSERT_EQ(turn.status, 200) << turn.body;
     ASSERT_FALSE(turn.id.empty()) << turn.body;
+    ids.push_back(turn.id);
     for (int n = 2; n <= 6; ++n) {
       // A one-off request between turns, so that the least-loaded server
       // moves on: each server takes some of the anonymous requests.
-      ASSERT_EQ(respond(fleet.port(), "Something else " + std::to_string(n), "", stream).status,
-                200);
+      const Turn other = respond(fleet.port(), "Something else " + std::to_string(n), "", stream);
+      ASSERT_EQ(other.status, 200);
+      ids.push_back(other.id);
       const Turn next = respond(fleet.port(), "And then?", turn.id, stream);
       ASSERT_EQ(next.status, 200) << "turn " << n << ": " << next.body;
       EXPECT_GT(next.input_tokens, turn.input_tokens) << "the history comes from the store";
       turn = next;
+      ids.push_back(turn.id);
     }
   }
+  // Each one can be fetched again, from whichever server has it.
+  for (const std::string& id : ids) {
+    const HttpResponse r = http_request(fleet.port(), "GET", "/v1/responses/" + id);
+    ASSERT_EQ(r.status, 200) << id << ": " << r.body;
+    EXPECT_EQ(json::parse(r.body)["id"], id);
+  }
+  const HttpResponse cancel =
+      http_request(fleet.port(), "POST", "/v1/responses/" + ids[0] + "/cancel");
+  EXPECT_EQ(cancel.status, 400) << cancel.body;
+  EXPECT_NE(cancel.body.find("Cannot cancel a synchronous response."), std::string::npos);
   const json card = fleet.card();
   int sticky = 0;
   for (const auto& r : card["replicas"]) sticky += r["sticky"].get<int>();
-  EXPECT_EQ(sticky, 2 * 5) << card;
+  // The chained turns, the fetches and the cancel.
+  EXPECT_EQ(sticky, 2 * 5 + static_cast<int>(ids.size()) + 1) << card;
   // Every response is remembered: two chains of six, and ten one-offs.
   EXPECT_EQ(card["stored_responses"], 2 * 6 + 10) << card;
   const std::string metrics = http_request(fleet.port(), "GET", "/metrics").body;

@@ -3,7 +3,10 @@
 // request naming it in `previous_response_id` is built as vLLM builds it —
 // its instructions, the stored request's messages, the stored reply, then its
 // input — so it costs the tokens, and finds the cache, that sending the whole
-// conversation again would. Without the store, or for an id not kept, 404.
+// conversation again would. GET /v1/responses/{id} gives a kept reply back
+// as its client got it; POST /v1/responses/{id}/cancel refuses, as vLLM does
+// for a response not run in the background. Without the store, or for an id
+// not kept, 404.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -62,14 +65,39 @@ std::string output_text(const Json& response) {
   return response.at("output").at(0).at("content").at(0).at("text").get<std::string>();
 }
 
+// An error in the OpenAI shape, with vLLM's err_type.
+void expect_invalid_request(const HttpResponse& res, int status, const std::string& message) {
+  EXPECT_EQ(res.status, status) << res.body;
+  const Json error = Json::parse(res.body)["error"];
+  EXPECT_EQ(error.at("message"), message);
+  EXPECT_EQ(error.at("type"), "invalid_request_error");
+  EXPECT_EQ(error.at("param"), nullptr);
+  EXPECT_EQ(error.at("code"), status);
+}
+
+std::string not_found_message(const std::string& id) {
+  return "Response with id '" + id + "' not found.";
+}
+
 void expect_not_found(std::uint16_t port, Json body, const std::string& id) {
   body["previous_response_id"] = id;
-  const HttpResponse res = http_request(port, "POST", "/v1/responses", body.dump());
-  EXPECT_EQ(res.status, 404) << res.body;
-  const Json error = Json::parse(res.body)["error"];
-  EXPECT_EQ(error.at("message"), "Response with id '" + id + "' not found.");
-  EXPECT_EQ(error.at("type"), "invalid_request_error");
-  EXPECT_EQ(error.at("code"), 404);
+  expect_invalid_request(http_request(port, "POST", "/v1/responses", body.dump()), 404,
+                         not_found_message(id));
+}
+
+HttpResponse retrieve(std::uint16_t port, const std::string& id, std::string_view query = {}) {
+  return http_request(port, "GET", "/v1/responses/" + id + std::string(query));
+}
+
+HttpResponse cancel(std::uint16_t port, const std::string& id) {
+  return http_request(port, "POST", "/v1/responses/" + id + "/cancel");
+}
+
+// The 404s of an id never kept: chained to, retrieved, cancelled.
+void expect_unknown(std::uint16_t port, const std::string& id) {
+  expect_not_found(port, turn("Continue.", 2), id);
+  expect_invalid_request(retrieve(port, id), 404, not_found_message(id));
+  expect_invalid_request(cancel(port, id), 404, not_found_message(id));
 }
 
 Json message(std::string_view role, std::string_view content) {
@@ -172,8 +200,106 @@ TEST_F(SimResponsesStoreTest, ChainsGrowTurnByTurn) {
 }
 
 TEST_F(SimResponsesStoreTest, AnUnknownIdIsNotFound) {
-  expect_not_found(port(), turn("Continue, please.", 2), "resp_0123456789abcdef");
+  expect_unknown(port(), "resp_0123456789abcdef");
+  expect_unknown(port(), "not-a-response-id");
   expect_not_found(port(), turn("Continue, please.", 2), "");
+}
+
+TEST_F(SimResponsesStoreTest, ARetrieveGivesTheReplyBackAsItsClientGotIt) {
+  const Json reply = post_ok(port(), turn("Keep this reply to read it again.", 6));
+  const HttpResponse got = retrieve(port(), reply.at("id"));
+  ASSERT_EQ(got.status, 200) << got.body;
+  EXPECT_EQ(got.headers.at("content-type"), "application/json");
+  EXPECT_EQ(Json::parse(got.body), reply);
+}
+
+TEST_F(SimResponsesStoreTest, ARetrieveGivesAStreamedReplyBackAsItsLastEvent) {
+  Json body = turn("Stream a reply to read it again.", 6);
+  body["stream"] = true;
+  const HttpResponse streamed = http_request(port(), "POST", "/v1/responses", body.dump());
+  ASSERT_EQ(streamed.status, 200) << streamed.body;
+  const auto events = parse_sse(streamed.body);
+  ASSERT_FALSE(events.empty());
+  EXPECT_TRUE(events.back().event == "response.completed" ||
+              events.back().event == "response.incomplete")
+      << events.back().event;
+  const Json last = Json::parse(events.back().data).at("response");
+  const HttpResponse got = retrieve(port(), last.at("id"));
+  ASSERT_EQ(got.status, 200) << got.body;
+  EXPECT_EQ(Json::parse(got.body), last);
+}
+
+// `stream=true` replays a background response's events in vLLM; the
+// simulator keeps none. An unknown id is still a 404 first, as vLLM looks
+// the id up before it streams.
+TEST_F(SimResponsesStoreTest, ARetrieveWithStreamTrueIsRefused) {
+  const Json reply = post_ok(port(), turn("A reply that cannot be replayed.", 3));
+  const std::string id = reply.at("id");
+  for (const std::string_view query :
+       {"?stream=true", "?stream=1", "?starting_after=2&stream=True"}) {
+    SCOPED_TRACE(query);
+    const HttpResponse res = retrieve(port(), id, query);
+    EXPECT_EQ(res.status, 400) << res.body;
+    const Json error = Json::parse(res.body)["error"];
+    EXPECT_EQ(error.at("type"), "invalid_request_error");
+    EXPECT_NE(error.at("message").get<std::string>().find("background mode is not simulated"),
+              std::string::npos)
+        << error.at("message");
+  }
+  expect_invalid_request(retrieve(port(), "resp_0123456789abcdef", "?stream=true"), 404,
+                         not_found_message("resp_0123456789abcdef"));
+
+  const HttpResponse plain = retrieve(port(), id, "?stream=false&starting_after=0");
+  ASSERT_EQ(plain.status, 200) << plain.body;
+  EXPECT_EQ(Json::parse(plain.body), reply);
+  // Values FastAPI's validation refuses, which vLLM answers 400.
+  EXPECT_EQ(retrieve(port(), id, "?stream=maybe").status, 400);
+  EXPECT_EQ(retrieve(port(), id, "?starting_after=first").status, 400);
+}
+
+TEST_F(SimResponsesStoreTest, AKeptResponseCannotBeCancelled) {
+  const Json reply = post_ok(port(), turn("A reply that finished long ago.", 3));
+  expect_invalid_request(cancel(port(), reply.at("id")), 400,
+                         "Cannot cancel a synchronous response.");
+  // Refused, so nothing changed.
+  const HttpResponse got = retrieve(port(), reply.at("id"));
+  ASSERT_EQ(got.status, 200) << got.body;
+  EXPECT_EQ(Json::parse(got.body), reply);
+}
+
+TEST_F(SimResponsesStoreTest, ARequestChainedAfterARetrieveContinuesTheConversation) {
+  const Json first_body = turn("Read me back, then continue from me.", 6);
+  const Json first = post_ok(port(), first_body);
+  ASSERT_EQ(retrieve(port(), first.at("id")).status, 200);
+  EXPECT_EQ(cancel(port(), first.at("id")).status, 400);
+
+  Json second_body = turn("Go on.", 3);
+  second_body["previous_response_id"] = first.at("id");
+  const Json second = post_ok(port(), second_body);
+  Json whole =
+      turn(Json::array({message("user", first_body["input"].get<std::string>()),
+                        message("assistant", output_text(first)), message("user", "Go on.")}),
+           3);
+  expect_same_prompt(port(), whole, second);
+}
+
+// As FastAPI routes: each route has one method, and an id is one path
+// segment, percent-decoded.
+TEST_F(SimResponsesStoreTest, TheRoutesOfAKeptResponse) {
+  const std::string id = post_ok(port(), turn("Route me.", 2)).at("id");
+  EXPECT_EQ(http_request(port(), "POST", "/v1/responses/" + id).status, 405);
+  EXPECT_EQ(http_request(port(), "DELETE", "/v1/responses/" + id).status, 405);
+  EXPECT_EQ(http_request(port(), "GET", "/v1/responses/" + id + "/cancel").status, 405);
+  for (const std::string& path :
+       std::vector<std::string>{"/v1/responses/a/b", "/v1/responses/a%2Fb", "/v1/responses//cancel",
+                                "/v1/responses/" + id + "/cancel/x"}) {
+    SCOPED_TRACE(path);
+    const HttpResponse res = http_request(port(), "GET", path);
+    EXPECT_EQ(res.status, 404);
+    EXPECT_EQ(Json::parse(res.body).at("detail"), "Not Found");
+  }
+  ASSERT_TRUE(id.starts_with("resp_"));
+  EXPECT_EQ(retrieve(port(), "resp%5F" + id.substr(5)).status, 200);
 }
 
 TEST_F(SimResponsesStoreTest, APreviousResponseIdThatIsNoStringIsRefused) {
@@ -236,11 +362,11 @@ TEST_F(SimResponsesStoreTest, StreamedRepliesAreKeptAndCanChain) {
 }
 
 // As vLLM without VLLM_ENABLE_RESPONSES_API_STORE: `store: true` (the
-// default) is quietly not honoured, so no id can be continued.
-TEST(SimResponsesWithoutStore, EveryChainedRequestIsNotFound) {
+// default) is quietly not honoured, so no id can be continued or retrieved.
+TEST(SimResponsesWithoutStore, EveryIdIsUnknown) {
   SimProcess sim(sim_args(), store_env("0"));
   const Json first = post_ok(sim.port(), turn("Keep this, if you can.", 3));
-  expect_not_found(sim.port(), turn("Continue.", 2), first.at("id"));
+  expect_unknown(sim.port(), first.at("id"));
 }
 
 TEST(SimResponsesStoreEnvironment, VllmsVariableTurnsTheStoreOn) {

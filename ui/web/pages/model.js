@@ -163,8 +163,10 @@ export function mountModel(root, { name }, ctx) {
     pill.sticky = el('span', { class: 'pill', 'data-pill': 'sticky', title: 'Share of requests from known conversations served by their home replica' });
     pill.inflight = el('span', { class: 'pill', 'data-pill': 'in_flight', title: 'Requests in flight to this model' });
     pill.convs = el('span', { class: 'pill', 'data-pill': 'conversations', title: 'Live conversations the warden remembers for this model' });
+    pill.stored = el('span', { class: 'pill', 'data-pill': 'stored_responses', hidden: true,
+      title: 'Stored Responses API responses whose replica the warden remembers: a request chained to one (previous_response_id) goes where it is stored' });
     const spillSlot = editing ? spillEditor() : pill.spill;
-    pills.replaceChildren(pill.affinity, spillSlot, pill.sticky, pill.inflight, pill.convs);
+    pills.replaceChildren(pill.affinity, spillSlot, pill.sticky, pill.inflight, pill.convs, pill.stored);
     updatePills();
   }
 
@@ -218,6 +220,9 @@ export function mountModel(root, { name }, ctx) {
     pillValue(pill.sticky, 'Sticky', card.sticky_ratio == null ? DASH : pct(card.sticky_ratio));
     pillValue(pill.inflight, 'In flight', int(card.in_flight));
     pillValue(pill.convs, 'Conversations', int(card.conversations));
+    // Shown once there are any: most deployments store none.
+    pillValue(pill.stored, 'Stored responses', int(card.stored_responses ?? 0));
+    pill.stored.hidden = !card.stored_responses;
   }
 
   function pillValue(p, label, value) {
