@@ -7,6 +7,7 @@
 #include <limits>
 #include <optional>
 
+#include "common/percent.h"
 #include "proxy/api.h"
 #include "proxy/metrics_export.h"
 #include "proxy/warden.h"
@@ -17,24 +18,6 @@ namespace lmwarden::proxy {
 namespace http = net::http;
 
 namespace {
-
-// %XX escapes decoded; in a query (form encoding) '+' is a space too.
-std::string percent_decoded(std::string_view v, bool plus_is_space) {
-  const auto hex = [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; };
-  std::string out;
-  out.reserve(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    if (v[i] == '%' && i + 2 < v.size() && hex(v[i + 1]) && hex(v[i + 2])) {
-      unsigned byte = 0;
-      std::from_chars(v.data() + i + 1, v.data() + i + 3, byte, 16);
-      out += static_cast<char>(byte);
-      i += 2;
-    } else {
-      out += plus_is_space && v[i] == '+' ? ' ' : v[i];
-    }
-  }
-  return out;
-}
 
 std::optional<std::string> query_param(std::string_view target, std::string_view name) {
   const auto q = target.find('?');

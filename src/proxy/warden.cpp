@@ -11,6 +11,7 @@
 
 #include "common/coarse_clock.h"
 #include "common/hash.h"
+#include "common/percent.h"
 #include "proxy/api.h"
 #include "proxy/metrics_export.h"
 #include "proxy/relay.h"
@@ -317,7 +318,9 @@ net::Awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dialect) {
   const bool logged = set->access_log != nullptr;
   const auto received = logged ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   const std::size_t body_bytes = request.body().size();  // as sent, before any rewrite below
-  const std::string_view stored = stored_response_of(path_of(request.target()), request.method());
+  // As vLLM's server reads its path parameter: percent-decoded.
+  const std::string stored =
+      percent_decoded(stored_response_of(path_of(request.target()), request.method()));
   Admission admission = admit(request, dialect, *set, stored);
   if (admission.refusal) {
     const unsigned status = admission.refusal->result_int();

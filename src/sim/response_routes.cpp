@@ -4,6 +4,7 @@
 
 #include <optional>
 
+#include "common/percent.h"
 #include "sim/api_response.h"
 
 namespace lmwarden::sim {
@@ -22,33 +23,6 @@ constexpr std::string_view kNotBoolean =
     "Query parameter '{}' should be a valid boolean, got '{}'.";
 constexpr std::string_view kNotInteger =
     "Query parameter '{}' should be a valid integer, got '{}'.";
-
-int hex_digit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-// As Python's urllib.parse.unquote (unquote_plus for a query's parts): a `%`
-// that two hex digits do not follow stays as it is.
-std::string percent_decoded(std::string_view s, bool plus_is_space) {
-  std::string out;
-  out.reserve(s.size());
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%' && i + 2 < s.size()) {
-      const int hi = hex_digit(s[i + 1]);
-      const int lo = hex_digit(s[i + 2]);
-      if (hi >= 0 && lo >= 0) {
-        out += static_cast<char>(hi * 16 + lo);
-        i += 2;
-        continue;
-      }
-    }
-    out += plus_is_space && s[i] == '+' ? ' ' : s[i];
-  }
-  return out;
-}
 
 // The value of query parameter `name`, or none. As Starlette parses a query
 // (parse_qsl, blanks kept) and FastAPI reads a single-valued parameter: pairs
