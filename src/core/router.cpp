@@ -234,7 +234,8 @@ std::optional<RouteDecision> Router::to_stored_response(const Identity& identity
 
 void Router::remember_response(std::uint64_t key, const RouteDecision& decision,
                                TimePoint now) noexcept {
-  if (!decision.ok() || key == 0) return;
+  // With affinity off no chain is followed, so none is remembered either.
+  if (!affinity_ || !decision.ok() || key == 0) return;
   int where = decision.replica;
   if (where < 0) {
     // Sent without a rank: the server holds it, and its ranks are alike for

@@ -151,6 +151,7 @@ class Router final : private SessionTable::Listener {
   // to the same replica, or, where the request went to its server without a
   // rank, to that server. Remembered as conversations are: forgotten after
   // the idle TTL, or, past the table's size, least recently used first.
+  // Nothing is remembered while affinity is off.
   void remember_response(std::uint64_t key, const RouteDecision& decision, TimePoint now) noexcept;
 
   // Health as probes and connects measure it. A replica takes new work when

@@ -166,11 +166,12 @@ std::vector<std::string> routing_notes(const ModelSet& before, const ModelSet& a
                                      : "model " + m->config.name;
     if (p->routing != m->routing) {
       notes.push_back(what + (renamed ? "; " : ": ") +
-                      "its replicas changed, so its conversations, counters and chart start "
-                      "afresh");
+                      "its replicas changed, so its conversations, stored responses, counters "
+                      "and chart start afresh");
       continue;
     }
-    if (renamed) notes.push_back(what + ", and its conversations, counters and chart");
+    if (renamed)
+      notes.push_back(what + ", and its conversations, stored responses, counters and chart");
     if (m->config.max_conversations != p->config.max_conversations)
       notes.push_back(what + (renamed ? "; " : ": ") +
                       "max_conversations changed; it takes effect when its replicas change, or "
@@ -179,8 +180,8 @@ std::vector<std::string> routing_notes(const ModelSet& before, const ModelSet& a
   for (const auto& p : before.models)
     if (std::ranges::find(continued, p.get()) == continued.end())
       notes.push_back("model " + p->config.name +
-                      " removed, with its conversations, counters and chart (a model renamed "
-                      "continues it when it lists the old name under its aliases)");
+                      " removed, with its conversations, stored responses, counters and chart (a "
+                      "model renamed continues it when it lists the old name under its aliases)");
   return notes;
 }
 

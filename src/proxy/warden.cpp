@@ -64,6 +64,9 @@ Admission admit(const net::Request& request, Dialect dialect, const ModelSet& se
   // One pass over the body collects the model's name and every field any
   // model's session sources read; the named model's sources then decide.
   core::BodyScan scan = core::scan_body(request.body(), request.body().capacity(), set.body_fields);
+  // A stored response's routes read no body (nor does vLLM): one that is not
+  // JSON is no error there.
+  if (!stored.empty() && scan.error != core::BodyError::kNone) scan = core::BodyScan{};
   if (scan.error != core::BodyError::kNone) {
     // A compressed body (vLLM decodes none either) is named as such, not as
     // bad JSON; asked only of a body that did not parse.
@@ -574,7 +577,7 @@ net::Awaitable<void> Warden::run_attempts(Forward& f) {
           "req={} model={} replica={} route={} conv={} from={}", f.id, f.model.config.name,
           replica_label(decision.replica), core::to_string(decision.kind),
           session ? short_hash(identity.session_hash) : "-",
-          decision.bound ? "previous_response_id"
+          decision.bound ? "stored_response"
           : session ? f.model.identity.sources[static_cast<std::size_t>(identity.source)].label()
                     : "-");
     }

@@ -259,10 +259,22 @@ bool parse_responses(element doc, ChatPrompt& prompt, std::size_t& instruction_m
   return true;
 }
 
+// The value of the last `key` of object `e`, the one Python's json (vLLM's
+// reader) keeps when a key is repeated; simdjson's lookup finds the first.
+simdjson::simdjson_result<element> last_field(element e, std::string_view key) {
+  simdjson::simdjson_result<element> found(simdjson::NO_SUCH_FIELD);
+  simdjson::dom::object object;
+  if (e.get(object) != simdjson::SUCCESS) return found;
+  for (const simdjson::dom::key_value_pair field : object)
+    if (field.key == key) found = simdjson::simdjson_result<element>(element(field.value));
+  return found;
+}
+
 // previous_response_id and store, typed as vLLM's request model types them
 // (Optional[str], Optional[bool] = True): anything else is a 400 there too.
+// Read by their last occurrence, as vLLM and the warden read them.
 bool read_response_chaining(element doc, ApiRequest& req, std::string& error) {
-  const auto previous = doc["previous_response_id"];
+  const auto previous = last_field(doc, "previous_response_id");
   if (previous.error() != simdjson::NO_SUCH_FIELD && !previous.is_null()) {
     std::string_view id;
     if (previous.get(id) != simdjson::SUCCESS) {
@@ -272,7 +284,7 @@ bool read_response_chaining(element doc, ApiRequest& req, std::string& error) {
     }
     req.previous_response_id = std::string(id);
   }
-  const auto store = doc["store"];
+  const auto store = last_field(doc, "store");
   if (store.error() != simdjson::NO_SUCH_FIELD) {
     if (store.is_null()) {
       req.store = false;

@@ -371,7 +371,7 @@ TEST(ServeRestart, SighupReloadsWithoutDroppingConnectionsAndRefusesABrokenFile)
   EXPECT_TRUE(eventually([&] {
     return serve.log().find(
                "reload: model m: its replicas changed, so its conversations, "
-               "counters and chart start afresh") != std::string::npos;
+               "stored responses, counters and chart start afresh") != std::string::npos;
   })) << serve.log();
   EXPECT_EQ(turn("alpha").status, 200u);
   EXPECT_EQ(serve.card()["in_flight"], 0);

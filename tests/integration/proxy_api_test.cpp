@@ -247,7 +247,7 @@ TEST(ProxyApi, AModelRenamedWithItsOldNameAsAnAliasKeepsItsConversations) {
   const auto notes = warden.reload(renamed("m-new", "[m]"));
   EXPECT_TRUE(said(notes,
                    "model m renamed m-new, which keeps the old name as an alias, and its "
-                   "conversations, counters and chart"))
+                   "conversations, stored responses, counters and chart"))
       << ::testing::PrintToString(notes);
   ASSERT_EQ(turn("m").status, 200u);
   json card = warden.card("m-new");
@@ -312,8 +312,8 @@ TEST(ProxyApi, RequestsStillRunningAfterAChangeOfReplicasAreCountedWhereTheyRun)
       std::to_string(other.port()) + "\n"));
   EXPECT_NE(std::ranges::find(notes,
                               "model m renamed m2, which keeps the old name as an alias; its "
-                              "replicas changed, so its conversations, counters and chart "
-                              "start afresh"),
+                              "replicas changed, so its conversations, stored responses, "
+                              "counters and chart start afresh"),
             notes.end())
       << ::testing::PrintToString(notes);
   EXPECT_EQ(warden.card("m2")["replicas"][rank]["in_flight"], 1);

@@ -330,6 +330,29 @@ TEST_F(SimResponsesStoreTest, StoreFalseOrNullIsNotKept) {
   post_ok(port(), next);
 }
 
+// A repeated key counts by its last occurrence, as Python's json (vLLM's
+// reader, and the warden's) reads it.
+TEST_F(SimResponsesStoreTest, ARepeatedKeyCountsByItsLast) {
+  auto post = [&](const Json& body, std::string_view first_occurrence) {
+    std::string text = body.dump();
+    text.insert(1, std::string(first_occurrence) + ",");
+    return http_request(port(), "POST", "/v1/responses", text);
+  };
+  Json body = turn("Keep this one after all.", 3);
+  body["store"] = false;
+  const HttpResponse unkept = post(body, R"("store":true)");
+  ASSERT_EQ(unkept.status, 200) << unkept.body;
+  expect_not_found(port(), turn("Continue.", 2), Json::parse(unkept.body).at("id"));
+
+  body["store"] = true;
+  const HttpResponse kept = post(body, R"("store":false)");
+  ASSERT_EQ(kept.status, 200) << kept.body;
+  Json next = turn("Continue.", 2);
+  next["previous_response_id"] = Json::parse(kept.body).at("id");
+  const HttpResponse chained = post(next, R"("previous_response_id":"resp_unknown")");
+  EXPECT_EQ(chained.status, 200) << chained.body;
+}
+
 TEST_F(SimResponsesStoreTest, StreamedRepliesAreKeptAndCanChain) {
   Json first_body = turn("Stream the first turn of this conversation.", 6);
   first_body["stream"] = true;

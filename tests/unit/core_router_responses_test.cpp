@@ -176,16 +176,20 @@ TEST(RouterResponses, OnARouteWithoutRanksTheChainKeepsToTheServer) {
 }
 
 // With affinity off the router remembers nothing to place by, and stored
-// responses are no exception.
+// responses are no exception; switched on, it follows the chains made since.
 TEST(RouterResponses, AffinityOffFollowsNoChain) {
   config::ModelConfig m = servers(2);
   m.affinity = false;
   Router router = make_router(m);
   serve(router, {}, "resp_1");
+  EXPECT_EQ(router.stored_responses(), 0u);
   const RouteDecision next = router.route(chained("resp_1"), t0);
   EXPECT_EQ(next.kind, RouteKind::kBalanced);
   EXPECT_FALSE(next.bound);
   router.finish(next, t0);
+  router.set_affinity(true);
+  serve(router, {}, "resp_2");
+  EXPECT_TRUE(router.route(chained("resp_2"), t0).bound);
 }
 
 }  // namespace
