@@ -74,14 +74,17 @@ UsageReport usage_report(std::string_view path) noexcept {
   return UsageReport::kFull;
 }
 
-std::string error_body(Dialect dialect, Status status, std::string_view message) {
+std::string error_body(Dialect dialect, Status status, std::string_view message,
+                       std::string_view type) {
   nlohmann::json j;
   if (dialect == Dialect::kAnthropic) {
     j = {{"type", "error"},
-         {"error", {{"type", anthropic_type(status)}, {"message", message}}}};
+         {"error", {{"type", type.empty() ? anthropic_type(status) : type}, {"message", message}}}};
   } else {
     j = {{"error",
-          {{"message", message}, {"type", openai_type(status)}, {"param", nullptr},
+          {{"message", message},
+           {"type", type.empty() ? openai_type(status) : type},
+           {"param", nullptr},
            {"code", static_cast<int>(status)}}}};
   }
   // A message may quote the client (a header, a model name, a field name cut
@@ -90,10 +93,11 @@ std::string error_body(Dialect dialect, Status status, std::string_view message)
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-net::Response error_response(Dialect dialect, Status status, std::string_view message) {
+net::Response error_response(Dialect dialect, Status status, std::string_view message,
+                             std::string_view type) {
   net::Response res{status, 11};
   res.set(net::http::field::content_type, "application/json");
-  res.body() = error_body(dialect, status, message);
+  res.body() = error_body(dialect, status, message, type);
   return res;
 }
 

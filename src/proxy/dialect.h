@@ -36,8 +36,13 @@ inline constexpr std::string_view kResponsesRoute = "/v1/responses";
 enum class UsageReport : std::uint8_t { kNone, kWithoutCachedCount, kFull, kRepeated };
 UsageReport usage_report(std::string_view path) noexcept;
 
-std::string error_body(Dialect dialect, net::http::status status, std::string_view message);
-net::Response error_response(Dialect dialect, net::http::status status, std::string_view message);
+// `type`: the error's type where the status's own would differ from what the
+// server itself would say (vLLM's invalid_request_error for a stored response
+// it does not hold); "" for the status's.
+std::string error_body(Dialect dialect, net::http::status status, std::string_view message,
+                       std::string_view type = {});
+net::Response error_response(Dialect dialect, net::http::status status, std::string_view message,
+                             std::string_view type = {});
 
 // A final SSE event telling a streaming client that the upstream failed after
 // the stream had started, in its dialect (so SDKs raise instead of hanging);

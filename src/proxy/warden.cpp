@@ -95,7 +95,8 @@ Admission admit(const net::Request& request, Dialect dialect, const ModelSet& se
       return {.refusal = error_response(dialect, http::status::not_found,
                                         "Response with id '" + std::string(stored) +
                                             "' not found: no model here knows where it is "
-                                            "stored"),
+                                            "stored",
+                                        "invalid_request_error"),  // as vLLM's 404 says it
               .reason = "unknown_response"};
   }
   if (!model) {

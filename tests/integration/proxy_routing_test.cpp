@@ -673,6 +673,7 @@ TEST(ProxyRouting, AStoredResponseFindsItsModelAmongSeveral) {
   EXPECT_EQ(unknown.status, 404u);
   EXPECT_NE(unknown.body.find("Response with id 'resp_zz' not found"), std::string::npos)
       << unknown.body;
+  EXPECT_EQ(json::parse(unknown.body)["error"]["type"], "invalid_request_error") << unknown.body;
   EXPECT_EQ(
       metric(warden.port(), "lmwarden_refused_requests_total", {{"reason", "unknown_response"}}),
       1);
