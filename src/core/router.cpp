@@ -213,14 +213,15 @@ std::optional<RouteDecision> Router::to_stored_response(const Identity& identity
   if (!where) return std::nullopt;
   const Replica& r = replicas_[static_cast<std::size_t>(*where)];
   const Backend& server = backends_[static_cast<std::size_t>(r.backend)];
+  const auto usable = [&](int i) {
+    return replicas_[static_cast<std::size_t>(i)].healthy && !contains(exclude, i);
+  };
   // Sent without a rank, any rank of the server that takes work will do.
-  bool usable = r.healthy && !contains(exclude, *where);
-  if (server.ranks > 1 && pinning == RankPinning::kIgnored) {
-    usable = false;
+  bool takes_it = usable(*where);
+  if (server.ranks > 1 && pinning == RankPinning::kIgnored)
     for (int i = server.first_replica; i < server.first_replica + server.ranks; ++i)
-      usable |= replicas_[static_cast<std::size_t>(i)].healthy && !contains(exclude, i);
-  }
-  if (!usable) return std::nullopt;
+      takes_it |= usable(i);
+  if (!takes_it) return std::nullopt;
   RouteDecision d = to_replica(*where, counted_as(RouteKind::kSticky, exclude), pinning);
   d.bound = true;
   if (identity.kind == IdentityKind::kSession) {

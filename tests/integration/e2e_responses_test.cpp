@@ -6,10 +6,10 @@
 // turn to the server that did.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "scratch.h"
 #include "sim_test_client.h"
 
 namespace lmwarden::testing {
@@ -25,20 +25,16 @@ class StoringFleet {
         // vLLM's own switch, which the simulator reads too.
         b_({"sim", "--listen", "127.0.0.1:0", "--served-model-name", "m", "--time-scale", "20"},
            {.env = {{"VLLM_ENABLE_RESPONSES_API_STORE", "1"}}}),
-        config_path_(write_config(a_.port(), b_.port())),
+        config_path_(write_config(dir_, a_.port(), b_.port())),
         warden_({"serve", "--config", config_path_, "--listen", "127.0.0.1:0", "--log-level",
                  "warn"}) {}
-  ~StoringFleet() { std::remove(config_path_.c_str()); }
 
   std::uint16_t port() const { return warden_.port(); }
   json card() { return json::parse(http_request(port(), "GET", "/api/models/m").body); }
 
  private:
-  static std::string write_config(std::uint16_t a, std::uint16_t b) {
-    char path[] = "/tmp/lmwarden-e2e-responses-XXXXXX.yaml";
-    const int fd = ::mkstemps(path, 5);
-    if (fd < 0) throw std::runtime_error("mkstemps failed");
-    ::close(fd);
+  static std::string write_config(const TempDir& dir, std::uint16_t a, std::uint16_t b) {
+    const std::string path = dir.file("lmwarden.yaml");
     std::ofstream out{path};
     out << "listen: 127.0.0.1:0\nmodels:\n  - name: m\n    backends:\n"
         << "      - url: http://127.0.0.1:" << a << "\n"
@@ -46,6 +42,7 @@ class StoringFleet {
     return path;
   }
 
+  TempDir dir_{"lmwarden-e2e-responses"};  // first: the others use it
   SimProcess a_, b_;
   std::string config_path_;
   SimProcess warden_;
