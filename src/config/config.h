@@ -115,6 +115,18 @@ struct Timeouts {
   Millis shutdown_grace{30'000};
 };
 
+// Conversation homes shared with other wardens through Redis (DESIGN §10;
+// proxy/shared_homes.h). Absent: this warden's table alone.
+struct SharedHomes {
+  std::string redis;  // redis://[[username]:password@]host[:port][/database], checked at load
+  std::optional<std::string> password_env;  // the variable holding Redis's password
+  std::string password;                     // its value, read when the configuration was loaded
+  std::string key_prefix = "lmwarden:";
+  Millis timeout{50};  // a lookup's wait, and the connect's; past it the warden places alone
+
+  bool operator==(const SharedHomes&) const = default;
+};
+
 struct Config {
   std::string source_file;  // where it was loaded from, for messages
   std::string listen_host = "127.0.0.1";
@@ -130,6 +142,7 @@ struct Config {
   int eject_after_5xx = 5;  // 5xx replies in a row that eject a replica; 0: never
   Millis eject_for{30'000};
   std::string access_log;   // absolute path of the JSON-lines access log; empty: none
+  std::optional<SharedHomes> shared_homes;
   std::vector<ModelConfig> models;
 
   const ModelConfig* find_model(std::string_view name_or_alias) const;

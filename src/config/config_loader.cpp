@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "config/yaml_reader.h"
+#include "homes/home_store.h"
 
 namespace lmwarden::config {
 
@@ -87,7 +88,7 @@ class Loader : private yaml::Reader {
         read_map(root, "",
                  {"listen", "threads", "limits", "timeouts", "retries", "admin_token_env",
                   "admin_token", "scrape_interval", "unhealthy_after", "eject_after_5xx",
-                  "eject_for", "access_log", "models"});
+                  "eject_for", "access_log", "shared_homes", "models"});
     if (!map) return;
 
     if (const Entry* e = map->find("listen")) {
@@ -128,6 +129,7 @@ class Loader : private yaml::Reader {
         config.eject_for = *v;
     if (const Entry* e = map->find("access_log"))
       if (auto v = read_log_path(*e, "access_log")) config.access_log = *v;
+    if (const Entry* e = map->find("shared_homes")) read_shared_homes(*e, config);
 
     own_address_ = ListenAddress{config.listen_host, config.listen_port};
 
@@ -147,6 +149,39 @@ class Loader : private yaml::Reader {
         config.models.push_back(std::move(model));
     }
     check_unique_names(models->value);
+  }
+
+  void read_shared_homes(const Entry& section, Config& config) {
+    const auto map =
+        read_map(section.value, "shared_homes", {"redis", "password_env", "key_prefix", "timeout"});
+    if (!map) return;
+    SharedHomes homes;
+    const std::size_t errors_before = errors_.size();
+    if (const Entry* e = map->find("redis")) {
+      if (auto text = read_string(*e, "shared_homes.redis")) {
+        // The error never quotes the URL: it may hold a password.
+        if (auto address = homes::parse_redis_url(*text))
+          homes.redis = *text;
+        else
+          error(*e, "shared_homes.redis", address.error());
+      }
+    } else {
+      add(section.value.Mark().line + 1, "shared_homes.redis",
+          "is required: the Redis the wardens share, e.g. redis://127.0.0.1:6379");
+    }
+    if (const Entry* e = map->find("password_env"))
+      if (auto v = read_env_name(*e, "shared_homes.password_env")) {
+        if (auto password = require_env(e->value, "shared_homes.password_env", *v,
+                                        "Redis would be sent an empty password"))
+          homes.password = std::move(*password);
+        homes.password_env = *v;
+      }
+    if (const Entry* e = map->find("key_prefix"))
+      if (auto v = read_string(*e, "shared_homes.key_prefix")) homes.key_prefix = *v;
+    if (const Entry* e = map->find("timeout"))
+      if (auto v = read_duration(*e, "shared_homes.timeout", Millis{1}, Millis{10'000}))
+        homes.timeout = *v;
+    if (errors_.size() == errors_before) config.shared_homes = std::move(homes);
   }
 
   void read_limits(const Entry& section, Limits& limits) {

@@ -233,10 +233,10 @@ std::optional<RouteDecision> Router::to_stored_response(const Identity& identity
   return d;
 }
 
-void Router::remember_response(std::uint64_t key, const RouteDecision& decision,
-                               TimePoint now) noexcept {
+int Router::remember_response(std::uint64_t key, const RouteDecision& decision,
+                              TimePoint now) noexcept {
   // With affinity off no chain is followed, so none is remembered either.
-  if (!affinity_ || !decision.ok() || key == 0) return;
+  if (!affinity_ || !decision.ok() || key == 0) return -1;
   int where = decision.replica;
   if (where < 0) {
     // Sent without a rank: the server holds it, and its ranks are alike for
@@ -250,8 +250,41 @@ void Router::remember_response(std::uint64_t key, const RouteDecision& decision,
   try {
     responses_.assign(key, where, now);
   } catch (const std::bad_alloc&) {
-    // Not remembered: its chained request is placed as any other.
+    return -1;  // not remembered: its chained request is placed as any other
   }
+  return where;
+}
+
+namespace {
+
+// Takes `replica` as the home of `key` in `table` unless the key is known
+// there already. False when it is, or when the table cannot grow.
+bool adopt(SessionTable& table, std::uint64_t key, int replica, TimePoint now) noexcept {
+  if (key == 0 || table.find(key, now)) return false;
+  try {
+    table.assign(key, replica, now);
+  } catch (const std::bad_alloc&) {
+    return false;  // placed by this warden's own rules instead
+  }
+  return true;
+}
+
+}  // namespace
+
+bool Router::adopt_home(std::uint64_t conversation, int replica, TimePoint now) noexcept {
+  if (!affinity_ || replica < 0 || replica >= replica_count()) return false;
+  return adopt(sessions_, conversation, replica, now);
+}
+
+bool Router::adopt_response(std::uint64_t response, int replica, TimePoint now) noexcept {
+  if (!affinity_ || replica < 0 || replica >= replica_count()) return false;
+  return adopt(responses_, response, replica, now);
+}
+
+int Router::replica_at(int backend, int rank) const noexcept {
+  if (backend < 0 || backend >= backend_count()) return -1;
+  const Backend& b = backends_[static_cast<std::size_t>(backend)];
+  return rank >= 0 && rank < b.ranks ? b.first_replica + rank : -1;
 }
 
 int Router::server_in_flight(int backend) const noexcept {

@@ -151,8 +151,31 @@ class Router final : private SessionTable::Listener {
   // to the same replica, or, where the request went to its server without a
   // rank, to that server. Remembered as conversations are: forgotten after
   // the idle TTL, or, past the table's size, least recently used first.
-  // Nothing is remembered while affinity is off.
-  void remember_response(std::uint64_t key, const RouteDecision& decision, TimePoint now) noexcept;
+  // Nothing is remembered while affinity is off. Returns the replica it is
+  // remembered on (-1: not remembered).
+  int remember_response(std::uint64_t key, const RouteDecision& decision, TimePoint now) noexcept;
+
+  // Homes shared with other wardens (proxy/shared_homes.h). Whether this
+  // router knows `conversation` (a live home; touches it), and, for one it
+  // does not know, taking the home another warden chose: the conversation is
+  // then this router's as if it had placed it, and its requests go there
+  // (sticky) by the rules above. False, with nothing changed, when the
+  // conversation is known already, the replica does not exist, or affinity
+  // is off. adopt_response does the same for a stored Responses response.
+  bool knows_conversation(std::uint64_t conversation, TimePoint now) {
+    return sessions_.find(conversation, now).has_value();
+  }
+  bool adopt_home(std::uint64_t conversation, int replica, TimePoint now) noexcept;
+  bool adopt_response(std::uint64_t response, int replica, TimePoint now) noexcept;
+  // Where a replica is, by backend server and rank, and back: the replica of
+  // `backend` at `rank` (-1 when that server has no such rank).
+  int replica_backend(int replica) const noexcept {
+    return replicas_[static_cast<std::size_t>(replica)].backend;
+  }
+  int replica_rank(int replica) const noexcept {
+    return replicas_[static_cast<std::size_t>(replica)].rank;
+  }
+  int replica_at(int backend, int rank) const noexcept;
 
   // Health as probes and connects measure it. A replica takes new work when
   // it is healthy so and not ejected (below).

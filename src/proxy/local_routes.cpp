@@ -99,7 +99,8 @@ net::Awaitable<void> Warden::serve_local(net::Exchange& exchange) {
   if (path == "/metrics" && method == http::verb::get) {
     net::Response res{http::status::ok, 11};
     res.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
-    res.body() = warden_metrics_text(*models(), reloads_);
+    const auto shared = shared_homes_stats();
+    res.body() = warden_metrics_text(*models(), reloads_, shared ? &*shared : nullptr);
     co_await exchange.respond(std::move(res));
     co_return;
   }

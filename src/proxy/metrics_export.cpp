@@ -28,7 +28,8 @@ std::string replica_label(int index) {
   return index < 0 ? "unassigned" : std::to_string(index);
 }
 
-std::string warden_metrics_text(const ModelSet& models, const ConfigReloads& reloads) {
+std::string warden_metrics_text(const ModelSet& models, const ConfigReloads& reloads,
+                                const homes::HomeStoreStats* shared_homes) {
   telemetry::PrometheusWriter w;
   auto family = [&](std::string_view name) {
     const auto& s = spec(name);
@@ -177,6 +178,21 @@ std::string warden_metrics_text(const ModelSet& models, const ConfigReloads& rel
   family("lmwarden_config_last_reload_success_timestamp_seconds");
   w.sample("lmwarden_config_last_reload_success_timestamp_seconds", {},
            static_cast<double>(reloads.last_applied_unix_s()));
+  // Each family is written with no sample when homes are not shared.
+  using Count = std::pair<std::string_view, std::uint64_t>;
+  const auto counts = [&](std::string_view name, std::initializer_list<Count> results) {
+    family(name);
+    if (shared_homes)
+      for (const auto& [result, n] : results)
+        w.sample(name, {{"result", result}}, static_cast<double>(n));
+  };
+  const homes::HomeStoreStats s = shared_homes ? *shared_homes : homes::HomeStoreStats{};
+  counts("lmwarden_shared_homes_lookups_total",
+         {{"found", s.lookups_found}, {"absent", s.lookups_absent}, {"failed", s.lookups_failed}});
+  counts("lmwarden_shared_homes_writes_total",
+         {{"sent", s.writes_sent}, {"failed", s.writes_failed}, {"dropped", s.writes_dropped}});
+  family("lmwarden_shared_homes_connected");
+  if (shared_homes) w.sample("lmwarden_shared_homes_connected", {}, s.connected ? 1.0 : 0.0);
   return w.take();
 }
 

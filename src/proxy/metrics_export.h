@@ -6,12 +6,16 @@
 #include <string>
 #include <string_view>
 
+#include "homes/home_store.h"
+
 namespace lmwarden::proxy {
 
 struct ModelSet;
 class ConfigReloads;
 
-std::string warden_metrics_text(const ModelSet& models, const ConfigReloads& reloads);
+// `shared_homes`: the Redis store's counters, when the warden shares homes.
+std::string warden_metrics_text(const ModelSet& models, const ConfigReloads& reloads,
+                                const homes::HomeStoreStats* shared_homes = nullptr);
 
 // A replica as /metrics labels it and the log names it: its index, or
 // "unassigned" (-1: sent without a rank, the server's balancer picked it).

@@ -16,6 +16,7 @@
 #include "proxy/metrics_export.h"
 #include "proxy/relay.h"
 #include "proxy/request_accounting.h"
+#include "proxy/shared_homes.h"
 #include "telemetry/stream_usage_injection.h"
 
 namespace lmwarden::proxy {
@@ -131,10 +132,20 @@ void InFlight::finish(std::string_view stored_response) noexcept {
   if (finished_) return;
   finished_ = true;
   const auto now = coarse_steady_now();
-  std::lock_guard lock{model_->mutex};
-  if (!stored_response.empty())
-    model_->router.remember_response(stable_hash(stored_response), decision_, now);
-  model_->router.finish(decision_, now);
+  const std::uint64_t stored = stored_response.empty() ? 0 : stable_hash(stored_response);
+  int stored_on = -1;
+  {
+    std::lock_guard lock{model_->mutex};
+    if (stored != 0) stored_on = model_->router.remember_response(stored, decision_, now);
+    model_->router.finish(decision_, now);
+  }
+  if (shared_ && stored_on >= 0) {
+    try {
+      shared_->tell_response(*model_, stored, stored_on);
+    } catch (const std::bad_alloc&) {
+      // Not told: another warden places the chained request itself.
+    }
+  }
 }
 
 void write_access_log(const ModelSet& set, std::uint64_t id, net::Exchange& exchange,
@@ -186,6 +197,18 @@ Warden::Warden(config::Config config, net::IoThreads& io)
     pools_[&io.at(i)] = std::make_unique<UpstreamPool>(io.at(i));
   // Each thread closes its own idle connections as it stops (IoThreads).
   io.on_stop([this](net::asio::io_context& ctx) { pools_.at(&ctx)->close_idle(); });
+  if (const auto& shared = models_->config.shared_homes) {
+    shared_homes_ = std::make_unique<SharedHomes>(*shared);
+    spdlog::info("sharing conversation homes with other wardens through {} (keys {}…)",
+                 shared_homes_->address(), shared->key_prefix);
+  }
+}
+
+Warden::~Warden() = default;
+
+std::optional<homes::HomeStoreStats> Warden::shared_homes_stats() const {
+  if (!shared_homes_) return std::nullopt;
+  return shared_homes_->stats();
 }
 
 net::ServerOptions Warden::server_options() {
@@ -219,6 +242,7 @@ std::vector<std::string> Warden::reload(config::Config next) {
   keep(next.timeouts.client_idle != now.timeouts.client_idle, "timeouts.client_idle");
   keep(next.scrape_interval != now.scrape_interval || next.unhealthy_after != now.unhealthy_after,
        "scrape settings");
+  keep(next.shared_homes != now.shared_homes, "shared_homes");
   if (admin_token(next).has_value() != admin_token(now).has_value())
     notes.push_back(run_time_control(next));
   next.listen_host = now.listen_host;
@@ -229,6 +253,7 @@ std::vector<std::string> Warden::reload(config::Config next) {
   next.timeouts.client_idle = now.timeouts.client_idle;
   next.scrape_interval = now.scrape_interval;
   next.unhealthy_after = now.unhealthy_after;
+  next.shared_homes = now.shared_homes;
 
   std::shared_ptr<const ModelSet> set = make_model_set(std::move(next), current.get());
   for (auto& note : routing_notes(*current, *set)) notes.push_back(std::move(note));
@@ -529,6 +554,8 @@ net::Awaitable<void> Warden::run_attempts(Forward& f) {
   std::string refusal;  // the text of an error reply the warden itself sends
 
   const config::Config& config = f.set->config;
+  if (shared_homes_ && identity.kind != core::IdentityKind::kPinned)
+    co_await shared_homes_->learn(f.model, identity);
   for (int attempt = 0; attempt <= config.retries; ++attempt) {
     core::RouteDecision decision;
     bool affinity = true;
@@ -564,7 +591,8 @@ net::Awaitable<void> Warden::run_attempts(Forward& f) {
       }
       co_return;
     }
-    InFlight in_flight{f.model, decision};
+    InFlight in_flight{f.model, decision, shared_homes_.get()};
+    if (shared_homes_) shared_homes_->tell(f.model, decision);
     const auto& backend = f.model.config.backends[static_cast<std::size_t>(decision.backend)];
     f.log.route = core::to_string(decision.kind);
     f.log.replica = decision.replica;

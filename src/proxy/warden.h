@@ -12,6 +12,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -20,6 +21,7 @@
 #include "config/config.h"
 #include "core/identity.h"
 #include "core/router.h"
+#include "homes/home_store.h"
 #include "net/http_server.h"
 #include "proxy/access_log.h"
 #include "proxy/config_reloads.h"
@@ -127,19 +129,24 @@ void write_access_log(const ModelSet& set, std::uint64_t id, net::Exchange& exch
                       AccessRecord& record);
 
 // Decision plus the guarantee that its in-flight count ends exactly once.
+class SharedHomes;
+
 class InFlight {
  public:
-  InFlight(ModelState& model, core::RouteDecision decision) : model_(&model), decision_(decision) {}
+  InFlight(ModelState& model, core::RouteDecision decision, SharedHomes* shared = nullptr)
+      : model_(&model), shared_(shared), decision_(decision) {}
   InFlight(const InFlight&) = delete;
   InFlight& operator=(const InFlight&) = delete;
   ~InFlight() { finish(); }
   // With the id of the Responses response the reply stored, when it did: the
-  // router remembers where (Router::remember_response).
+  // router remembers where (Router::remember_response), and tells the other
+  // wardens through `shared`.
   void finish(std::string_view stored_response = {}) noexcept;
   const core::RouteDecision& decision() const noexcept { return decision_; }
 
  private:
   ModelState* model_;
+  SharedHomes* shared_;
   core::RouteDecision decision_;
   bool finished_ = false;
 };
@@ -147,6 +154,7 @@ class InFlight {
 class Warden {
  public:
   Warden(config::Config config, net::IoThreads& io);
+  ~Warden();
 
   net::ServerOptions server_options();  // its error replies logged to the access log
   net::Awaitable<void> handle(net::Exchange& exchange);
@@ -182,6 +190,8 @@ class Warden {
 
   // Drops pooled upstream connections; only with the I/O threads stopped.
   void close_upstreams() noexcept { pools_.clear(); }
+  // The Redis store's counters, when homes are shared (else nullopt).
+  std::optional<homes::HomeStoreStats> shared_homes_stats() const;
   std::chrono::system_clock::time_point started() const noexcept { return started_; }
 
  private:
@@ -213,6 +223,9 @@ class Warden {
   std::atomic<bool> health_probed_{false};
   std::atomic<bool> cutting_{false};  // cut_in_flight() was called
   ConfigReloads reloads_{started_};
+  // Homes shared with other wardens through Redis (shared_homes); null when
+  // the configuration at start named none.
+  std::unique_ptr<SharedHomes> shared_homes_;
 };
 
 }  // namespace lmwarden::proxy

@@ -19,7 +19,7 @@ struct MetricSpec {
   std::string_view help;
 };
 
-inline constexpr std::array<MetricSpec, 20> kWardenMetrics = {{
+inline constexpr std::array<MetricSpec, 23> kWardenMetrics = {{
     {"lmwarden_requests_total", MetricType::kCounter, "model,replica,route",
      "Requests sent upstream, by route: new, sticky, spilled, pinned, anonymous, rehomed, "
      "balanced, retried (an attempt after a failed one)."},
@@ -67,6 +67,16 @@ inline constexpr std::array<MetricSpec, 20> kWardenMetrics = {{
     {"lmwarden_config_last_reload_success_timestamp_seconds", MetricType::kGauge, "",
      "When the configuration in force was read (Unix time): the start, or the last reload "
      "applied."},
+    {"lmwarden_shared_homes_lookups_total", MetricType::kCounter, "result",
+     "Homes of conversations (and stored responses) this warden did not know, asked of the "
+     "other wardens through Redis (shared_homes), by result: found, absent, or failed (Redis "
+     "unreachable, an error, or later than the timeout: placed by this warden alone)."},
+    {"lmwarden_shared_homes_writes_total", MetricType::kCounter, "result",
+     "Homes written to Redis for the other wardens (shared_homes), by result: sent, failed, or "
+     "dropped (too many waiting)."},
+    {"lmwarden_shared_homes_connected", MetricType::kGauge, "",
+     "1 while the warden is connected to the Redis it shares homes through, 0 when not; absent "
+     "without shared_homes."},
 }};
 
 }  // namespace lmwarden::telemetry

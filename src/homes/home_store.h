@@ -1,0 +1,99 @@
+// Conversation homes shared by several wardens through Redis (DESIGN §10).
+//
+// Each warden keeps its own session table; this store only lets one warden
+// learn the home another one chose. The warden asks it about a conversation
+// its own table does not know (one GET, bounded by the timeout) and tells it
+// every home it uses (a SET with the idle TTL, not waited for). Values are
+// opaque here: the warden writes and reads them.
+//
+// One thread per store talks to Redis with hiredis's blocking API, taking
+// every command queued since its last turn as one pipeline. A failed
+// connection or command fails what was in flight and the lookups queued
+// behind it at once (the warden then places the request itself), and no new
+// connection is tried for `retry_after`: an unreachable Redis costs requests
+// nothing but a queue push. Outages are logged once when they begin and once
+// when they end.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "common/result.h"
+
+namespace lmwarden::homes {
+
+struct RedisAddress {
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 6379;
+  int database = 0;      // SELECT after connecting when not 0
+  std::string username;  // with a password: AUTH username password (Redis 6 ACL)
+  std::string password;  // "" = no AUTH
+
+  bool operator==(const RedisAddress&) const = default;
+};
+
+// "redis://[[username]:password@]host[:port][/database]", as redis-cli -u
+// reads it; an IPv6 host in brackets. The error says what is wrong, without
+// repeating the password.
+Result<RedisAddress, std::string> parse_redis_url(std::string_view url);
+
+// The address without its password, for logs: "redis://host:port/db".
+std::string describe(const RedisAddress& address);
+
+enum class LookupStatus { kFound, kAbsent, kFailed };
+
+struct Lookup {
+  LookupStatus status = LookupStatus::kFailed;
+  std::string value;  // kFound only
+};
+
+struct HomeStoreOptions {
+  RedisAddress address;
+  // Connecting, and each pipeline's replies: past it the connection is
+  // dropped and what it carried fails.
+  std::chrono::milliseconds timeout{50};
+  // After a failure, no connection is tried again before this has passed.
+  std::chrono::milliseconds retry_after{1000};
+  // Commands waiting for the store's thread; more are refused (a lookup
+  // fails, a write is dropped), so a stalled Redis cannot grow memory.
+  std::size_t max_pending = 10000;
+};
+
+struct HomeStoreStats {
+  std::uint64_t lookups_found = 0;
+  std::uint64_t lookups_absent = 0;
+  std::uint64_t lookups_failed = 0;  // Redis unreachable, an error reply, a timeout, refused
+  std::uint64_t writes_sent = 0;     // answered OK
+  std::uint64_t writes_failed = 0;   // Redis unreachable, an error reply, a timeout
+  std::uint64_t writes_dropped = 0;  // refused: max_pending reached
+  bool connected = false;
+};
+
+class HomeStore {
+ public:
+  explicit HomeStore(HomeStoreOptions options);
+  // Stops the thread; lookups still queued complete as kFailed first.
+  ~HomeStore();
+  HomeStore(const HomeStore&) = delete;
+  HomeStore& operator=(const HomeStore&) = delete;
+
+  // SET key value PX ttl, not waited for.
+  void put(std::string key, std::string value, std::chrono::milliseconds ttl);
+  // GET key. `done` runs exactly once, on the store's thread (or on the
+  // caller's, when the lookup is refused at once): it should only hand the
+  // result to where it is wanted.
+  void get(std::string key, std::function<void(Lookup)> done);
+
+  HomeStoreStats stats() const;
+  const HomeStoreOptions& options() const noexcept;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace lmwarden::homes

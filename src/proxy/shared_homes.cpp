@@ -1,0 +1,140 @@
+#include "proxy/shared_homes.h"
+
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/deferred.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/post.hpp>
+#include <charconv>
+#include <memory>
+#include <mutex>
+
+#include "common/coarse_clock.h"
+#include "proxy/warden.h"
+
+namespace lmwarden::proxy {
+namespace {
+
+// Completes with the store's answer, back on the awaiting coroutine's
+// thread. The store calls back on its own thread; the work guard keeps the
+// coroutine's io_context running until the answer is posted to it.
+template <class Token>
+auto async_get(homes::HomeStore& store, std::string key, Token&& token) {
+  return net::asio::async_initiate<Token, void(homes::Lookup)>(
+      [&store](auto handler, std::string key) {
+        auto work = net::asio::make_work_guard(net::asio::get_associated_executor(handler));
+        // std::function copies what it holds; the handler moves only.
+        auto shared = std::make_shared<decltype(handler)>(std::move(handler));
+        store.get(std::move(key), [shared, work](homes::Lookup found) mutable {
+          net::asio::post(work.get_executor(), [shared, found = std::move(found)]() mutable {
+            (*shared)(std::move(found));
+          });
+          work.reset();
+        });
+      },
+      token, std::move(key));
+}
+
+}  // namespace
+
+std::string home_key(std::string_view prefix, std::string_view model, HomeKind kind,
+                     std::uint64_t hash) {
+  char digits[16];
+  const auto end = std::to_chars(std::begin(digits), std::end(digits), hash, 16).ptr;
+  std::string key;
+  key.reserve(prefix.size() + model.size() + 4 + 16);
+  key.append(prefix).append(model).append(1, ':').append(1, static_cast<char>(kind)).append(1, ':');
+  key.append(static_cast<std::size_t>(16 - (end - digits)), '0');  // fixed width
+  key.append(digits, end);
+  return key;
+}
+
+std::string home_value(std::string_view url, int rank) {
+  std::string value = std::to_string(rank);
+  value.append(1, ' ').append(url);
+  return value;
+}
+
+std::optional<HomePlace> parse_home_value(std::string_view value) noexcept {
+  const std::size_t space = value.find(' ');
+  if (space == 0 || space == std::string_view::npos || space + 1 == value.size())
+    return std::nullopt;
+  HomePlace place;
+  const auto [end, ec] = std::from_chars(value.data(), value.data() + space, place.rank);
+  if (ec != std::errc{} || end != value.data() + space || place.rank < 0) return std::nullopt;
+  place.url = value.substr(space + 1);
+  return place;
+}
+
+homes::HomeStoreOptions store_options(const config::SharedHomes& config) {
+  auto address = homes::parse_redis_url(config.redis);  // checked when the file was loaded
+  homes::HomeStoreOptions options;
+  if (address) options.address = std::move(*address);
+  if (config.password_env) options.address.password = config.password;
+  options.timeout = config.timeout;
+  return options;
+}
+
+SharedHomes::SharedHomes(const config::SharedHomes& config)
+    : store_(store_options(config)),
+      prefix_(config.key_prefix),
+      address_(homes::describe(store_.options().address)) {}
+
+net::Awaitable<void> SharedHomes::learn(ModelState& model, const core::Identity& identity) {
+  const bool conversation = identity.kind == core::IdentityKind::kSession;
+  const bool chained = identity.previous_response != 0;
+  if (!conversation && !chained) co_return;
+  bool ask_response = false;
+  bool ask_conversation = false;
+  {
+    std::lock_guard lock{model.mutex};
+    if (!model.router.affinity()) co_return;  // nothing is followed
+    const auto now = coarse_steady_now();
+    ask_response = chained && !model.router.holds_response(identity.previous_response, now);
+    ask_conversation = conversation && !model.router.knows_conversation(identity.session_hash, now);
+  }
+  // A stored response binds the request (and moves its conversation there):
+  // asked first, and the conversation only when it is not found.
+  if (ask_response && co_await ask(model, HomeKind::kResponse, identity.previous_response))
+    co_return;
+  if (ask_conversation) co_await ask(model, HomeKind::kConversation, identity.session_hash);
+}
+
+net::Awaitable<bool> SharedHomes::ask(ModelState& model, HomeKind kind, std::uint64_t hash) {
+  const homes::Lookup found = co_await async_get(
+      store_, home_key(prefix_, model.config.name, kind, hash), net::asio::deferred);
+  if (found.status != homes::LookupStatus::kFound) co_return false;
+  const auto place = parse_home_value(found.value);
+  if (!place) co_return false;
+  const auto& backends = model.config.backends;
+  int backend = -1;
+  for (std::size_t i = 0; i < backends.size() && backend < 0; ++i)
+    if (backends[i].url == place->url) backend = static_cast<int>(i);
+  std::lock_guard lock{model.mutex};
+  const int replica = model.router.replica_at(backend, place->rank);
+  if (replica < 0) co_return false;  // a server or rank this model does not have
+  const auto now = coarse_steady_now();
+  co_return kind == HomeKind::kResponse ? model.router.adopt_response(hash, replica, now)
+                                        : model.router.adopt_home(hash, replica, now);
+}
+
+void SharedHomes::tell(const ModelState& model, const core::RouteDecision& decision) {
+  if (decision.ok() && decision.home >= 0)
+    put(model, HomeKind::kConversation, decision.conversation, decision.home);
+}
+
+void SharedHomes::tell_response(const ModelState& model, std::uint64_t response, int replica) {
+  if (replica >= 0) put(model, HomeKind::kResponse, response, replica);
+}
+
+void SharedHomes::put(const ModelState& model, HomeKind kind, std::uint64_t hash, int replica) {
+  // A router's replicas keep their server and rank for its whole life (a
+  // reload that changes them makes a new router), so no lock is needed.
+  const int backend = model.router.replica_backend(replica);
+  const int rank = model.router.replica_rank(replica);
+  store_.put(home_key(prefix_, model.config.name, kind, hash),
+             home_value(model.config.backends[static_cast<std::size_t>(backend)].url, rank),
+             std::chrono::duration_cast<std::chrono::milliseconds>(model.config.session_ttl));
+}
+
+}  // namespace lmwarden::proxy

@@ -1,0 +1,91 @@
+// Conversation homes shared by several wardens in front of the same servers
+// (DESIGN §10), through Redis (homes/home_store.h).
+//
+// Each warden still routes from its own tables; Redis only carries what the
+// others chose, so that a conversation whose turns reach several wardens
+// (behind a virtual IP, DNS round robin or another balancer) keeps one home.
+//   - A request of a conversation this warden does not know (its first turn
+//     here) looks its home up before it is placed: one GET, waited for at
+//     most `shared_homes.timeout`. A home found there, on a replica this
+//     model has, becomes this warden's home for the conversation, and the
+//     request is placed by the usual rules from there (sticky, or spilled if
+//     home is busy, or rehomed if home is unhealthy here). Not found, failed
+//     or late: placed as a new conversation, as without Redis.
+//   - Every request of a conversation then writes the home it keeps (SET
+//     with the model's session_ttl, not waited for): the idle TTL counts from
+//     the last turn on any warden, and a home moved here (rehomed) is what
+//     the others find next.
+//   - A Responses request chained to a stored response this warden does not
+//     know looks the response's replica up the same way, and each stored
+//     response is written when its reply completes.
+// A conversation this warden already knows is never looked up again: if two
+// wardens came to disagree (one saw its home unhealthy and moved it), each
+// keeps its own until the conversation idles out of its table.
+//
+// Keys name the model and the stable hash of the id, the same in every
+// warden: "<prefix><model>:c:<16 hex digits>" for a conversation, ":r:" for
+// a stored response. Values name the replica by its server's URL as
+// configured and its rank ("<rank> <url>"), not by an index, which depends
+// on the order of each warden's backends: the wardens must write the
+// servers' URLs alike.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "config/config.h"
+#include "core/identity.h"
+#include "core/router.h"
+#include "homes/home_store.h"
+#include "net/executor.h"
+
+namespace lmwarden::proxy {
+
+struct ModelState;
+
+enum class HomeKind : char { kConversation = 'c', kResponse = 'r' };
+
+std::string home_key(std::string_view prefix, std::string_view model, HomeKind kind,
+                     std::uint64_t hash);
+std::string home_value(std::string_view url, int rank);
+
+struct HomePlace {
+  int rank = 0;
+  std::string_view url;
+};
+// nullopt for anything home_value did not write.
+std::optional<HomePlace> parse_home_value(std::string_view value) noexcept;
+
+// The store's settings from the configuration: its address (the URL checked
+// at load, with the password from password_env when set) and timeouts.
+homes::HomeStoreOptions store_options(const config::SharedHomes& config);
+
+class SharedHomes {
+ public:
+  explicit SharedHomes(const config::SharedHomes& config);
+
+  // Before `identity`'s request is placed: what the other wardens know of
+  // its conversation or stored response that this one does not, adopted by
+  // the model's router. Returns at once when there is nothing to ask.
+  net::Awaitable<void> learn(ModelState& model, const core::Identity& identity);
+  // After a request was placed: the home it keeps.
+  void tell(const ModelState& model, const core::RouteDecision& decision);
+  // A stored response that the router remembered on `replica`.
+  void tell_response(const ModelState& model, std::uint64_t response, int replica);
+
+  homes::HomeStoreStats stats() const { return store_.stats(); }
+  std::string_view address() const noexcept { return address_; }
+
+ private:
+  // Looks `hash` up and adopts what is found; true when it was.
+  net::Awaitable<bool> ask(ModelState& model, HomeKind kind, std::uint64_t hash);
+  void put(const ModelState& model, HomeKind kind, std::uint64_t hash, int replica);
+
+  homes::HomeStore store_;
+  const std::string prefix_;
+  const std::string address_;  // for logs, without a password
+};
+
+}  // namespace lmwarden::proxy

@@ -1,0 +1,240 @@
+// End to end with real processes: two `lmwarden serve` in front of the same
+// three `lmwarden sim` servers, sharing conversation homes through a real
+// redis-server (shared_homes). A conversation whose turns go to either
+// warden keeps one home, so each later turn is served from the cache its
+// earlier turns left; a Responses chain finds its stored responses whichever
+// warden takes each turn; and with Redis gone each warden places alone.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "redis_server.h"
+#include "scratch.h"
+#include "sim_test_client.h"
+#include "telemetry/prometheus.h"
+
+namespace lmwarden::testing {
+namespace {
+
+using nlohmann::json;
+
+// The sum of a warden's samples of `name` whose labels include `labels`.
+double metric_of(std::uint16_t port, const std::string& name,
+                 const std::map<std::string, std::string>& labels = {}) {
+  const auto parsed = telemetry::parse_exposition(http_request(port, "GET", "/metrics").body);
+  double sum = 0;
+  for (const auto& s : parsed.samples) {
+    if (s.name != name) continue;
+    bool match = true;
+    for (const auto& [k, v] : labels) match &= s.label(k) != nullptr && *s.label(k) == v;
+    if (match) sum += s.value;
+  }
+  return sum;
+}
+
+// Waits (up to 5 s) until `port`'s metric reaches `at_least`.
+bool reaches(std::uint16_t port, const std::string& name,
+             const std::map<std::string, std::string>& labels, double at_least) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (metric_of(port, name, labels) < at_least) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+class SharedFleet {
+ public:
+  SharedFleet()
+      : a_(sim()),
+        b_(sim()),
+        c_(sim()),
+        config_path_(write_config(dir_, redis_.port(), {a_.port(), b_.port(), c_.port()})),
+        w1_(serve(config_path_)),
+        w2_(serve(config_path_)) {}
+
+  std::uint16_t warden(int i) const { return i % 2 == 0 ? w1_.port() : w2_.port(); }
+  RedisServer& redis() { return redis_; }
+  json card(int i) { return json::parse(http_request(warden(i), "GET", "/api/models/m").body); }
+  // Waits until warden i has sent `n` homes to Redis, so that the other
+  // warden can find them.
+  void written(int i, int n) {
+    ASSERT_TRUE(reaches(warden(i), "lmwarden_shared_homes_writes_total", {{"result", "sent"}}, n))
+        << "warden " << i % 2 << " sent "
+        << metric_of(warden(i), "lmwarden_shared_homes_writes_total", {{"result", "sent"}});
+  }
+
+ private:
+  static SimProcess sim() {
+    return SimProcess({"sim", "--listen", "127.0.0.1:0", "--served-model-name", "m", "--time-scale",
+                       "20", "--enable-responses-store"});
+  }
+  static SimProcess serve(const std::string& config) {
+    return SimProcess(
+        {"serve", "--config", config, "--listen", "127.0.0.1:0", "--log-level", "warn"});
+  }
+  static std::string write_config(const TempDir& dir, std::uint16_t redis,
+                                  std::initializer_list<std::uint16_t> sims) {
+    const std::string path = dir.file("lmwarden.yaml");
+    std::ofstream out{path};
+    out << "listen: 127.0.0.1:0\nshared_homes:\n  redis: redis://127.0.0.1:" << redis
+        << "\n  key_prefix: \"e2e/\"\n  timeout: 500ms\nmodels:\n  - name: m\n    backends:\n";
+    for (std::uint16_t port : sims) out << "      - url: http://127.0.0.1:" << port << "\n";
+    return path;
+  }
+
+  TempDir dir_{"lmwarden-e2e-shared-homes"};  // first: the others use it
+  RedisServer redis_;
+  SimProcess a_, b_, c_;
+  std::string config_path_;
+  SimProcess w1_, w2_;
+};
+
+std::string words(const std::string& seed, int n) {
+  std::string s;
+  for (int i = 0; i < n; ++i) s += seed + std::to_string(i % 89) + " ";
+  return s;
+}
+
+struct Reply {
+  int status = 0;
+  int prompt_tokens = 0;
+  int cached_tokens = 0;
+};
+
+// Turn `turn` (1, 2, …) of conversation `conv`, its whole history resent, with
+// Codex's session-id header; nothing in it is shared with other conversations.
+Reply chat_turn(std::uint16_t port, const std::string& conv, int turn) {
+  json messages = json::array();
+  messages.push_back({{"role", "user"}, {"content", words(conv, 300)}});
+  for (int t = 1; t < turn; ++t) {
+    messages.push_back({{"role", "assistant"}, {"content", "reply " + std::to_string(t)}});
+    messages.push_back({{"role", "user"}, {"content", words(conv + "-" + std::to_string(t), 40)}});
+  }
+  const json body = {{"model", "m"}, {"max_tokens", 4}, {"messages", messages}};
+  const auto r =
+      http_request(port, "POST", "/v1/chat/completions", body.dump(), {{"session-id", conv}});
+  Reply reply{.status = r.status};
+  if (r.status != 200) return reply;
+  const json usage = json::parse(r.body)["usage"];
+  reply.prompt_tokens = usage.value("prompt_tokens", 0);
+  const auto& details = usage["prompt_tokens_details"];
+  if (details.is_object() && details["cached_tokens"].is_number())
+    reply.cached_tokens = details["cached_tokens"].get<int>();
+  return reply;
+}
+
+int route_total(const json& card, const std::string& kind) {
+  int n = 0;
+  for (const auto& r : card["replicas"]) n += r.value(kind, 0);
+  return n;
+}
+
+TEST(EndToEndSharedHomes, AConversationKeepsOneHomeWhicheverWardenTakesItsTurns) {
+  SharedFleet fleet;
+  constexpr int kConversations = 6, kTurns = 4;
+  int written[2] = {0, 0};
+  for (int turn = 1; turn <= kTurns; ++turn) {
+    for (int c = 0; c < kConversations; ++c) {
+      // Conversation c starts on warden c % 2, and its turns alternate.
+      const int w = c + turn - 1;
+      const std::string conv = "conv-" + std::to_string(c);
+      const Reply r = chat_turn(fleet.warden(w), conv, turn);
+      ASSERT_EQ(r.status, 200) << conv << " turn " << turn;
+      if (turn > 1) {
+        // Its history was read on this replica before: all of it but the
+        // newest message comes from the cache (in blocks of 16 tokens).
+        EXPECT_GT(r.cached_tokens, r.prompt_tokens / 2)
+            << conv << " turn " << turn << " went where its history was not cached";
+      }
+      fleet.written(w, ++written[w % 2]);
+    }
+  }
+  // Each warden started three conversations (new), and took the other three
+  // up from the homes the other chose, each request sticky from then on.
+  for (int w = 0; w < 2; ++w) {
+    const json card = fleet.card(w);
+    EXPECT_EQ(route_total(card, "new"), 3) << card.dump();
+    EXPECT_EQ(route_total(card, "sticky"), kConversations * kTurns / 2 - 3) << card.dump();
+    EXPECT_EQ(card["sticky_ratio"], 1.0) << card.dump();
+    EXPECT_EQ(
+        metric_of(fleet.warden(w), "lmwarden_shared_homes_lookups_total", {{"result", "found"}}),
+        3);
+    EXPECT_EQ(
+        metric_of(fleet.warden(w), "lmwarden_shared_homes_lookups_total", {{"result", "absent"}}),
+        3);
+    EXPECT_EQ(
+        metric_of(fleet.warden(w), "lmwarden_shared_homes_lookups_total", {{"result", "failed"}}),
+        0);
+    EXPECT_EQ(metric_of(fleet.warden(w), "lmwarden_shared_homes_connected"), 1);
+  }
+  // What Redis holds: one key per conversation, its value the home's rank
+  // and URL, with the model's idle TTL (30 min by default) on it.
+  EXPECT_EQ(fleet.redis().command({"DBSIZE"}), ":6");
+}
+
+// A Responses chain (store on, no session id, as the OpenAI SDK sends it)
+// whose turns alternate between the wardens: each turn must reach the server
+// that stored the turn before, or that server's 404 comes back.
+TEST(EndToEndSharedHomes, AResponsesChainFindsItsStoredResponsesThroughEitherWarden) {
+  SharedFleet fleet;
+  int written[2] = {0, 0};
+  for (int chain = 0; chain < 4; ++chain) {
+    std::string previous;
+    int input_tokens = 0;
+    for (int turn = 0; turn < 4; ++turn) {
+      const int w = chain + turn;
+      json body = {
+          {"model", "m"},
+          {"input", words("chain" + std::to_string(chain) + "-" + std::to_string(turn), 30)},
+          {"max_output_tokens", 4}};
+      if (!previous.empty()) body["previous_response_id"] = previous;
+      const auto r = http_request(fleet.warden(w), "POST", "/v1/responses", body.dump());
+      ASSERT_EQ(r.status, 200) << "chain " << chain << " turn " << turn << ": " << r.body;
+      const json response = json::parse(r.body);
+      previous = response.value("id", "");
+      ASSERT_FALSE(previous.empty());
+      const int tokens = response["usage"].value("input_tokens", 0);
+      EXPECT_GT(tokens, input_tokens) << "each turn reads the whole chain";
+      input_tokens = tokens;
+      fleet.written(w, ++written[w % 2]);
+    }
+  }
+}
+
+TEST(EndToEndSharedHomes, WithoutRedisEachWardenPlacesAloneAndPicksUpAgainWhenItIsBack) {
+  SharedFleet fleet;
+  fleet.redis().stop();
+  for (int c = 0; c < 3; ++c)
+    ASSERT_EQ(chat_turn(fleet.warden(0), "alone-" + std::to_string(c), 1).status, 200);
+  EXPECT_GE(
+      metric_of(fleet.warden(0), "lmwarden_shared_homes_lookups_total", {{"result", "failed"}}), 1);
+  EXPECT_EQ(metric_of(fleet.warden(0), "lmwarden_shared_homes_connected"), 0);
+  EXPECT_EQ(route_total(fleet.card(0), "new"), 3);
+
+  // Back: within the store's retry interval (1 s) a new conversation is
+  // looked up and written again.
+  fleet.redis().start();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  int c = 0;
+  while (metric_of(fleet.warden(0), "lmwarden_shared_homes_lookups_total", {{"result", "absent"}}) <
+         1) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the warden never used Redis again";
+    ASSERT_EQ(chat_turn(fleet.warden(0), "back-" + std::to_string(c++), 1).status, 200);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(reaches(fleet.warden(0), "lmwarden_shared_homes_connected", {}, 1));
+  // The conversation started now on one warden continues on the other.
+  fleet.written(0, 1);
+  const Reply next = chat_turn(fleet.warden(1), "back-" + std::to_string(c - 1), 2);
+  ASSERT_EQ(next.status, 200);
+  EXPECT_GT(next.cached_tokens, next.prompt_tokens / 2);
+  EXPECT_EQ(route_total(fleet.card(1), "new"), 0);
+}
+
+}  // namespace
+}  // namespace lmwarden::testing

@@ -1,0 +1,471 @@
+// HomeStore against a real redis-server on 127.0.0.1, and against a socket
+// that takes connections but never answers (a stalled Redis).
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <future>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "homes/home_store.h"
+#include "redis_server.h"
+#include "scratch.h"
+
+namespace lmwarden::homes {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::RedisServer;
+using testing::RedisServerOptions;
+using Clock = std::chrono::steady_clock;
+
+// Generous where Redis is expected to answer: a sanitizer build on a busy
+// machine can take tens of milliseconds.
+HomeStoreOptions options_for(std::uint16_t port, std::chrono::milliseconds retry_after = 100ms) {
+  return HomeStoreOptions{.address = {.host = "127.0.0.1", .port = port},
+                          .timeout = 2000ms,
+                          .retry_after = retry_after};
+}
+
+// "found:<value>", "absent" or "failed"; "no answer" past `wait`.
+std::string lookup(HomeStore& store, const std::string& key, std::chrono::milliseconds wait = 5s) {
+  auto answer = std::make_shared<std::promise<Lookup>>();
+  auto future = answer->get_future();
+  store.get(key, [answer](Lookup l) { answer->set_value(std::move(l)); });
+  if (future.wait_for(wait) != std::future_status::ready) return "no answer";
+  const Lookup l = future.get();
+  switch (l.status) {
+    case LookupStatus::kFound:
+      return "found:" + l.value;
+    case LookupStatus::kAbsent:
+      return "absent";
+    case LookupStatus::kFailed:
+      return "failed";
+  }
+  return "?";
+}
+
+bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds limit = 5s) {
+  const auto deadline = Clock::now() + limit;
+  while (Clock::now() < deadline) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(5ms);
+  }
+  return condition();
+}
+
+std::chrono::milliseconds since(Clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+}
+
+// Takes connections and reads what comes, never answering: a Redis that
+// stalls. (The kernel completes connections from the backlog, so a store
+// connects at once whether or not they were accepted yet.)
+class SilentServer {
+ public:
+  SilentServer() : listener_(testing::loopback_listener(64, port_)) {
+    ::fcntl(listener_, F_SETFL, O_NONBLOCK);
+  }
+  ~SilentServer() {
+    for (const auto& [fd, _] : received_) ::close(fd);
+    ::close(listener_);
+  }
+  SilentServer(const SilentServer&) = delete;
+  SilentServer& operator=(const SilentServer&) = delete;
+
+  std::uint16_t port() const { return port_; }
+
+  // Connections made to it so far.
+  std::size_t connections() {
+    accept_all();
+    return received_.size();
+  }
+
+  // True once `text` arrived on one connection (within 5 s).
+  bool received(const std::string& text) {
+    const auto deadline = Clock::now() + 5s;
+    while (Clock::now() < deadline) {
+      accept_all();
+      for (auto& [fd, bytes] : received_) {
+        char buf[4096];
+        const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (n > 0) bytes.append(buf, static_cast<std::size_t>(n));
+        if (bytes.find(text) != std::string::npos) return true;
+      }
+      std::this_thread::sleep_for(2ms);
+    }
+    return false;
+  }
+
+ private:
+  void accept_all() {
+    for (int fd; (fd = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC)) >= 0;) received_[fd];
+  }
+
+  std::uint16_t port_ = 0;  // (before listener_: the listener's initializer sets it)
+  int listener_ = -1;
+  std::map<int, std::string> received_;
+};
+
+// The default logger's lines, as "level message", while it lives.
+class CapturedLog {
+ public:
+  CapturedLog()
+      : previous_(spdlog::default_logger()),
+        sink_(std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(200)) {
+    sink_->set_pattern("%l %v");
+    spdlog::set_default_logger(std::make_shared<spdlog::logger>("captured", sink_));
+  }
+  ~CapturedLog() { spdlog::set_default_logger(previous_); }
+
+  std::vector<std::string> lines() const { return sink_->last_formatted(); }
+  std::size_t count(const std::string& text) const {
+    std::size_t n = 0;
+    for (const auto& line : lines()) n += line.find(text) != std::string::npos;
+    return n;
+  }
+
+ private:
+  std::shared_ptr<spdlog::logger> previous_;
+  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_;
+};
+
+class HomeStoreTest : public ::testing::Test {
+ protected:
+  RedisServer redis_;
+};
+
+TEST_F(HomeStoreTest, PutThenGetFindsTheValue) {
+  HomeStore store(options_for(redis_.port()));
+  store.put("conv:1", "replica-b", 60s);
+  EXPECT_EQ(lookup(store, "conv:1"), "found:replica-b");
+  const HomeStoreStats stats = store.stats();
+  EXPECT_EQ(stats.writes_sent, 1u);
+  EXPECT_EQ(stats.lookups_found, 1u);
+  EXPECT_EQ(stats.lookups_failed, 0u);
+  EXPECT_TRUE(stats.connected);
+}
+
+TEST_F(HomeStoreTest, UnknownKeyIsAbsent) {
+  HomeStore store(options_for(redis_.port()));
+  EXPECT_EQ(lookup(store, "conv:nobody"), "absent");
+  EXPECT_EQ(store.stats().lookups_absent, 1u);
+  EXPECT_EQ(store.stats().lookups_found, 0u);
+}
+
+TEST_F(HomeStoreTest, KeysAndValuesAreBinarySafe) {
+  HomeStore store(options_for(redis_.port()));
+  std::string value = "two words\r\n*1\r\n$3\r\nGET ";
+  for (int c = 0; c < 256; ++c) value += static_cast<char>(c);
+  const std::string key = std::string("conv with spaces\0and a nul", 26);
+  store.put(key, value, 60s);
+  EXPECT_EQ(lookup(store, key), "found:" + value);
+  EXPECT_EQ(lookup(store, "conv with spaces"), "absent");
+}
+
+TEST_F(HomeStoreTest, TtlIsSetInMilliseconds) {
+  HomeStore store(options_for(redis_.port()));
+  store.put("conv:ttl", "a", 30'000ms);
+  ASSERT_EQ(lookup(store, "conv:ttl"), "found:a");
+  const long long pttl = std::stoll(redis_.command({"PTTL", "conv:ttl"}).substr(1));
+  EXPECT_GT(pttl, 25'000);
+  EXPECT_LE(pttl, 30'000);
+}
+
+TEST_F(HomeStoreTest, ValueExpiresAfterItsTtl) {
+  HomeStore store(options_for(redis_.port()));
+  store.put("conv:short", "a", 100ms);
+  EXPECT_EQ(lookup(store, "conv:short"), "found:a");
+  EXPECT_TRUE(eventually([&] { return lookup(store, "conv:short") == "absent"; }, 3s));
+}
+
+// PX 0 is an error to Redis; a TTL rounded down to nothing still writes.
+TEST_F(HomeStoreTest, ZeroTtlStillWrites) {
+  HomeStore store(options_for(redis_.port()));
+  store.put("conv:zero", "a", 0ms);
+  ASSERT_TRUE(
+      eventually([&] { return store.stats().writes_sent + store.stats().writes_failed > 0; }));
+  EXPECT_EQ(store.stats().writes_sent, 1u);
+  EXPECT_EQ(store.stats().writes_failed, 0u);
+}
+
+// WRONGTYPE says the command was wrong, not the connection: the next
+// lookup goes out at once, though a broken connection would wait a minute.
+TEST_F(HomeStoreTest, ErrorReplyFailsOnlyThatCommand) {
+  ASSERT_EQ(redis_.command({"RPUSH", "conv:list", "x"}), ":1");
+  HomeStore store(options_for(redis_.port(), /*retry_after=*/60s));
+  store.put("conv:ok", "b", 60s);
+  EXPECT_EQ(lookup(store, "conv:list"), "failed");  // WRONGTYPE
+  EXPECT_EQ(lookup(store, "conv:ok"), "found:b");
+  EXPECT_TRUE(store.stats().connected);
+  EXPECT_EQ(store.stats().lookups_failed, 1u);
+  EXPECT_EQ(store.stats().lookups_found, 1u);
+}
+
+TEST(HomeStoreUnreachable, ClosedPortFailsLookupsAtOnce) {
+  HomeStore store(options_for(testing::closed_port(), /*retry_after=*/60s));
+  const auto start = Clock::now();
+  EXPECT_EQ(lookup(store, "conv:1"), "failed");
+  EXPECT_EQ(lookup(store, "conv:2"), "failed");
+  EXPECT_LT(since(start), 500ms);
+  store.put("conv:3", "a", 60s);
+  ASSERT_TRUE(eventually([&] { return store.stats().writes_failed == 1; }));
+  const HomeStoreStats stats = store.stats();
+  EXPECT_EQ(stats.lookups_failed, 2u);
+  EXPECT_EQ(stats.writes_sent, 0u);
+  EXPECT_FALSE(stats.connected);
+}
+
+// After a timeout no connection is tried within retry_after: the lookups
+// behind it fail without waiting for one.
+TEST(HomeStoreUnreachable, NoNewConnectionWithinRetryAfter) {
+  SilentServer silent;
+  HomeStoreOptions options = options_for(silent.port(), /*retry_after=*/60s);
+  options.timeout = 200ms;
+  HomeStore store(options);
+  EXPECT_EQ(lookup(store, "conv:1"), "failed");
+  const auto start = Clock::now();
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(lookup(store, "conv:2"), "failed");
+  EXPECT_LT(since(start), 150ms);
+  EXPECT_EQ(silent.connections(), 1u);
+  EXPECT_FALSE(store.stats().connected);
+}
+
+TEST(HomeStoreUnreachable, SilentServerFailsAfterTheTimeout) {
+  SilentServer silent;
+  HomeStoreOptions options = options_for(silent.port());
+  options.timeout = 300ms;
+  HomeStore store(options);
+  const auto start = Clock::now();
+  EXPECT_EQ(lookup(store, "conv:1"), "failed");
+  EXPECT_GE(since(start), 250ms);
+  EXPECT_LT(since(start), 2000ms);
+  EXPECT_EQ(store.stats().lookups_failed, 1u);
+}
+
+TEST_F(HomeStoreTest, RestartedRedisIsUsedAgainAfterRetryAfter) {
+  HomeStore store(options_for(redis_.port(), /*retry_after=*/100ms));
+  store.put("conv:1", "a", 60s);
+  ASSERT_EQ(lookup(store, "conv:1"), "found:a");
+
+  redis_.stop();
+  EXPECT_EQ(lookup(store, "conv:1"), "failed");
+  EXPECT_FALSE(store.stats().connected);
+
+  redis_.start();
+  EXPECT_TRUE(eventually([&] { return store.stats().connected; }));
+  store.put("conv:2", "b", 60s);
+  EXPECT_EQ(lookup(store, "conv:2"), "found:b");
+}
+
+// Redis restarted while the store idled: the connection it closed is found
+// before it is used and opened again at once, so no lookup fails for it and
+// the retry gate (a minute here) never closes.
+TEST_F(HomeStoreTest, ARedisRestartedWhileIdleIsUsedAtOnce) {
+  HomeStore store(options_for(redis_.port(), /*retry_after=*/60s));
+  ASSERT_EQ(lookup(store, "conv:1"), "absent");
+  redis_.stop();
+  redis_.start();
+  store.put("conv:2", "b", 60s);
+  EXPECT_EQ(lookup(store, "conv:2"), "found:b");
+  EXPECT_EQ(store.stats().lookups_failed, 0u);
+  EXPECT_EQ(store.stats().writes_failed, 0u);
+  EXPECT_TRUE(store.stats().connected);
+}
+
+// hiredis writes with write(2): a big write to a connection Redis closed
+// would raise SIGPIPE, and its default action would end this process.
+TEST_F(HomeStoreTest, WritingToAClosedConnectionDoesNotKillTheProcess) {
+  HomeStore store(options_for(redis_.port(), /*retry_after=*/60s));
+  ASSERT_EQ(lookup(store, "conv:1"), "absent");
+  redis_.stop();
+  store.put("conv:big", std::string(16 << 20, 'x'), 60s);
+  EXPECT_EQ(lookup(store, "conv:1"), "failed");
+  EXPECT_EQ(store.stats().writes_failed, 1u);
+}
+
+TEST_F(HomeStoreTest, ConcurrentLookupsCompleteExactlyOnce) {
+  HomeStore store(options_for(redis_.port()));
+  store.put("conv:even", "home", 60s);
+  ASSERT_EQ(lookup(store, "conv:even"), "found:home");
+
+  constexpr int kThreads = 8;
+  constexpr int kEach = 500;
+  std::vector<std::atomic<int>> calls(kThreads * kEach);
+  std::atomic<int> wrong{0};
+  std::atomic<int> total{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) {
+        const int id = t * kEach + i;
+        const bool even = id % 2 == 0;
+        store.get(even ? "conv:even" : "conv:odd", [&calls, &wrong, &total, id, even](Lookup l) {
+          ++calls[id];
+          ++total;
+          const bool right = even ? l.status == LookupStatus::kFound && l.value == "home"
+                                  : l.status == LookupStatus::kAbsent;
+          if (!right) ++wrong;
+        });
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_TRUE(eventually([&] { return total == kThreads * kEach; }));
+  std::this_thread::sleep_for(50ms);  // room for a second call, were there one
+  int twice = 0, never = 0;
+  for (auto& c : calls) {
+    twice += c > 1;
+    never += c == 0;
+  }
+  EXPECT_EQ(never, 0);
+  EXPECT_EQ(twice, 0);
+  EXPECT_EQ(wrong, 0);
+  EXPECT_EQ(store.stats().lookups_failed, 0u);
+}
+
+// One lookup is on the wire to a server that does not answer; one more
+// fits the queue; beyond it, lookups fail on the caller's thread and writes
+// are dropped.
+TEST(HomeStoreUnreachable, MaxPendingRefusesLookupsAndDropsWrites) {
+  SilentServer silent;
+  HomeStoreOptions options = options_for(silent.port());
+  options.timeout = 1000ms;
+  options.max_pending = 1;
+  HomeStore store(options);
+  std::atomic<int> failed{0};
+  store.get("conv:on-the-wire", [&](Lookup l) { failed += l.status == LookupStatus::kFailed; });
+  ASSERT_TRUE(silent.received("conv:on-the-wire"));
+
+  store.get("conv:queued", [&](Lookup l) { failed += l.status == LookupStatus::kFailed; });
+  bool refused_here = false;
+  const auto caller = std::this_thread::get_id();
+  store.get("conv:refused", [&](Lookup l) {
+    refused_here = l.status == LookupStatus::kFailed && std::this_thread::get_id() == caller;
+  });
+  EXPECT_TRUE(refused_here);
+  store.put("conv:dropped", "a", 60s);
+  EXPECT_EQ(store.stats().writes_dropped, 1u);
+  EXPECT_EQ(store.stats().lookups_failed, 1u);
+  EXPECT_EQ(failed, 0);  // the other two wait for the timeout
+  EXPECT_TRUE(eventually([&] { return failed == 2; }));
+}
+
+TEST(HomeStoreUnreachable, DestructorFailsWhatIsQueued) {
+  SilentServer silent;
+  HomeStoreOptions options = options_for(silent.port());
+  options.timeout = 300ms;
+  std::atomic<int> calls{0};
+  std::atomic<int> failed{0};
+  const auto count = [&](Lookup l) {
+    ++calls;
+    failed += l.status == LookupStatus::kFailed;
+  };
+  {
+    HomeStore store(options);
+    store.get("conv:on-the-wire", count);
+    ASSERT_TRUE(silent.received("conv:on-the-wire"));
+    for (int i = 0; i < 10; ++i) store.get("conv:queued", count);
+    store.put("conv:w", "a", 60s);
+  }
+  EXPECT_EQ(calls, 11);
+  EXPECT_EQ(failed, 11);
+}
+
+class HomeStoreAuthTest : public ::testing::Test {
+ protected:
+  HomeStoreOptions with_password(std::string username, std::string password) {
+    HomeStoreOptions options = options_for(redis_.port(), /*retry_after=*/60s);
+    options.address.username = std::move(username);
+    options.address.password = std::move(password);
+    return options;
+  }
+
+  RedisServer redis_{RedisServerOptions{.password = "sesame"}};
+};
+
+TEST_F(HomeStoreAuthTest, RightPasswordIsAccepted) {
+  HomeStore store(with_password("", "sesame"));
+  store.put("conv:1", "a", 60s);
+  EXPECT_EQ(lookup(store, "conv:1"), "found:a");
+  EXPECT_TRUE(store.stats().connected);
+}
+
+TEST_F(HomeStoreAuthTest, UserAndPasswordAreAccepted) {
+  HomeStore store(with_password("default", "sesame"));
+  EXPECT_EQ(lookup(store, "conv:1"), "absent");
+}
+
+TEST_F(HomeStoreAuthTest, WrongPasswordFailsAndIsLogged) {
+  CapturedLog log;
+  {
+    HomeStore store(with_password("", "open-barley"));
+    EXPECT_EQ(lookup(store, "conv:1"), "failed");
+    EXPECT_FALSE(store.stats().connected);
+  }
+  EXPECT_EQ(log.count("warn"), 1u);
+  EXPECT_EQ(log.count("redis refused AUTH: WRONGPASS"), 1u);
+  EXPECT_EQ(log.count("open-barley"), 0u);
+}
+
+// Redis answers NOAUTH to each command: the connection is no use.
+TEST_F(HomeStoreAuthTest, NoPasswordFails) {
+  HomeStore store(with_password("", ""));
+  EXPECT_EQ(lookup(store, "conv:1"), "failed");
+  EXPECT_FALSE(store.stats().connected);
+}
+
+TEST_F(HomeStoreTest, DatabaseIsSelected) {
+  HomeStoreOptions db3 = options_for(redis_.port());
+  db3.address.database = 3;
+  HomeStore writer(db3);
+  writer.put("conv:1", "a", 60s);
+  ASSERT_TRUE(eventually([&] { return writer.stats().writes_sent == 1; }));
+
+  HomeStore other_in_db3(db3);
+  HomeStore in_db0(options_for(redis_.port()));
+  EXPECT_EQ(lookup(other_in_db3, "conv:1"), "found:a");
+  EXPECT_EQ(lookup(in_db0, "conv:1"), "absent");
+  EXPECT_EQ(redis_.command({"DBSIZE"}), ":0");
+}
+
+// Once when an outage begins (and when its cause changes), once when it
+// ends; never per request.
+TEST_F(HomeStoreTest, OutageIsLoggedOnceAndItsEndOnce) {
+  CapturedLog log;
+  {
+    HomeStore store(options_for(redis_.port(), /*retry_after=*/20ms));
+    ASSERT_EQ(lookup(store, "conv:1"), "absent");
+    redis_.stop();
+    for (int i = 0; i < 20; ++i) {
+      EXPECT_EQ(lookup(store, "conv:1"), "failed");
+      store.put("conv:1", "a", 60s);
+      std::this_thread::sleep_for(10ms);
+    }
+    redis_.start();
+    ASSERT_TRUE(eventually([&] { return store.stats().connected; }));
+    EXPECT_EQ(lookup(store, "conv:1"), "absent");
+  }
+  EXPECT_EQ(log.count("unreachable ("), 1u);
+  EXPECT_EQ(log.count("redis://127.0.0.1:" + std::to_string(redis_.port()) + "/0 unreachable"), 1u);
+  EXPECT_EQ(log.count("placed by this warden alone"), 1u);
+  EXPECT_LE(log.count("warn"), 2u);
+  EXPECT_EQ(log.count("info"), 1u);
+  EXPECT_EQ(log.count("info shared homes: redis://127.0.0.1:" + std::to_string(redis_.port()) +
+                      "/0 answers again"),
+            1u);
+}
+
+}  // namespace
+}  // namespace lmwarden::homes

@@ -1,0 +1,229 @@
+// A real redis-server for one test, on 127.0.0.1 at a port nothing else
+// uses, with nothing persisted; stopped (and started again on the same port,
+// for restart tests) at will. Also a minimal client for arranging what a
+// test needs that the code under test cannot write (a list under a key, say).
+#pragma once
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "scratch.h"
+
+namespace lmwarden::testing {
+
+inline constexpr const char* kRedisServerBinary = "/usr/bin/redis-server";
+
+struct RedisServerOptions {
+  std::string password;  // --requirepass when not empty
+};
+
+// One RESP exchange on a fresh connection: AUTH first when `password` is
+// set, then `args`; the reply's first line ("+OK", ":1", "$5", "-ERR …").
+inline std::string redis_command(std::uint16_t port, const std::vector<std::string>& args,
+                                 const std::string& password = {}) {
+  const auto encode = [](const std::vector<std::string>& a) {
+    std::string out = "*" + std::to_string(a.size()) + "\r\n";
+    for (const auto& s : a) out += "$" + std::to_string(s.size()) + "\r\n" + s + "\r\n";
+    return out;
+  };
+  std::string request;
+  if (!password.empty()) request += encode({"AUTH", password});
+  request += encode(args);
+
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::send(fd, request.data(), request.size(), MSG_NOSIGNAL) !=
+          static_cast<ssize_t>(request.size())) {
+    if (fd >= 0) ::close(fd);
+    throw std::runtime_error("cannot reach redis-server on port " + std::to_string(port));
+  }
+  // With AUTH, the second line is the command's reply (AUTH's is one line).
+  const std::size_t wanted_lines = password.empty() ? 1 : 2;
+  std::string text;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  std::size_t lines = 0;
+  while (lines < wanted_lines && std::chrono::steady_clock::now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    char buf[512];
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    text.append(buf, static_cast<std::size_t>(n));
+    lines = 0;
+    for (std::size_t at = text.find("\r\n"); at != std::string::npos;
+         at = text.find("\r\n", at + 2))
+      ++lines;
+  }
+  ::close(fd);
+  std::size_t start = 0;
+  for (std::size_t i = 1; i < wanted_lines; ++i) {
+    const std::size_t at = text.find("\r\n", start);
+    if (at == std::string::npos) break;
+    start = at + 2;
+  }
+  const std::size_t end = text.find("\r\n", start);
+  if (end == std::string::npos)
+    throw std::runtime_error("redis-server on port " + std::to_string(port) + " did not answer");
+  return text.substr(start, end - start);
+}
+
+class RedisServer {
+ public:
+  explicit RedisServer(RedisServerOptions options = {}) : options_(std::move(options)) {
+    if (::access(kRedisServerBinary, X_OK) != 0) {
+      throw std::runtime_error(std::string(kRedisServerBinary) +
+                               " not found: run scripts/bootstrap.sh (it installs redis-server)");
+    }
+    // Another process may take the port between its release and Redis's
+    // bind: try a few.
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      port_ = closed_port();
+      if (try_start()) return;
+    }
+    throw std::runtime_error("redis-server did not start; its output: " + output());
+  }
+  ~RedisServer() { stop(); }
+  RedisServer(const RedisServer&) = delete;
+  RedisServer& operator=(const RedisServer&) = delete;
+
+  std::uint16_t port() const { return port_; }
+  const std::string& password() const { return options_.password; }
+
+  // Starts it again on the same port after stop(); data written before is
+  // gone (nothing is persisted).
+  void start() {
+    if (pid_ > 0) return;
+    // The old listener's port is free at once (Redis sets SO_REUSEADDR), but
+    // allow for a slow exit of the previous process.
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      if (try_start()) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    throw std::runtime_error("redis-server did not start again on port " + std::to_string(port_) +
+                             "; its output: " + output());
+  }
+
+  // SIGTERM, then the exit reaped (SIGKILL after 5 s).
+  void stop() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGTERM);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
+        pid_ = -1;
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+
+  // One command (see redis_command), authenticated when the server wants it.
+  std::string command(const std::vector<std::string>& args) const {
+    return redis_command(port_, args, options_.password);
+  }
+
+  std::string output() const {
+    std::ifstream in(dir_.file("redis.log"), std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+
+ private:
+  // Starts the process and waits (up to 5 s) until it answers; false, with
+  // the process reaped, when it exits first (its port taken, say).
+  bool try_start() {
+    // Built before fork(): the test process may run threads (a store's), and
+    // the child of a threaded process may only call async-signal-safe
+    // functions until it execs.
+    std::vector<std::string> args{kRedisServerBinary,
+                                  "--port",
+                                  std::to_string(port_),
+                                  "--bind",
+                                  "127.0.0.1",
+                                  "--save",
+                                  "",
+                                  "--appendonly",
+                                  "no",
+                                  "--daemonize",
+                                  "no",
+                                  "--protected-mode",
+                                  "no",
+                                  "--dir",
+                                  dir_.file(""),
+                                  "--logfile",
+                                  ""};
+    if (!options_.password.empty()) {
+      args.push_back("--requirepass");
+      args.push_back(options_.password);
+    }
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const std::string log_path = dir_.file("redis.log");
+
+    pid_ = ::fork();
+    if (pid_ < 0) throw std::runtime_error("fork failed");
+    if (pid_ == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // even when a timeout kills the test
+      const int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      if (fd < 0) std::_Exit(126);
+      ::dup2(fd, STDOUT_FILENO);
+      ::dup2(fd, STDERR_FILENO);
+      ::close(fd);
+      ::execve(argv[0], argv.data(), environ);
+      std::_Exit(127);
+    }
+
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
+        pid_ = -1;
+        return false;
+      }
+      if (answers()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    stop();
+    return false;
+  }
+
+  // PING answered, by PONG or (with a password) NOAUTH: it is serving.
+  bool answers() const {
+    try {
+      const std::string reply = redis_command(port_, {"PING"});
+      return reply == "+PONG" || reply.starts_with("-NOAUTH");
+    } catch (const std::runtime_error&) {
+      return false;
+    }
+  }
+
+  RedisServerOptions options_;
+  TempDir dir_{"lmwarden-redis"};
+  std::uint16_t port_ = 0;
+  pid_t pid_ = -1;
+};
+
+}  // namespace lmwarden::testing

@@ -1,0 +1,76 @@
+// The shared_homes section: Redis shared by several wardens (DESIGN §10).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <string>
+
+#include "config_test_util.h"
+
+namespace lmwarden::config {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+TEST(ConfigSharedHomes, AbsentByDefault) {
+  EXPECT_FALSE(load_ok(kMinimal).shared_homes.has_value());
+}
+
+TEST(ConfigSharedHomes, TheUrlAloneTakesTheDefaults) {
+  const Config c =
+      load_ok("shared_homes:\n  redis: redis://10.0.0.5:6379\n" + std::string(kMinimal));
+  ASSERT_TRUE(c.shared_homes);
+  EXPECT_EQ(c.shared_homes->redis, "redis://10.0.0.5:6379");
+  EXPECT_EQ(c.shared_homes->key_prefix, "lmwarden:");
+  EXPECT_EQ(c.shared_homes->timeout, Millis{50});
+  EXPECT_FALSE(c.shared_homes->password_env);
+}
+
+TEST(ConfigSharedHomes, EveryKey) {
+  ::setenv("LMWARDEN_TEST_REDIS_PASSWORD", "s3cret", 1);
+  const Config c = load_ok(R"(shared_homes:
+  redis: redis://redis.internal:6380/4
+  password_env: LMWARDEN_TEST_REDIS_PASSWORD
+  key_prefix: "fleet-a/"
+  timeout: 200ms
+)" + std::string(kMinimal));
+  ::unsetenv("LMWARDEN_TEST_REDIS_PASSWORD");
+  ASSERT_TRUE(c.shared_homes);
+  EXPECT_EQ(c.shared_homes->redis, "redis://redis.internal:6380/4");
+  EXPECT_EQ(c.shared_homes->password_env, "LMWARDEN_TEST_REDIS_PASSWORD");
+  EXPECT_EQ(c.shared_homes->password, "s3cret");
+  EXPECT_EQ(c.shared_homes->key_prefix, "fleet-a/");
+  EXPECT_EQ(c.shared_homes->timeout, Millis{200});
+}
+
+TEST(ConfigSharedHomes, MistakesAreNamedByKey) {
+  EXPECT_EQ(error_of("shared_homes:\n  key_prefix: x\n" + std::string(kMinimal)),
+            "lmwarden.yaml:2: shared_homes.redis: is required: the Redis the wardens share, "
+            "e.g. redis://127.0.0.1:6379");
+  EXPECT_THAT(error_of("shared_homes:\n  redis: http://10.0.0.5:6379\n" + std::string(kMinimal)),
+              HasSubstr("lmwarden.yaml:2: shared_homes.redis: "));
+  EXPECT_THAT(error_of("shared_homes:\n  redis: redis://10.0.0.5:6379\n  timeout: 0ms\n" +
+                       std::string(kMinimal)),
+              HasSubstr("lmwarden.yaml:3: shared_homes.timeout: "));
+  EXPECT_THAT(error_of("shared_homes:\n  redis: redis://10.0.0.5:6379\n  timout: 1s\n" +
+                       std::string(kMinimal)),
+              HasSubstr("shared_homes.timout: unknown key (did you mean \"timeout\"?)"));
+  EXPECT_THAT(error_of("shared_homes: redis://10.0.0.5:6379\n" + std::string(kMinimal)),
+              HasSubstr("lmwarden.yaml:1: shared_homes: "));
+  ::unsetenv("LMWARDEN_TEST_UNSET");
+  EXPECT_EQ(error_of("shared_homes:\n  redis: redis://h:1\n  password_env: LMWARDEN_TEST_UNSET\n" +
+                     std::string(kMinimal)),
+            "lmwarden.yaml:3: shared_homes.password_env: the environment variable "
+            "LMWARDEN_TEST_UNSET is not set: Redis would be sent an empty password");
+}
+
+TEST(ConfigSharedHomes, ABadUrlsErrorNeverShowsItsPassword) {
+  const std::string error =
+      error_of("shared_homes:\n  redis: redis://:hunter2@10.0.0.5:99999\n" + std::string(kMinimal));
+  EXPECT_THAT(error, HasSubstr("shared_homes.redis"));
+  EXPECT_THAT(error, Not(HasSubstr("hunter2")));
+}
+
+}  // namespace
+}  // namespace lmwarden::config

@@ -1,0 +1,129 @@
+// The router taking homes another warden chose (proxy/shared_homes.h): an
+// adopted conversation or stored response is routed as if this router had
+// placed it, and adoption never overrides what the router knows itself.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "common/hash.h"
+#include "core/router.h"
+
+namespace lmwarden::core {
+namespace {
+
+config::ModelConfig servers(int n, int ranks = 1) {
+  config::ModelConfig m;
+  m.name = "m";
+  m.session_ttl = std::chrono::minutes(30);
+  for (int i = 0; i < n; ++i)
+    m.backends.push_back({.url = "http://127.0.0.1:" + std::to_string(9000 + i),
+                          .host = "127.0.0.1",
+                          .port = static_cast<std::uint16_t>(9000 + i),
+                          .data_parallel_size = ranks});
+  return m;
+}
+
+Router make_router(const config::ModelConfig& m) {
+  return Router{m, std::make_unique<FirstTieBreaker>()};
+}
+
+Identity session(const std::string& id) {
+  return {.kind = IdentityKind::kSession, .session_hash = stable_hash(id)};
+}
+
+const TimePoint t0{};
+
+TEST(RouterAdopt, AnAdoptedHomeIsStickyFromTheFirstRequest) {
+  Router router = make_router(servers(4));
+  const std::uint64_t key = stable_hash("conv-a");
+  EXPECT_FALSE(router.knows_conversation(key, t0));
+  // The least-loaded replica would be 0 (first tie-breaker); another warden
+  // put the conversation on 2.
+  ASSERT_TRUE(router.adopt_home(key, 2, t0));
+  EXPECT_TRUE(router.knows_conversation(key, t0));
+  const RouteDecision d = router.route(session("conv-a"), t0);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d.replica, 2);
+  EXPECT_EQ(d.home, 2);
+  EXPECT_EQ(d.kind, RouteKind::kSticky);
+  router.finish(d, t0);
+  EXPECT_EQ(router.view().replicas[2].live_conversations, 1);
+}
+
+TEST(RouterAdopt, WhatTheRouterKnowsWins) {
+  Router router = make_router(servers(4));
+  const RouteDecision first = router.route(session("conv-b"), t0);
+  router.finish(first, t0);
+  const std::uint64_t key = stable_hash("conv-b");
+  const int elsewhere = (first.replica + 1) % 4;
+  EXPECT_FALSE(router.adopt_home(key, elsewhere, t0));
+  const RouteDecision next = router.route(session("conv-b"), t0);
+  EXPECT_EQ(next.replica, first.replica);
+  router.finish(next, t0);
+}
+
+TEST(RouterAdopt, NothingIsAdoptedOnAReplicaThatDoesNotExistOrWithAffinityOff) {
+  Router router = make_router(servers(2));
+  const std::uint64_t key = stable_hash("conv-c");
+  EXPECT_FALSE(router.adopt_home(key, 2, t0));
+  EXPECT_FALSE(router.adopt_home(key, -1, t0));
+  EXPECT_FALSE(router.adopt_response(key, 5, t0));
+  router.set_affinity(false);
+  EXPECT_FALSE(router.adopt_home(key, 1, t0));
+  EXPECT_FALSE(router.adopt_response(key, 1, t0));
+  router.set_affinity(true);
+  EXPECT_FALSE(router.knows_conversation(key, t0));
+  EXPECT_EQ(router.stored_responses(), 0u);
+}
+
+TEST(RouterAdopt, AnAdoptedHomeOnAnUnhealthyReplicaIsRehomed) {
+  Router router = make_router(servers(3));
+  const std::uint64_t key = stable_hash("conv-d");
+  ASSERT_TRUE(router.adopt_home(key, 1, t0));
+  router.set_healthy(1, false);
+  const RouteDecision d = router.route(session("conv-d"), t0);
+  ASSERT_TRUE(d.ok());
+  EXPECT_NE(d.replica, 1);
+  EXPECT_EQ(d.kind, RouteKind::kRehomed);
+  EXPECT_EQ(d.home, d.replica);
+  router.finish(d, t0);
+}
+
+TEST(RouterAdopt, AnAdoptedStoredResponseBindsItsChainedRequest) {
+  Router router = make_router(servers(3));
+  ASSERT_TRUE(router.adopt_response(stable_hash("resp_1"), 2, t0));
+  EXPECT_TRUE(router.holds_response(stable_hash("resp_1"), t0));
+  EXPECT_FALSE(router.adopt_response(stable_hash("resp_1"), 0, t0));  // known now
+  const RouteDecision d = router.route({.previous_response = stable_hash("resp_1")}, t0);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d.replica, 2);
+  EXPECT_TRUE(d.bound);
+  router.finish(d, t0);
+}
+
+TEST(RouterAdopt, ReplicasAreFoundByServerAndRank) {
+  // Two servers of two ranks, then one of three: replicas 0-1, 2-3, 4-6.
+  config::ModelConfig m = servers(2, 2);
+  m.backends.push_back(
+      {.url = "http://127.0.0.1:9100", .host = "127.0.0.1", .port = 9100, .data_parallel_size = 3});
+  Router router = make_router(m);
+  EXPECT_EQ(router.replica_at(0, 0), 0);
+  EXPECT_EQ(router.replica_at(1, 1), 3);
+  EXPECT_EQ(router.replica_at(2, 2), 6);
+  EXPECT_EQ(router.replica_at(1, 2), -1);  // no third rank there
+  EXPECT_EQ(router.replica_at(3, 0), -1);
+  EXPECT_EQ(router.replica_at(-1, 0), -1);
+  for (int i = 0; i < router.replica_count(); ++i)
+    EXPECT_EQ(router.replica_at(router.replica_backend(i), router.replica_rank(i)), i);
+}
+
+TEST(RouterAdopt, RememberingAStoredResponseSaysWhere) {
+  Router router = make_router(servers(2));
+  const RouteDecision d = router.route(session("conv-e"), t0);
+  EXPECT_EQ(router.remember_response(stable_hash("resp_e"), d, t0), d.replica);
+  EXPECT_EQ(router.remember_response(0, d, t0), -1);
+  router.finish(d, t0);
+}
+
+}  // namespace
+}  // namespace lmwarden::core
