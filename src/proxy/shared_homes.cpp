@@ -1,13 +1,11 @@
 #include "proxy/shared_homes.h"
 
-#include <boost/asio/associated_executor.hpp>
-#include <boost/asio/async_result.hpp>
-#include <boost/asio/deferred.hpp>
-#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <charconv>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include "common/coarse_clock.h"
 #include "proxy/warden.h"
@@ -15,25 +13,17 @@
 namespace lmwarden::proxy {
 namespace {
 
-// Completes with the store's answer, back on the awaiting coroutine's
-// thread. The store calls back on its own thread; the work guard keeps the
-// coroutine's io_context running until the answer is posted to it.
-template <class Token>
-auto async_get(homes::HomeStore& store, std::string key, Token&& token) {
-  return net::asio::async_initiate<Token, void(homes::Lookup)>(
-      [&store](auto handler, std::string key) {
-        auto work = net::asio::make_work_guard(net::asio::get_associated_executor(handler));
-        // std::function copies what it holds; the handler moves only.
-        auto shared = std::make_shared<decltype(handler)>(std::move(handler));
-        store.get(std::move(key), [shared, work](homes::Lookup found) mutable {
-          net::asio::post(work.get_executor(), [shared, found = std::move(found)]() mutable {
-            (*shared)(std::move(found));
-          });
-          work.reset();
-        });
-      },
-      token, std::move(key));
-}
+// One lookup as its request waits for it: the store's answer, posted back to
+// the request's thread, or the end of the wait, whichever comes first. The
+// store bounds its own connects and replies by the timeout, but not a host
+// name's resolution, nor the wait behind a connect in progress; the timer
+// bounds what the request waits for. Touched on the request's thread only.
+struct LookupWait {
+  explicit LookupWait(const net::Executor& executor) : timer(executor) {}
+  net::Timer timer;
+  std::optional<homes::Lookup> answer;
+  bool over = false;  // the request went on: a later answer is dropped
+};
 
 }  // namespace
 
@@ -78,6 +68,7 @@ homes::HomeStoreOptions store_options(const config::SharedHomes& config) {
 SharedHomes::SharedHomes(const config::SharedHomes& config)
     : store_(store_options(config)),
       prefix_(config.key_prefix),
+      timeout_(config.timeout),
       address_(homes::describe(store_.options().address)) {}
 
 net::Awaitable<void> SharedHomes::learn(ModelState& model, const core::Identity& identity) {
@@ -101,8 +92,31 @@ net::Awaitable<void> SharedHomes::learn(ModelState& model, const core::Identity&
 }
 
 net::Awaitable<bool> SharedHomes::ask(ModelState& model, HomeKind kind, std::uint64_t hash) {
-  const homes::Lookup found = co_await async_get(
-      store_, home_key(prefix_, model.config.name, kind, hash), net::asio::deferred);
+  const net::Executor executor = co_await net::asio::this_coro::executor;
+  const auto wait = std::make_shared<LookupWait>(executor);
+  wait->timer.expires_after(timeout_);
+  store_.get(home_key(prefix_, model.config.name, kind, hash),
+             [wait, executor](homes::Lookup found) {
+               net::asio::post(executor, [wait, found = std::move(found)]() mutable {
+                 if (wait->over) return;
+                 wait->answer = std::move(found);
+                 wait->timer.cancel();
+               });
+             });
+  co_await wait->timer.async_wait(net::kAsTuple);  // expired, or cancelled by the answer
+  wait->over = true;
+  const homes::Lookup found = wait->answer.value_or(homes::Lookup{});  // none: kFailed
+  switch (found.status) {
+    case homes::LookupStatus::kFound:
+      ++found_;
+      break;
+    case homes::LookupStatus::kAbsent:
+      ++absent_;
+      break;
+    case homes::LookupStatus::kFailed:
+      ++failed_;
+      break;
+  }
   if (found.status != homes::LookupStatus::kFound) co_return false;
   const auto place = parse_home_value(found.value);
   if (!place) co_return false;
@@ -116,6 +130,16 @@ net::Awaitable<bool> SharedHomes::ask(ModelState& model, HomeKind kind, std::uin
   const auto now = coarse_steady_now();
   co_return kind == HomeKind::kResponse ? model.router.adopt_response(hash, replica, now)
                                         : model.router.adopt_home(hash, replica, now);
+}
+
+homes::HomeStoreStats SharedHomes::stats() const {
+  // Lookups as the requests saw them: one the store answered after its
+  // request stopped waiting counts as failed, whatever the store says.
+  homes::HomeStoreStats s = store_.stats();
+  s.lookups_found = found_.load(std::memory_order_relaxed);
+  s.lookups_absent = absent_.load(std::memory_order_relaxed);
+  s.lookups_failed = failed_.load(std::memory_order_relaxed);
+  return s;
 }
 
 void SharedHomes::tell(const ModelState& model, const core::RouteDecision& decision) {

@@ -10,7 +10,9 @@
 //     model has, becomes this warden's home for the conversation, and the
 //     request is placed by the usual rules from there (sticky, or spilled if
 //     home is busy, or rehomed if home is unhealthy here). Not found, failed
-//     or late: placed as a new conversation, as without Redis.
+//     or late (the request stops waiting at the timeout, whatever holds the
+//     store up, a host name's resolution included): placed as a new
+//     conversation, as without Redis.
 //   - Every request of a conversation then writes the home it keeps (SET
 //     with the model's session_ttl, not waited for): the idle TTL counts from
 //     the last turn on any warden, and a home moved here (rehomed) is what
@@ -30,6 +32,8 @@
 // servers' URLs alike.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -75,7 +79,7 @@ class SharedHomes {
   // A stored response that the router remembered on `replica`.
   void tell_response(const ModelState& model, std::uint64_t response, int replica);
 
-  homes::HomeStoreStats stats() const { return store_.stats(); }
+  homes::HomeStoreStats stats() const;
   std::string_view address() const noexcept { return address_; }
 
  private:
@@ -85,6 +89,10 @@ class SharedHomes {
 
   homes::HomeStore store_;
   const std::string prefix_;
+  const std::chrono::milliseconds timeout_;  // a request's wait for a lookup
+  // Lookups by what their requests got (the store's own counts include
+  // answers that came after the request stopped waiting).
+  std::atomic<std::uint64_t> found_{0}, absent_{0}, failed_{0};
   const std::string address_;  // for logs, without a password
 };
 
