@@ -207,6 +207,17 @@ models:
   - name: b
     backends: [{url: http://127.0.0.1:8001, data_parallel_size: 1024}]
 """)
+    write("config", "shared-homes.yaml", """\
+listen: 127.0.0.1:0
+shared_homes:
+  redis: redis://user:p%40ss@[::1]:6380/3
+  key_prefix: "fleet/"
+  timeout: 75ms
+models:
+  - name: m
+    backends:
+      - url: http://127.0.0.1:8000
+""")
     write("config", "errors.yaml", """\
 listen: nowhere
 threads: -1
