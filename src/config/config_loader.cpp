@@ -152,6 +152,14 @@ class Loader : private yaml::Reader {
   }
 
   void read_shared_homes(const Entry& section, Config& config) {
+    // Not quoted, unlike other shapes' errors: written as a string, it is
+    // most likely the Redis URL, password and all.
+    if (section.value.IsScalar()) {
+      error(section, "shared_homes",
+            "must be a mapping of keys, e.g. \"redis: redis://HOST:6379\" on the next line, "
+            "indented; got a single value (not shown: it may hold a password)");
+      return;
+    }
     const auto map =
         read_map(section.value, "shared_homes", {"redis", "password_env", "key_prefix", "timeout"});
     if (!map) return;

@@ -110,7 +110,16 @@ void HomeStore::State::run() {
     if (queue.empty()) {
       const auto woken = [this] { return stopping || !queue.empty(); };
       if (link.open()) {
-        wake.wait(lock, woken);
+        // Idle: every retry_after, a look at whether Redis closed the
+        // connection, so that `connected` and the log tell an outage while
+        // nothing is asked, not only at the next request.
+        if (!wake.wait_for(lock, options.retry_after, woken) && link.closed_while_idle()) {
+          lock.unlock();
+          link.close();
+          connected = false;
+          connect();
+          lock.lock();
+        }
       } else {
         wake.wait_until(lock, retry_at, woken);
       }

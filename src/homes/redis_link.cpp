@@ -41,6 +41,10 @@ std::optional<std::string> RedisLink::connect(const RedisAddress& address,
     const std::string db = std::to_string(address.database);
     handshake.emplace_back(std::vector<std::string>{"SELECT", db}, "SELECT " + db);
   }
+  // And a PING, answered before the connection counts: a Redis that accepts
+  // connections but does not serve (stopped, or refusing this client without
+  // a password) must not pass for one that answers.
+  handshake.emplace_back(std::vector<std::string>{"PING"}, "PING");
   for (const auto& [args, _] : handshake) {
     if (auto error = append(args)) return fail(*error);
   }

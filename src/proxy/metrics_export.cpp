@@ -187,8 +187,10 @@ std::string warden_metrics_text(const ModelSet& models, const ConfigReloads& rel
         w.sample(name, {{"result", result}}, static_cast<double>(n));
   };
   const homes::HomeStoreStats s = shared_homes ? *shared_homes : homes::HomeStoreStats{};
-  counts("lmwarden_shared_homes_lookups_total",
-         {{"found", s.lookups_found}, {"absent", s.lookups_absent}, {"failed", s.lookups_failed}});
+  counts("lmwarden_shared_homes_lookups_total", {{"found", s.lookups_found},
+                                                 {"absent", s.lookups_absent},
+                                                 {"failed", s.lookups_failed},
+                                                 {"unusable", s.lookups_unusable}});
   counts("lmwarden_shared_homes_writes_total",
          {{"sent", s.writes_sent}, {"failed", s.writes_failed}, {"dropped", s.writes_dropped}});
   family("lmwarden_shared_homes_connected");

@@ -1,5 +1,7 @@
 #include "proxy/shared_homes.h"
 
+#include <spdlog/spdlog.h>
+
 #include <boost/asio/post.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <charconv>
@@ -8,6 +10,7 @@
 #include <optional>
 
 #include "common/coarse_clock.h"
+#include "common/host_port.h"
 #include "proxy/warden.h"
 
 namespace lmwarden::proxy {
@@ -37,6 +40,11 @@ std::string home_key(std::string_view prefix, std::string_view model, HomeKind k
   key.append(static_cast<std::size_t>(16 - (end - digits)), '0');  // fixed width
   key.append(digits, end);
   return key;
+}
+
+std::string server_name(const config::BackendConfig& backend) {
+  std::string name = "http://" + host_port(backend.host, backend.port);
+  return name.append(backend.base_path);
 }
 
 std::string home_value(std::string_view url, int rank) {
@@ -106,24 +114,27 @@ net::Awaitable<bool> SharedHomes::ask(ModelState& model, HomeKind kind, std::uin
   co_await wait->timer.async_wait(net::kAsTuple);  // expired, or cancelled by the answer
   wait->over = true;
   const homes::Lookup found = wait->answer.value_or(homes::Lookup{});  // none: kFailed
-  switch (found.status) {
-    case homes::LookupStatus::kFound:
-      ++found_;
-      break;
-    case homes::LookupStatus::kAbsent:
-      ++absent_;
-      break;
-    case homes::LookupStatus::kFailed:
-      ++failed_;
-      break;
-  }
+  if (found.status == homes::LookupStatus::kAbsent) ++absent_;
+  if (found.status == homes::LookupStatus::kFailed) ++failed_;
   if (found.status != homes::LookupStatus::kFound) co_return false;
   const auto place = parse_home_value(found.value);
-  if (!place) co_return false;
   const auto& backends = model.config.backends;
   int backend = -1;
-  for (std::size_t i = 0; i < backends.size() && backend < 0; ++i)
-    if (backends[i].url == place->url) backend = static_cast<int>(i);
+  for (std::size_t i = 0; place && i < backends.size() && backend < 0; ++i)
+    if (server_name(backends[i]) == place->url) backend = static_cast<int>(i);
+  if (backend < 0) {
+    // Another warden's server this model does not list: most likely the
+    // same server written another way (a name for an address).
+    if (unusable_++ == 0)
+      spdlog::warn(
+          "shared homes: model={} a home in Redis names {}, which this model does not list; is "
+          "every warden's backend written alike (the same host name or address)? Such "
+          "conversations are placed by this warden (lmwarden_shared_homes_lookups_total"
+          "{{result=\"unusable\"}})",
+          model.config.name, place ? place->url : std::string_view{"a value that is no place"});
+    co_return false;
+  }
+  ++found_;
   std::lock_guard lock{model.mutex};
   const int replica = model.router.replica_at(backend, place->rank);
   if (replica < 0) co_return false;  // a server or rank this model does not have
@@ -139,6 +150,7 @@ homes::HomeStoreStats SharedHomes::stats() const {
   s.lookups_found = found_.load(std::memory_order_relaxed);
   s.lookups_absent = absent_.load(std::memory_order_relaxed);
   s.lookups_failed = failed_.load(std::memory_order_relaxed);
+  s.lookups_unusable = unusable_.load(std::memory_order_relaxed);
   return s;
 }
 
@@ -156,9 +168,10 @@ void SharedHomes::put(const ModelState& model, HomeKind kind, std::uint64_t hash
   // reload that changes them makes a new router), so no lock is needed.
   const int backend = model.router.replica_backend(replica);
   const int rank = model.router.replica_rank(replica);
-  store_.put(home_key(prefix_, model.config.name, kind, hash),
-             home_value(model.config.backends[static_cast<std::size_t>(backend)].url, rank),
-             std::chrono::duration_cast<std::chrono::milliseconds>(model.config.session_ttl));
+  store_.put(
+      home_key(prefix_, model.config.name, kind, hash),
+      home_value(server_name(model.config.backends[static_cast<std::size_t>(backend)]), rank),
+      std::chrono::duration_cast<std::chrono::milliseconds>(model.config.session_ttl));
 }
 
 }  // namespace lmwarden::proxy

@@ -26,10 +26,10 @@
 //
 // Keys name the model and the stable hash of the id, the same in every
 // warden: "<prefix><model>:c:<16 hex digits>" for a conversation, ":r:" for
-// a stored response. Values name the replica by its server's URL as
-// configured and its rank ("<rank> <url>"), not by an index, which depends
-// on the order of each warden's backends: the wardens must write the
-// servers' URLs alike.
+// a stored response. Values name the replica by its server (server_name)
+// and its rank ("<rank> <server>"), not by an index, which depends on the
+// order of each warden's backends: the wardens must name each server alike
+// (the same host name, or the same address).
 #pragma once
 
 #include <atomic>
@@ -53,7 +53,10 @@ enum class HomeKind : char { kConversation = 'c', kResponse = 'r' };
 
 std::string home_key(std::string_view prefix, std::string_view model, HomeKind kind,
                      std::uint64_t hash);
-std::string home_value(std::string_view url, int rank);
+// A server as values name it, the same however its URL is written in the
+// file: "http://HOST:PORT/PATH", the port always there, no trailing '/'.
+std::string server_name(const config::BackendConfig& backend);
+std::string home_value(std::string_view server, int rank);
 
 struct HomePlace {
   int rank = 0;
@@ -92,7 +95,7 @@ class SharedHomes {
   const std::chrono::milliseconds timeout_;  // a request's wait for a lookup
   // Lookups by what their requests got (the store's own counts include
   // answers that came after the request stopped waiting).
-  std::atomic<std::uint64_t> found_{0}, absent_{0}, failed_{0};
+  std::atomic<std::uint64_t> found_{0}, absent_{0}, failed_{0}, unusable_{0};
   const std::string address_;  // for logs, without a password
 };
 

@@ -93,7 +93,20 @@ class SilentServer {
   }
 
   // True once `text` arrived on one connection (within 5 s).
-  bool received(const std::string& text) {
+  bool received(const std::string& text) { return received_on(text) >= 0; }
+
+  // Answers the store's connection check (its PING) and nothing after it:
+  // a Redis that hangs once connected.
+  bool answer_ping() {
+    const int fd = received_on("PING");
+    if (fd < 0) return false;
+    received_[fd].clear();
+    return ::send(fd, "+PONG\r\n", 7, MSG_NOSIGNAL) == 7;
+  }
+
+ private:
+  // The connection `text` arrived on (within 5 s), or -1.
+  int received_on(const std::string& text) {
     const auto deadline = Clock::now() + 5s;
     while (Clock::now() < deadline) {
       accept_all();
@@ -101,14 +114,13 @@ class SilentServer {
         char buf[4096];
         const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
         if (n > 0) bytes.append(buf, static_cast<std::size_t>(n));
-        if (bytes.find(text) != std::string::npos) return true;
+        if (bytes.find(text) != std::string::npos) return fd;
       }
       std::this_thread::sleep_for(2ms);
     }
-    return false;
+    return -1;
   }
 
- private:
   void accept_all() {
     for (int fd; (fd = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC)) >= 0;) received_[fd];
   }
@@ -247,11 +259,38 @@ TEST(HomeStoreUnreachable, SilentServerFailsAfterTheTimeout) {
   HomeStoreOptions options = options_for(silent.port());
   options.timeout = 300ms;
   HomeStore store(options);
+  ASSERT_TRUE(silent.answer_ping());  // connected, then silent
+  ASSERT_TRUE(eventually([&] { return store.stats().connected; }));
   const auto start = Clock::now();
   EXPECT_EQ(lookup(store, "conv:1"), "failed");
   EXPECT_GE(since(start), 250ms);
   EXPECT_LT(since(start), 2000ms);
   EXPECT_EQ(store.stats().lookups_failed, 1u);
+}
+
+// A listener that accepts and never answers (a Redis stopped with SIGSTOP,
+// or not Redis at all) is never taken for a Redis that answers: the
+// connection counts only after a PING's reply.
+TEST(HomeStoreUnreachable, ASilentServerIsNeverCountedConnected) {
+  SilentServer silent;
+  HomeStoreOptions options = options_for(silent.port());
+  options.timeout = 30ms;
+  HomeStore store(options);
+  for (int i = 0; i < 50; ++i) {
+    EXPECT_FALSE(store.stats().connected) << "sample " << i;
+    std::this_thread::sleep_for(20ms);
+  }
+}
+
+// Nothing asked of the store, Redis goes away: `connected` says so within
+// about retry_after, not only at the next request.
+TEST_F(HomeStoreTest, AnIdleStoreSeesRedisGo) {
+  HomeStore store(options_for(redis_.port(), /*retry_after=*/100ms));
+  ASSERT_EQ(lookup(store, "conv:1"), "absent");
+  ASSERT_TRUE(store.stats().connected);
+  redis_.stop();
+  EXPECT_TRUE(eventually([&] { return !store.stats().connected; }));
+  EXPECT_EQ(store.stats().lookups_failed, 0u);
 }
 
 TEST_F(HomeStoreTest, RestartedRedisIsUsedAgainAfterRetryAfter) {
@@ -344,6 +383,8 @@ TEST(HomeStoreUnreachable, MaxPendingRefusesLookupsAndDropsWrites) {
   options.timeout = 1000ms;
   options.max_pending = 1;
   HomeStore store(options);
+  ASSERT_TRUE(silent.answer_ping());
+  ASSERT_TRUE(eventually([&] { return store.stats().connected; }));
   std::atomic<int> failed{0};
   store.get("conv:on-the-wire", [&](Lookup l) { failed += l.status == LookupStatus::kFailed; });
   ASSERT_TRUE(silent.received("conv:on-the-wire"));
@@ -374,6 +415,8 @@ TEST(HomeStoreUnreachable, DestructorFailsWhatIsQueued) {
   };
   {
     HomeStore store(options);
+    ASSERT_TRUE(silent.answer_ping());
+    ASSERT_TRUE(eventually([&] { return store.stats().connected; }));
     store.get("conv:on-the-wire", count);
     ASSERT_TRUE(silent.received("conv:on-the-wire"));
     for (int i = 0; i < 10; ++i) store.get("conv:queued", count);

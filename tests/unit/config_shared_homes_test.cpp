@@ -56,8 +56,10 @@ TEST(ConfigSharedHomes, MistakesAreNamedByKey) {
   EXPECT_THAT(error_of("shared_homes:\n  redis: redis://10.0.0.5:6379\n  timout: 1s\n" +
                        std::string(kMinimal)),
               HasSubstr("shared_homes.timout: unknown key (did you mean \"timeout\"?)"));
-  EXPECT_THAT(error_of("shared_homes: redis://10.0.0.5:6379\n" + std::string(kMinimal)),
-              HasSubstr("lmwarden.yaml:1: shared_homes: "));
+  const std::string scalar =
+      error_of("shared_homes: redis://:hunter2@10.0.0.5:6379\n" + std::string(kMinimal));
+  EXPECT_THAT(scalar, HasSubstr("lmwarden.yaml:1: shared_homes: must be a mapping of keys"));
+  EXPECT_THAT(scalar, Not(HasSubstr("hunter2")));
   ::unsetenv("LMWARDEN_TEST_UNSET");
   EXPECT_EQ(error_of("shared_homes:\n  redis: redis://h:1\n  password_env: LMWARDEN_TEST_UNSET\n" +
                      std::string(kMinimal)),

@@ -7,6 +7,7 @@
 
 #include "common/hash.h"
 #include "config/config.h"
+#include "config/config_loader.h"
 #include "proxy/shared_homes.h"
 
 namespace lmwarden::proxy {
@@ -30,6 +31,19 @@ TEST(SharedHomesValues, RoundTripTheServerAndRank) {
   ASSERT_TRUE(place);
   EXPECT_EQ(place->rank, 3);
   EXPECT_EQ(place->url, "http://10.0.0.7:8000/v1");
+}
+
+TEST(SharedHomesValues, NameAServerHoweverItsUrlIsWritten) {
+  const auto name = [](std::string_view url) {
+    auto backend = config::parse_backend_url(url);
+    EXPECT_TRUE(backend) << url;
+    return backend ? server_name(*backend) : std::string{};
+  };
+  EXPECT_EQ(name("http://127.0.0.1:8000"), "http://127.0.0.1:8000");
+  EXPECT_EQ(name("http://127.0.0.1:8000/"), "http://127.0.0.1:8000");
+  EXPECT_EQ(name("HTTP://127.0.0.1:8000"), "http://127.0.0.1:8000");
+  EXPECT_EQ(name("http://vllm-a"), "http://vllm-a:80");
+  EXPECT_EQ(name("http://[::1]:9000/v/"), "http://[::1]:9000/v");
 }
 
 TEST(SharedHomesValues, AnythingElseIsNoPlace) {
