@@ -198,9 +198,11 @@ Warden::Warden(config::Config config, net::IoThreads& io)
   // Each thread closes its own idle connections as it stops (IoThreads).
   io.on_stop([this](net::asio::io_context& ctx) { pools_.at(&ctx)->close_idle(); });
   if (const auto& shared = models_->config.shared_homes) {
-    shared_homes_ = std::make_unique<SharedHomes>(*shared);
+    // Logged before the store's thread starts, which may log at once: the
+    // first use of spdlog (its registry made) is then this thread's alone.
     spdlog::info("sharing conversation homes with other wardens through {} (keys {}…)",
-                 shared_homes_->address(), shared->key_prefix);
+                 homes::describe(store_options(*shared).address), shared->key_prefix);
+    shared_homes_ = std::make_unique<SharedHomes>(*shared);
   }
 }
 
