@@ -67,7 +67,6 @@ struct HomeStoreStats {
   std::uint64_t lookups_found = 0;
   std::uint64_t lookups_absent = 0;
   std::uint64_t lookups_failed = 0;  // Redis unreachable, an error reply, a timeout, refused
-  std::uint64_t lookups_unusable = 0;  // not the store's: a value its user could not use
   std::uint64_t writes_sent = 0;     // answered OK
   std::uint64_t writes_failed = 0;   // Redis unreachable, an error reply, a timeout
   std::uint64_t writes_dropped = 0;  // refused: max_pending reached

@@ -29,7 +29,7 @@ std::string replica_label(int index) {
 }
 
 std::string warden_metrics_text(const ModelSet& models, const ConfigReloads& reloads,
-                                const homes::HomeStoreStats* shared_homes) {
+                                const SharedHomesStats* shared_homes) {
   telemetry::PrometheusWriter w;
   auto family = [&](std::string_view name) {
     const auto& s = spec(name);
@@ -186,7 +186,7 @@ std::string warden_metrics_text(const ModelSet& models, const ConfigReloads& rel
       for (const auto& [result, n] : results)
         w.sample(name, {{"result", result}}, static_cast<double>(n));
   };
-  const homes::HomeStoreStats s = shared_homes ? *shared_homes : homes::HomeStoreStats{};
+  const SharedHomesStats s = shared_homes ? *shared_homes : SharedHomesStats{};
   counts("lmwarden_shared_homes_lookups_total", {{"found", s.lookups_found},
                                                  {"absent", s.lookups_absent},
                                                  {"failed", s.lookups_failed},

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "homes/home_store.h"
+#include "proxy/shared_homes.h"
 
 namespace lmwarden::proxy {
 
@@ -15,7 +15,7 @@ class ConfigReloads;
 
 // `shared_homes`: the Redis store's counters, when the warden shares homes.
 std::string warden_metrics_text(const ModelSet& models, const ConfigReloads& reloads,
-                                const homes::HomeStoreStats* shared_homes = nullptr);
+                                const SharedHomesStats* shared_homes = nullptr);
 
 // A replica as /metrics labels it and the log names it: its index, or
 // "unassigned" (-1: sent without a rank, the server's balancer picked it).

@@ -74,10 +74,7 @@ homes::HomeStoreOptions store_options(const config::SharedHomes& config) {
 }
 
 SharedHomes::SharedHomes(const config::SharedHomes& config)
-    : store_(store_options(config)),
-      prefix_(config.key_prefix),
-      timeout_(config.timeout),
-      address_(homes::describe(store_.options().address)) {}
+    : store_(store_options(config)), prefix_(config.key_prefix), timeout_(config.timeout) {}
 
 net::Awaitable<void> SharedHomes::learn(ModelState& model, const core::Identity& identity) {
   const bool conversation = identity.kind == core::IdentityKind::kSession;
@@ -122,12 +119,15 @@ net::Awaitable<bool> SharedHomes::ask(ModelState& model, HomeKind kind, std::uin
   int backend = -1;
   for (std::size_t i = 0; place && i < backends.size() && backend < 0; ++i)
     if (server_name(backends[i]) == place->url) backend = static_cast<int>(i);
-  if (backend < 0) {
+  // The router's layout is fixed for its life (see put): no lock to read it.
+  const int replica = place ? model.router.replica_at(backend, place->rank) : -1;
+  if (replica < 0) {
     // Another warden's server this model does not list: most likely the
     // same server written another way (a name for an address).
     if (unusable_++ == 0)
       spdlog::warn(
-          "shared homes: model={} a home in Redis names {}, which this model does not list; is "
+          "shared homes: model={} a home in Redis names {}, a server or rank this model does not "
+          "list; is "
           "every warden's backend written alike (the same host name or address)? Such "
           "conversations are placed by this warden (lmwarden_shared_homes_lookups_total"
           "{{result=\"unusable\"}})",
@@ -136,22 +136,21 @@ net::Awaitable<bool> SharedHomes::ask(ModelState& model, HomeKind kind, std::uin
   }
   ++found_;
   std::lock_guard lock{model.mutex};
-  const int replica = model.router.replica_at(backend, place->rank);
-  if (replica < 0) co_return false;  // a server or rank this model does not have
   const auto now = coarse_steady_now();
   co_return kind == HomeKind::kResponse ? model.router.adopt_response(hash, replica, now)
                                         : model.router.adopt_home(hash, replica, now);
 }
 
-homes::HomeStoreStats SharedHomes::stats() const {
-  // Lookups as the requests saw them: one the store answered after its
-  // request stopped waiting counts as failed, whatever the store says.
-  homes::HomeStoreStats s = store_.stats();
-  s.lookups_found = found_.load(std::memory_order_relaxed);
-  s.lookups_absent = absent_.load(std::memory_order_relaxed);
-  s.lookups_failed = failed_.load(std::memory_order_relaxed);
-  s.lookups_unusable = unusable_.load(std::memory_order_relaxed);
-  return s;
+SharedHomesStats SharedHomes::stats() const {
+  const homes::HomeStoreStats store = store_.stats();
+  return {.lookups_found = found_.load(std::memory_order_relaxed),
+          .lookups_absent = absent_.load(std::memory_order_relaxed),
+          .lookups_failed = failed_.load(std::memory_order_relaxed),
+          .lookups_unusable = unusable_.load(std::memory_order_relaxed),
+          .writes_sent = store.writes_sent,
+          .writes_failed = store.writes_failed,
+          .writes_dropped = store.writes_dropped,
+          .connected = store.connected};
 }
 
 void SharedHomes::tell(const ModelState& model, const core::RouteDecision& decision) {

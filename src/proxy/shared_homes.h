@@ -65,6 +65,20 @@ struct HomePlace {
 // nullopt for anything home_value did not write.
 std::optional<HomePlace> parse_home_value(std::string_view value) noexcept;
 
+// What /metrics says of the sharing (lmwarden_shared_homes_*). Lookups are
+// counted as their requests saw them: one the store answered after its
+// request stopped waiting is failed, whatever the store's own count says.
+struct SharedHomesStats {
+  std::uint64_t lookups_found = 0;  // adopted, or this warden knew it meanwhile
+  std::uint64_t lookups_absent = 0;
+  std::uint64_t lookups_failed = 0;    // Redis unreachable, an error, or late
+  std::uint64_t lookups_unusable = 0;  // a server or rank this model does not list
+  std::uint64_t writes_sent = 0;
+  std::uint64_t writes_failed = 0;
+  std::uint64_t writes_dropped = 0;
+  bool connected = false;
+};
+
 // The store's settings from the configuration: its address (the URL checked
 // at load, with the password from password_env when set) and timeouts.
 homes::HomeStoreOptions store_options(const config::SharedHomes& config);
@@ -82,8 +96,7 @@ class SharedHomes {
   // A stored response that the router remembered on `replica`.
   void tell_response(const ModelState& model, std::uint64_t response, int replica);
 
-  homes::HomeStoreStats stats() const;
-  std::string_view address() const noexcept { return address_; }
+  SharedHomesStats stats() const;
 
  private:
   // Looks `hash` up and adopts what is found; true when it was.
@@ -93,10 +106,7 @@ class SharedHomes {
   homes::HomeStore store_;
   const std::string prefix_;
   const std::chrono::milliseconds timeout_;  // a request's wait for a lookup
-  // Lookups by what their requests got (the store's own counts include
-  // answers that came after the request stopped waiting).
   std::atomic<std::uint64_t> found_{0}, absent_{0}, failed_{0}, unusable_{0};
-  const std::string address_;  // for logs, without a password
 };
 
 }  // namespace lmwarden::proxy

@@ -208,7 +208,7 @@ Warden::Warden(config::Config config, net::IoThreads& io)
 
 Warden::~Warden() = default;
 
-std::optional<homes::HomeStoreStats> Warden::shared_homes_stats() const {
+std::optional<SharedHomesStats> Warden::shared_homes_stats() const {
   if (!shared_homes_) return std::nullopt;
   return shared_homes_->stats();
 }

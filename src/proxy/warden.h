@@ -21,13 +21,13 @@
 #include "config/config.h"
 #include "core/identity.h"
 #include "core/router.h"
-#include "homes/home_store.h"
 #include "net/http_server.h"
 #include "proxy/access_log.h"
 #include "proxy/config_reloads.h"
 #include "proxy/dialect.h"
 #include "proxy/model_telemetry.h"
 #include "proxy/refusals.h"
+#include "proxy/shared_homes.h"
 #include "proxy/upstream_pool.h"
 
 namespace lmwarden::proxy {
@@ -129,8 +129,6 @@ void write_access_log(const ModelSet& set, std::uint64_t id, net::Exchange& exch
                       AccessRecord& record);
 
 // Decision plus the guarantee that its in-flight count ends exactly once.
-class SharedHomes;
-
 class InFlight {
  public:
   InFlight(ModelState& model, core::RouteDecision decision, SharedHomes* shared = nullptr)
@@ -191,7 +189,7 @@ class Warden {
   // Drops pooled upstream connections; only with the I/O threads stopped.
   void close_upstreams() noexcept { pools_.clear(); }
   // The Redis store's counters, when homes are shared (else nullopt).
-  std::optional<homes::HomeStoreStats> shared_homes_stats() const;
+  std::optional<SharedHomesStats> shared_homes_stats() const;
   std::chrono::system_clock::time_point started() const noexcept { return started_; }
 
  private:

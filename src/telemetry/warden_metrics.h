@@ -71,7 +71,7 @@ inline constexpr std::array<MetricSpec, 23> kWardenMetrics = {{
      "Homes of conversations (and stored responses) this warden did not know, asked of the "
      "other wardens through Redis (shared_homes), by result: found, absent, failed (Redis "
      "unreachable, an error, or later than the timeout: placed by this warden alone), or "
-     "unusable (a server this model does not list)."},
+     "unusable (a server or rank this model does not list)."},
     {"lmwarden_shared_homes_writes_total", MetricType::kCounter, "result",
      "Homes written to Redis for the other wardens (shared_homes), by result: sent, failed, or "
      "dropped (too many waiting)."},

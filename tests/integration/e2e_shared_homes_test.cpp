@@ -172,8 +172,7 @@ TEST(EndToEndSharedHomes, AConversationKeepsOneHomeWhicheverWardenTakesItsTurns)
         0);
     EXPECT_EQ(metric_of(fleet.warden(w), "lmwarden_shared_homes_connected"), 1);
   }
-  // What Redis holds: one key per conversation, its value the home's rank
-  // and URL, with the model's idle TTL (30 min by default) on it.
+  // What Redis holds: one key per conversation.
   EXPECT_EQ(fleet.redis().command({"DBSIZE"}), ":6");
 }
 

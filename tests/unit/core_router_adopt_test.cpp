@@ -7,25 +7,10 @@
 
 #include "common/hash.h"
 #include "core/router.h"
+#include "core_router_test_util.h"
 
 namespace lmwarden::core {
 namespace {
-
-config::ModelConfig servers(int n, int ranks = 1) {
-  config::ModelConfig m;
-  m.name = "m";
-  m.session_ttl = std::chrono::minutes(30);
-  for (int i = 0; i < n; ++i)
-    m.backends.push_back({.url = "http://127.0.0.1:" + std::to_string(9000 + i),
-                          .host = "127.0.0.1",
-                          .port = static_cast<std::uint16_t>(9000 + i),
-                          .data_parallel_size = ranks});
-  return m;
-}
-
-Router make_router(const config::ModelConfig& m) {
-  return Router{m, std::make_unique<FirstTieBreaker>()};
-}
 
 Identity session(const std::string& id) {
   return {.kind = IdentityKind::kSession, .session_hash = stable_hash(id)};

@@ -7,27 +7,12 @@
 
 #include "common/hash.h"
 #include "core/router.h"
+#include "core_router_test_util.h"
 
 namespace lmwarden::core {
 namespace {
 
 using std::chrono::minutes;
-
-config::ModelConfig servers(int n, int ranks = 1, std::optional<int> spill = std::nullopt) {
-  config::ModelConfig m;
-  m.name = "m";
-  m.spill_threshold = spill;
-  for (int i = 0; i < n; ++i)
-    m.backends.push_back({.url = "http://127.0.0.1:" + std::to_string(9000 + i),
-                          .host = "127.0.0.1",
-                          .port = static_cast<std::uint16_t>(9000 + i),
-                          .data_parallel_size = ranks});
-  return m;
-}
-
-Router make_router(const config::ModelConfig& m) {
-  return Router{m, std::make_unique<FirstTieBreaker>()};
-}
 
 // A request chained to the stored response `id`, with no id of its own
 // (what an OpenAI SDK client sends with store on), or with a session id.
