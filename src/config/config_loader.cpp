@@ -267,7 +267,7 @@ class Loader : private yaml::Reader {
         model.inject_stream_usage = *v;
     if (const Entry* e = map->find("api_keys_env"))
       if (auto v = read_string_list(*e, child(path, "api_keys_env"), "environment variable names",
-                                    is_env_name)) {
+                                    is_env_name, /*secret=*/true)) {
         // A key that is not there would leave the model open while the file
         // says it is closed: refused here rather than found out by a client.
         for (std::size_t i = 0; i < v->size(); ++i)

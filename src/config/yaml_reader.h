@@ -258,9 +258,12 @@ class Reader {
   }
 
   // A list of scalars that each pass `check`; nullopt if anything is wrong.
+  // Items are quoted in errors unless `secret` (an item may be a key written
+  // where its variable's name belongs).
   template <typename Check>
   std::optional<std::vector<std::string>> read_string_list(const Entry& e, const std::string& path,
-                                                           std::string_view expected, Check check) {
+                                                           std::string_view expected, Check check,
+                                                           bool secret = false) {
     if (!e.value.IsSequence()) {
       error(e, path, fmt::format("must be a list of {}, got {}", expected, shown(e.value)));
       return std::nullopt;
@@ -270,7 +273,10 @@ class Reader {
     for (std::size_t i = 0; i < e.value.size(); ++i) {
       const YAML::Node item = e.value[i];
       if (!item.IsScalar() || !check(item.Scalar())) {
-        error(item, index(path, i), fmt::format("must be {}, got {}", expected, shown(item)));
+        error(item, index(path, i),
+              secret
+                  ? fmt::format("must be {} (the value is not shown: it may be a secret)", expected)
+                  : fmt::format("must be {}, got {}", expected, shown(item)));
         ok = false;
         continue;
       }
@@ -287,9 +293,10 @@ class Reader {
 
   std::optional<std::string> read_env_name(const Entry& e, const std::string& path) {
     if (e.value.IsScalar() && is_env_name(e.value.Scalar())) return e.value.Scalar();
+    // Not quoted: what is written here by mistake is often the secret itself.
     error(e, path,
-          fmt::format("must be an environment variable name (letters, digits, _), got {}",
-                      shown(e.value)));
+          "must be an environment variable name (letters, digits, _); the value is not shown: it "
+          "may be a secret");
     return std::nullopt;
   }
 

@@ -14,6 +14,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(ConfigErrors, MessageNamesFileLineKeyAndReason) {
   EXPECT_EQ(
@@ -391,6 +392,24 @@ TEST(ConfigErrors, EnvironmentNamesAndTokens) {
     backends: [{url: "http://h:1"}]
 )"),
       HasSubstr("lmwarden.yaml:3: models[0].api_keys_env[1]: must be environment variable names"));
+}
+
+// A key or password written where its variable's name belongs is not
+// repeated in the error, which goes to logs.
+TEST(ConfigErrors, ASecretWrittenForAVariableNameIsNotShown) {
+  const std::string homes = "shared_homes:\n  redis: redis://h:6379\n  password_env: s3cr3t-pw\n";
+  const std::string error = error_of(homes + std::string(kMinimal));
+  EXPECT_THAT(error, HasSubstr("shared_homes.password_env: must be an environment variable name"));
+  EXPECT_THAT(error, Not(HasSubstr("s3cr3t")));
+  const std::string keys = error_of(R"(models:
+  - name: m
+    api_keys_env: ["sk-live-123"]
+    backends: [{url: "http://h:1"}]
+)");
+  EXPECT_THAT(keys, HasSubstr("api_keys_env[0]: must be environment variable names"));
+  EXPECT_THAT(keys, Not(HasSubstr("sk-live")));
+  const std::string token = error_of("admin_token_env: tok-en\n" + std::string(kMinimal));
+  EXPECT_THAT(token, Not(HasSubstr("tok-en")));
 }
 
 // A key named but not there would leave a model open (or send the server an
