@@ -163,14 +163,20 @@ RouteDecision Router::route(const Identity& identity, TimePoint now, std::span<c
     const int target = least_loaded(exclude);
     if (target < 0) return {RouteDecision::Status::kNoHealthyReplica};
     sessions_.assign(key, target, now);
-    return of_conversation(send(target, counted_as(RouteKind::kNew, exclude)), target);
+    RouteDecision d = of_conversation(send(target, counted_as(RouteKind::kNew, exclude)), target);
+    d.chose_home = true;
+    return d;
   }
   const Replica& h = replicas_[static_cast<std::size_t>(*home)];
   if (!h.healthy) {
     const int target = least_loaded(exclude);
     if (target < 0) return {RouteDecision::Status::kNoHealthyReplica};
     sessions_.assign(key, target, now);
-    return of_conversation(send(target, counted_as(RouteKind::kRehomed, exclude)), target);
+    RouteDecision d =
+        of_conversation(send(target, counted_as(RouteKind::kRehomed, exclude)), target);
+    d.chose_home = true;
+    d.former_home = *home;
+    return d;
   }
   if (contains(exclude, *home)) {
     // A retry: the home just failed this request. Serve it elsewhere without
@@ -279,6 +285,15 @@ bool Router::adopt_home(std::uint64_t conversation, int replica, TimePoint now) 
 bool Router::adopt_response(std::uint64_t response, int replica, TimePoint now) noexcept {
   if (!affinity_ || replica < 0 || replica >= replica_count()) return false;
   return adopt(responses_, response, replica, now);
+}
+
+bool Router::settle_home(std::uint64_t conversation, int chosen, int replica,
+                         TimePoint now) noexcept {
+  if (!affinity_ || replica < 0 || replica >= replica_count() || replica == chosen) return false;
+  const std::optional<int> home = sessions_.find(conversation, now);
+  if (home != chosen) return false;
+  sessions_.assign(conversation, replica, now);  // known: moves it, allocates nothing
+  return true;
 }
 
 int Router::replica_at(int backend, int rank) const noexcept {

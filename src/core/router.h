@@ -74,6 +74,11 @@ struct RouteDecision {
   // The request continues a stored response, and goes where it is stored:
   // another replica would not find it (404), so it is not retried elsewhere.
   bool bound = false;
+  // This decision chose the conversation's home by load: a new conversation
+  // (former_home -1) or one moved off its unhealthy home (former_home). Other
+  // wardens may have chosen at the same time (proxy/shared_homes.h).
+  bool chose_home = false;
+  int former_home = -1;
 
   bool ok() const noexcept { return status == Status::kOk; }
 };
@@ -167,6 +172,13 @@ class Router final : private SessionTable::Listener {
   }
   bool adopt_home(std::uint64_t conversation, int replica, TimePoint now) noexcept;
   bool adopt_response(std::uint64_t response, int replica, TimePoint now) noexcept;
+  // Another warden's home for a conversation whose home this router chose
+  // (`chosen`, RouteDecision::chose_home) at the same time: the conversation
+  // moves there, and its later requests go there by the rules above. False,
+  // with nothing changed, when its home is no longer `chosen` (it moved again
+  // or was forgotten meanwhile), is `replica` already, `replica` does not
+  // exist, or affinity is off.
+  bool settle_home(std::uint64_t conversation, int chosen, int replica, TimePoint now) noexcept;
   // Where a replica is, by backend server and rank, and back: the replica of
   // `backend` at `rank` (-1 when that server has no such rank).
   int replica_backend(int replica) const noexcept {

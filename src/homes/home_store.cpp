@@ -31,11 +31,46 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 struct Command {
-  enum class Kind { kGet, kPut } kind;
+  enum class Kind { kGet, kPut, kClaim } kind;
   std::string key;
-  std::string value;                 // kPut
-  std::chrono::milliseconds ttl{0};  // kPut
-  std::function<void(Lookup)> done;  // kGet
+  std::string value;                   // kPut, kClaim
+  std::chrono::milliseconds ttl{0};    // kPut, kClaim
+  std::string replaces;                // kClaim
+  std::function<void(Lookup)> done;    // kGet
+  std::function<void(Claim)> claimed;  // kClaim
+};
+
+// KEYS[1] set to ARGV[2] with a TTL of ARGV[3] ms when absent, holding
+// ARGV[1] (what the claim replaces) or holding ARGV[2] already; a nil reply
+// then, and otherwise what it holds. One script runs at a time in Redis, so
+// of two claims on a key, the second sees the first's value.
+constexpr std::string_view kClaimScript =
+    "local v = redis.call('GET', KEYS[1]) "
+    "if v == false or v == ARGV[1] or v == ARGV[2] then "
+    "redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) return false end "
+    "return v";
+
+// Log lines about one kind of trouble that can recur at any rate (a Redis
+// refusing writes, replies coming late): the first at once, then at most
+// one a minute, saying how many were not logged.
+class LogLimit {
+ public:
+  // Whether to log now; `unlogged` is then how many were not, since the last.
+  bool due(Clock::time_point now, std::uint64_t& unlogged) {
+    if (logged_ && now - last_ < std::chrono::minutes(1)) {
+      ++unlogged_;
+      return false;
+    }
+    logged_ = true;
+    last_ = now;
+    unlogged = std::exchange(unlogged_, 0);
+    return true;
+  }
+
+ private:
+  bool logged_ = false;
+  Clock::time_point last_;
+  std::uint64_t unlogged_ = 0;
 };
 
 // Error replies that say the connection cannot serve commands at all, rather
@@ -61,7 +96,15 @@ struct HomeStore::State {
   void connect();
   // Ends the connection after a failure and closes the retry gate.
   void fail_connection(const std::string& error);
+  // Ends a connection whose pipeline was answered late: what it carried
+  // failed, and the next turn connects again at once.
+  void drop_late_connection(const std::string& error);
   void fail(Command& command);
+  void answer(Command& command, const redisReply& reply);
+  void refused(const Command& command, std::string_view error);
+  // Queues `command` (moved from) unless max_pending are waiting: false, and
+  // `command` left as it was, when refused.
+  bool enqueue(Command& command);
 
   const HomeStoreOptions options;
 
@@ -76,6 +119,8 @@ struct HomeStore::State {
   std::atomic<std::uint64_t> writes_sent{0};
   std::atomic<std::uint64_t> writes_failed{0};
   std::atomic<std::uint64_t> writes_dropped{0};
+  std::atomic<std::uint64_t> claims_taken{0};
+  std::atomic<std::uint64_t> claims_held{0};
   std::atomic<bool> connected{false};
 
   // The thread's own.
@@ -83,6 +128,8 @@ struct HomeStore::State {
   Clock::time_point retry_at = Clock::time_point::min();
   bool in_outage = false;
   std::string outage_error;
+  LogLimit refusals;
+  LogLimit late_replies;
 
   std::thread thread;  // last: started once the members above exist
 };
@@ -164,9 +211,18 @@ void HomeStore::State::send(std::deque<Command>& batch) {
       error = link.append(2, argv, lengths);
     } else {
       const std::string ms = std::to_string(std::max<std::int64_t>(c.ttl.count(), 1));
-      const char* argv[] = {"SET", c.key.data(), c.value.data(), "PX", ms.data()};
-      const std::size_t lengths[] = {3, c.key.size(), c.value.size(), 2, ms.size()};
-      error = link.append(5, argv, lengths);
+      if (c.kind == Command::Kind::kPut) {
+        const char* argv[] = {"SET", c.key.data(), c.value.data(), "PX", ms.data()};
+        const std::size_t lengths[] = {3, c.key.size(), c.value.size(), 2, ms.size()};
+        error = link.append(5, argv, lengths);
+      } else {
+        const char* argv[] = {"EVAL",       kClaimScript.data(), "1",
+                              c.key.data(), c.replaces.data(),   c.value.data(),
+                              ms.data()};
+        const std::size_t lengths[] = {
+            4, kClaimScript.size(), 1, c.key.size(), c.replaces.size(), c.value.size(), ms.size()};
+        error = link.append(7, argv, lengths);
+      }
     }
     if (error) {
       fail_connection(*error);
@@ -185,32 +241,69 @@ void HomeStore::State::send(std::deque<Command>& batch) {
       break;
     }
     const redisReply& r = **reply;
-    Command& c = batch[answered];
-    if (r.type == REDIS_REPLY_ERROR) {
-      if (breaks_connection(reply_text(r))) {
-        broken = std::string(reply_text(r));
-        break;  // failed below, once the connection is closed
-      }
-      fail(c);
-    } else if (c.kind == Command::Kind::kPut) {
-      if (r.type == REDIS_REPLY_STATUS) {
-        ++writes_sent;
-      } else {
-        fail(c);
-      }
-    } else if (r.type == REDIS_REPLY_NIL) {
-      ++lookups_absent;
-      c.done(Lookup{.status = LookupStatus::kAbsent});
-    } else if (r.type == REDIS_REPLY_STRING) {
-      ++lookups_found;
-      c.done(Lookup{.status = LookupStatus::kFound, .value = std::string(reply_text(r))});
-    } else {
-      fail(c);
+    if (r.type == REDIS_REPLY_ERROR && breaks_connection(reply_text(r))) {
+      broken = std::string(reply_text(r));
+      break;  // failed below, once the connection is closed
     }
+    answer(batch[answered], r);
   }
   if (!broken) return;
-  fail_connection(*broken);
+  // A connection that served until a reply came late (Redis paused to save,
+  // or this host was busy) is most likely fine: it is dropped, since its
+  // late replies would be taken for later commands', but not held against
+  // Redis. A connect that fails, or a reply refused, closes the gate.
+  if (link.timed_out()) {
+    drop_late_connection(*broken);
+  } else {
+    fail_connection(*broken);
+  }
   for (; answered < batch.size(); ++answered) fail(batch[answered]);
+}
+
+void HomeStore::State::answer(Command& c, const redisReply& r) {
+  if (r.type == REDIS_REPLY_ERROR) {
+    refused(c, reply_text(r));
+    fail(c);
+    return;
+  }
+  switch (c.kind) {
+    case Command::Kind::kPut:
+      if (r.type != REDIS_REPLY_STATUS) return fail(c);
+      ++writes_sent;
+      return;
+    case Command::Kind::kGet:
+      if (r.type == REDIS_REPLY_NIL) {
+        ++lookups_absent;
+        return c.done(Lookup{.status = LookupStatus::kAbsent});
+      }
+      if (r.type != REDIS_REPLY_STRING) return fail(c);
+      ++lookups_found;
+      return c.done(Lookup{.status = LookupStatus::kFound, .value = std::string(reply_text(r))});
+    case Command::Kind::kClaim:
+      if (r.type == REDIS_REPLY_NIL) {
+        ++writes_sent;
+        ++claims_taken;
+        return c.claimed(Claim{.status = ClaimStatus::kTaken});
+      }
+      if (r.type != REDIS_REPLY_STRING) return fail(c);
+      ++writes_sent;
+      ++claims_held;
+      return c.claimed(Claim{.status = ClaimStatus::kHeld, .holder = std::string(reply_text(r))});
+  }
+}
+
+void HomeStore::State::refused(const Command& c, std::string_view error) {
+  std::uint64_t unlogged = 0;
+  if (!refusals.due(Clock::now(), unlogged)) return;
+  const std::string_view what = c.kind == Command::Kind::kGet   ? "a lookup"
+                                : c.kind == Command::Kind::kPut ? "a write"
+                                                                : "a claim (EVAL)";
+  spdlog::warn(
+      "shared homes: {} refused {}: {}{}; such homes are not shared "
+      "(lmwarden_shared_homes_writes_total and _lookups_total count each as failed)",
+      describe(options.address), what, error,
+      unlogged == 0 ? std::string{}
+                    : fmt::format(" ({} more refused since the last line)", unlogged));
 }
 
 void HomeStore::State::connect() {
@@ -239,23 +332,42 @@ void HomeStore::State::fail_connection(const std::string& error) {
   // write a line each `retry_after`.
   if (!in_outage) {
     spdlog::warn(
-        "shared homes: {} unreachable ({}); conversations are placed by this warden alone "
+        "shared homes: cannot use {} ({}); conversations are placed by this warden alone "
         "until Redis answers again",
         describe(options.address), error);
   } else if (error != outage_error) {
-    spdlog::warn("shared homes: {} still unreachable, now: {}", describe(options.address), error);
+    spdlog::warn("shared homes: still cannot use {}, now: {}", describe(options.address), error);
   }
   in_outage = true;
   outage_error = error;
 }
 
+void HomeStore::State::drop_late_connection(const std::string& error) {
+  link.close();
+  connected = false;
+  retry_at = Clock::now();
+  std::uint64_t unlogged = 0;
+  if (late_replies.due(Clock::now(), unlogged))
+    spdlog::warn(
+        "shared homes: {} answered late ({}); what was asked failed, and the warden connects "
+        "again{}",
+        describe(options.address), error,
+        unlogged == 0 ? std::string{}
+                      : fmt::format(" ({} more late since the last line)", unlogged));
+}
+
 void HomeStore::State::fail(Command& command) {
-  if (command.kind == Command::Kind::kPut) {
-    ++writes_failed;
-    return;
+  switch (command.kind) {
+    case Command::Kind::kPut:
+      ++writes_failed;
+      return;
+    case Command::Kind::kClaim:
+      ++writes_failed;
+      return command.claimed(Claim{});
+    case Command::Kind::kGet:
+      ++lookups_failed;
+      return command.done(Lookup{.status = LookupStatus::kFailed});
   }
-  ++lookups_failed;
-  command.done(Lookup{.status = LookupStatus::kFailed});
 }
 
 HomeStore::HomeStore(HomeStoreOptions options)
@@ -272,43 +384,45 @@ HomeStore::~HomeStore() {
   state_->thread.join();
 }
 
-void HomeStore::put(std::string key, std::string value, std::chrono::milliseconds ttl) {
-  State& s = *state_;
+bool HomeStore::State::enqueue(Command& command) {
   bool was_empty = false;
   {
-    std::lock_guard lock(s.mutex);
-    if (s.queue.size() >= s.options.max_pending) {
-      ++s.writes_dropped;
-      return;
-    }
-    was_empty = s.queue.empty();
-    s.queue.push_back(Command{
-        .kind = Command::Kind::kPut, .key = std::move(key), .value = std::move(value), .ttl = ttl});
+    std::lock_guard lock(mutex);
+    if (queue.size() >= options.max_pending) return false;
+    was_empty = queue.empty();
+    queue.push_back(std::move(command));
   }
   // Only an empty queue can have the thread waiting on it.
-  if (was_empty) s.wake.notify_one();
+  if (was_empty) wake.notify_one();
+  return true;
+}
+
+void HomeStore::put(std::string key, std::string value, std::chrono::milliseconds ttl) {
+  Command command{
+      .kind = Command::Kind::kPut, .key = std::move(key), .value = std::move(value), .ttl = ttl};
+  if (!state_->enqueue(command)) ++state_->writes_dropped;
 }
 
 void HomeStore::get(std::string key, std::function<void(Lookup)> done) {
   assert(done);
-  State& s = *state_;
-  bool queued = false;
-  bool was_empty = false;
-  {
-    std::lock_guard lock(s.mutex);
-    if (s.queue.size() < s.options.max_pending) {
-      was_empty = s.queue.empty();
-      s.queue.push_back(
-          Command{.kind = Command::Kind::kGet, .key = std::move(key), .done = std::move(done)});
-      queued = true;
-    }
-  }
-  if (queued) {
-    if (was_empty) s.wake.notify_one();
-    return;
-  }
-  ++s.lookups_failed;
-  done(Lookup{.status = LookupStatus::kFailed});
+  Command command{.kind = Command::Kind::kGet, .key = std::move(key), .done = std::move(done)};
+  if (state_->enqueue(command)) return;
+  ++state_->lookups_failed;
+  command.done(Lookup{.status = LookupStatus::kFailed});
+}
+
+void HomeStore::claim(std::string key, std::string replaces, std::string value,
+                      std::chrono::milliseconds ttl, std::function<void(Claim)> done) {
+  assert(done);
+  Command command{.kind = Command::Kind::kClaim,
+                  .key = std::move(key),
+                  .value = std::move(value),
+                  .ttl = ttl,
+                  .replaces = std::move(replaces),
+                  .claimed = std::move(done)};
+  if (state_->enqueue(command)) return;
+  ++state_->writes_dropped;
+  command.claimed(Claim{});
 }
 
 HomeStoreStats HomeStore::stats() const {
@@ -319,6 +433,8 @@ HomeStoreStats HomeStore::stats() const {
                         .writes_sent = s.writes_sent.load(std::memory_order_relaxed),
                         .writes_failed = s.writes_failed.load(std::memory_order_relaxed),
                         .writes_dropped = s.writes_dropped.load(std::memory_order_relaxed),
+                        .claims_taken = s.claims_taken.load(std::memory_order_relaxed),
+                        .claims_held = s.claims_held.load(std::memory_order_relaxed),
                         .connected = s.connected.load(std::memory_order_relaxed)};
 }
 

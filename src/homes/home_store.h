@@ -2,9 +2,11 @@
 //
 // Each warden keeps its own session table; this store only lets one warden
 // learn the home another one chose. The warden asks it about a conversation
-// its own table does not know (one GET, bounded by the timeout) and tells it
-// every home it uses (a SET with the idle TTL, not waited for). Values are
-// opaque here: the warden writes and reads them.
+// its own table does not know (one GET, bounded by the timeout), tells it
+// every home it uses (a SET with the idle TTL, not waited for), and claims
+// each home it chooses (claim: set unless another warden's choice is there
+// first, atomically, answered later). Values are opaque here: the warden
+// writes and reads them.
 //
 // One thread per store talks to Redis with hiredis's blocking API, taking
 // every command queued since its last turn as one pipeline. A failed
@@ -12,7 +14,11 @@
 // behind it at once (the warden then places the request itself), and no new
 // connection is tried for `retry_after`: an unreachable Redis costs requests
 // nothing but a queue push. Outages are logged once when they begin and once
-// when they end.
+// when they end. A reply later than the timeout on a connection that served
+// (a Redis pausing to save, a busy host) fails what was in flight too, but
+// the next turn connects again at once: only a failed connect closes the
+// gate. Commands Redis refuses (an error reply: out of memory, scripting
+// disabled) fail alone, logged at most once a minute.
 #pragma once
 
 #include <chrono>
@@ -51,6 +57,15 @@ struct Lookup {
   std::string value;  // kFound only
 };
 
+// A claim's answer. kTaken: the key now holds the claimed value. kHeld: it
+// holds another (`holder`), left as it was. kFailed: not known.
+enum class ClaimStatus { kTaken, kHeld, kFailed };
+
+struct Claim {
+  ClaimStatus status = ClaimStatus::kFailed;
+  std::string holder;  // kHeld only
+};
+
 struct HomeStoreOptions {
   RedisAddress address;
   // Connecting, and each pipeline's replies: past it the connection is
@@ -67,9 +82,12 @@ struct HomeStoreStats {
   std::uint64_t lookups_found = 0;
   std::uint64_t lookups_absent = 0;
   std::uint64_t lookups_failed = 0;  // Redis unreachable, an error reply, a timeout, refused
-  std::uint64_t writes_sent = 0;     // answered OK
+  // Writes are puts and claims.
+  std::uint64_t writes_sent = 0;     // answered OK (a claim: taken or held)
   std::uint64_t writes_failed = 0;   // Redis unreachable, an error reply, a timeout
   std::uint64_t writes_dropped = 0;  // refused: max_pending reached
+  std::uint64_t claims_taken = 0;
+  std::uint64_t claims_held = 0;
   bool connected = false;
 };
 
@@ -87,6 +105,12 @@ class HomeStore {
   // caller's, when the lookup is refused at once): it should only hand the
   // result to where it is wanted.
   void get(std::string key, std::function<void(Lookup)> done);
+  // Sets key to `value` (PX ttl) when it is absent, holds `replaces` (""
+  // claims an absent key only) or holds `value` already; otherwise leaves it
+  // and answers what it holds. One Lua script (EVAL), so two wardens' claims
+  // cannot both be taken. `done` runs as get's does.
+  void claim(std::string key, std::string replaces, std::string value,
+             std::chrono::milliseconds ttl, std::function<void(Claim)> done);
 
   HomeStoreStats stats() const;
   const HomeStoreOptions& options() const noexcept;

@@ -23,6 +23,7 @@ timeval to_timeval(std::chrono::milliseconds d) {
 std::optional<std::string> RedisLink::connect(const RedisAddress& address,
                                               std::chrono::milliseconds timeout) {
   timeout_ = timeout;
+  timed_out_ = false;
   context_.reset(redisConnectWithTimeout(address.host.c_str(), address.port, to_timeval(timeout)));
   if (!context_) return "cannot allocate a connection";
   if (context_->err) return fail(context_->errstr);
@@ -101,21 +102,22 @@ std::string RedisLink::fail(std::string error) {
   return error;
 }
 
-std::string RedisLink::timed_out() const {
+std::string RedisLink::timeout_error() {
+  timed_out_ = true;
   return "no answer within " + std::to_string(timeout_.count()) + " ms";
 }
 
 // hiredis reports its socket timeout (the backstop) as an I/O error, EAGAIN.
-std::string RedisLink::io_error() const {
+std::string RedisLink::io_error() {
   if (context_->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK))
-    return timed_out();
+    return timeout_error();
   return context_->errstr;
 }
 
 std::optional<std::string> RedisLink::wait_ready(short events, Clock::time_point deadline) {
   for (;;) {
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) return fail(timed_out());
+    if (left <= 0) return fail(timeout_error());
     pollfd p{.fd = context_->fd, .events = events, .revents = 0};
     const int n = ::poll(&p, 1, static_cast<int>(left));
     // Ready, or an error or hang-up that the read or write then reports.

@@ -40,6 +40,9 @@ class RedisLink {
   using Clock = std::chrono::steady_clock;
 
   bool open() const noexcept { return context_ != nullptr; }
+  // Whether the last error was a deadline passing (no answer in time),
+  // rather than a refusal or a broken connection.
+  bool timed_out() const noexcept { return timed_out_; }
   void close() noexcept { context_.reset(); }
 
   // Connects within `timeout`, then sends AUTH and SELECT as the address
@@ -69,12 +72,13 @@ class RedisLink {
   };
 
   std::string fail(std::string error);
-  std::string timed_out() const;
-  std::string io_error() const;
+  std::string timeout_error();
+  std::string io_error();
   std::optional<std::string> wait_ready(short events, Clock::time_point deadline);
 
   std::unique_ptr<redisContext, ContextFree> context_;
   std::chrono::milliseconds timeout_{0};
+  bool timed_out_ = false;
 };
 
 }  // namespace lmwarden::homes

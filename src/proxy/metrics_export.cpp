@@ -193,6 +193,10 @@ std::string warden_metrics_text(const ModelSet& models, const ConfigReloads& rel
                                                  {"unusable", s.lookups_unusable}});
   counts("lmwarden_shared_homes_writes_total",
          {{"sent", s.writes_sent}, {"failed", s.writes_failed}, {"dropped", s.writes_dropped}});
+  counts("lmwarden_shared_homes_claims_total", {{"taken", s.claims_taken},
+                                                {"yielded", s.claims_yielded},
+                                                {"unusable", s.claims_unusable},
+                                                {"failed", s.claims_failed}});
   family("lmwarden_shared_homes_connected");
   if (shared_homes) w.sample("lmwarden_shared_homes_connected", {}, s.connected ? 1.0 : 0.0);
   return w.take();

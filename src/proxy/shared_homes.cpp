@@ -47,6 +47,13 @@ std::string server_name(const config::BackendConfig& backend) {
   return name.append(backend.base_path);
 }
 
+std::vector<std::string> server_names(const config::ModelConfig& model) {
+  std::vector<std::string> names;
+  names.reserve(model.backends.size());
+  for (const auto& backend : model.backends) names.push_back(server_name(backend));
+  return names;
+}
+
 std::string home_value(std::string_view url, int rank) {
   std::string value = std::to_string(rank);
   value.append(1, ' ').append(url);
@@ -74,7 +81,7 @@ homes::HomeStoreOptions store_options(const config::SharedHomes& config) {
 }
 
 SharedHomes::SharedHomes(const config::SharedHomes& config)
-    : store_(store_options(config)), prefix_(config.key_prefix), timeout_(config.timeout) {}
+    : prefix_(config.key_prefix), timeout_(config.timeout), store_(store_options(config)) {}
 
 net::Awaitable<void> SharedHomes::learn(ModelState& model, const core::Identity& identity) {
   const bool conversation = identity.kind == core::IdentityKind::kSession;
@@ -114,24 +121,9 @@ net::Awaitable<bool> SharedHomes::ask(ModelState& model, HomeKind kind, std::uin
   if (found.status == homes::LookupStatus::kAbsent) ++absent_;
   if (found.status == homes::LookupStatus::kFailed) ++failed_;
   if (found.status != homes::LookupStatus::kFound) co_return false;
-  const auto place = parse_home_value(found.value);
-  const auto& backends = model.config.backends;
-  int backend = -1;
-  for (std::size_t i = 0; place && i < backends.size() && backend < 0; ++i)
-    if (server_name(backends[i]) == place->url) backend = static_cast<int>(i);
-  // The router's layout is fixed for its life (see put): no lock to read it.
-  const int replica = place ? model.router.replica_at(backend, place->rank) : -1;
+  const int replica = replica_of(*model.routing, model.config.name, found.value);
   if (replica < 0) {
-    // Another warden's server this model does not list: most likely the
-    // same server written another way (a name for an address).
-    if (unusable_++ == 0)
-      spdlog::warn(
-          "shared homes: model={} a home in Redis names {}, a server or rank this model does not "
-          "list; is "
-          "every warden's backend written alike (the same host name or address)? Such "
-          "conversations are placed by this warden (lmwarden_shared_homes_lookups_total"
-          "{{result=\"unusable\"}})",
-          model.config.name, place ? place->url : std::string_view{"a value that is no place"});
+    ++unusable_;
     co_return false;
   }
   ++found_;
@@ -141,36 +133,107 @@ net::Awaitable<bool> SharedHomes::ask(ModelState& model, HomeKind kind, std::uin
                                         : model.router.adopt_home(hash, replica, now);
 }
 
+int SharedHomes::replica_of(const RoutingState& routing, std::string_view model,
+                            std::string_view value) {
+  const auto place = parse_home_value(value);
+  int backend = -1;
+  for (std::size_t i = 0; place && i < routing.servers.size() && backend < 0; ++i)
+    if (routing.servers[i] == place->url) backend = static_cast<int>(i);
+  // The router's layout is fixed for its life (see value_of): no lock to read it.
+  const int replica = place ? routing.router.replica_at(backend, place->rank) : -1;
+  // Another warden's server this model does not list: most likely the same
+  // server written another way (a name for an address).
+  if (replica < 0 && !unusable_warned_.exchange(true))
+    spdlog::warn(
+        "shared homes: model={} a home in Redis names {}, a server or rank this model does not "
+        "list; is every warden's backend written alike (the same host name or address)? Such "
+        "conversations are placed by this warden (lmwarden_shared_homes_lookups_total and "
+        "_claims_total{{result=\"unusable\"}})",
+        model, place ? place->url : std::string_view{"a value that is no place"});
+  return replica;
+}
+
 SharedHomesStats SharedHomes::stats() const {
   const homes::HomeStoreStats store = store_.stats();
-  return {.lookups_found = found_.load(std::memory_order_relaxed),
-          .lookups_absent = absent_.load(std::memory_order_relaxed),
-          .lookups_failed = failed_.load(std::memory_order_relaxed),
-          .lookups_unusable = unusable_.load(std::memory_order_relaxed),
+  const auto load = [](const std::atomic<std::uint64_t>& n) {
+    return n.load(std::memory_order_relaxed);
+  };
+  return {.lookups_found = load(found_),
+          .lookups_absent = load(absent_),
+          .lookups_failed = load(failed_),
+          .lookups_unusable = load(unusable_),
           .writes_sent = store.writes_sent,
           .writes_failed = store.writes_failed,
           .writes_dropped = store.writes_dropped,
+          .claims_taken = load(taken_),
+          .claims_yielded = load(yielded_),
+          .claims_unusable = load(claims_unusable_),
+          .claims_failed = load(claims_failed_),
           .connected = store.connected};
 }
 
 void SharedHomes::tell(const ModelState& model, const core::RouteDecision& decision) {
-  if (decision.ok() && decision.home >= 0)
-    put(model, HomeKind::kConversation, decision.conversation, decision.home);
+  if (!decision.ok() || decision.home < 0) return;
+  if (decision.chose_home) return claim(model, decision);
+  put(model, HomeKind::kConversation, decision.conversation, decision.home);
 }
 
 void SharedHomes::tell_response(const ModelState& model, std::uint64_t response, int replica) {
   if (replica >= 0) put(model, HomeKind::kResponse, response, replica);
 }
 
+namespace {
+
+// The value naming `replica` of `routing`'s layout. A router's replicas keep
+// their server and rank for its whole life (a reload that changes them
+// makes a new router), so no lock is needed.
+std::string value_of(const RoutingState& routing, int replica) {
+  const int backend = routing.router.replica_backend(replica);
+  return home_value(routing.servers[static_cast<std::size_t>(backend)],
+                    routing.router.replica_rank(replica));
+}
+
+std::chrono::milliseconds ttl_of(const ModelState& model) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(model.config.session_ttl);
+}
+
+}  // namespace
+
 void SharedHomes::put(const ModelState& model, HomeKind kind, std::uint64_t hash, int replica) {
-  // A router's replicas keep their server and rank for its whole life (a
-  // reload that changes them makes a new router), so no lock is needed.
-  const int backend = model.router.replica_backend(replica);
-  const int rank = model.router.replica_rank(replica);
-  store_.put(
-      home_key(prefix_, model.config.name, kind, hash),
-      home_value(server_name(model.config.backends[static_cast<std::size_t>(backend)]), rank),
-      std::chrono::duration_cast<std::chrono::milliseconds>(model.config.session_ttl));
+  store_.put(home_key(prefix_, model.config.name, kind, hash), value_of(*model.routing, replica),
+             ttl_of(model));
+}
+
+void SharedHomes::claim(const ModelState& model, const core::RouteDecision& decision) {
+  const RoutingState& routing = *model.routing;
+  std::string replaces =
+      decision.former_home >= 0 ? value_of(routing, decision.former_home) : std::string{};
+  store_.claim(
+      home_key(prefix_, model.config.name, HomeKind::kConversation, decision.conversation),
+      std::move(replaces), value_of(routing, decision.home), ttl_of(model),
+      [this, routing = std::weak_ptr<RoutingState>(model.routing), name = model.config.name,
+       decision](homes::Claim answer) { claimed(routing, name, decision, answer); });
+}
+
+void SharedHomes::claimed(const std::weak_ptr<RoutingState>& routing, const std::string& model,
+                          const core::RouteDecision& decision, const homes::Claim& claim) {
+  if (claim.status == homes::ClaimStatus::kTaken) {
+    ++taken_;
+    return;
+  }
+  const std::shared_ptr<RoutingState> state = routing.lock();
+  if (claim.status == homes::ClaimStatus::kFailed || !state) {
+    ++claims_failed_;  // (or the model's routing state was replaced meanwhile)
+    return;
+  }
+  const int replica = replica_of(*state, model, claim.holder);
+  if (replica < 0) {
+    ++claims_unusable_;
+    return;
+  }
+  ++yielded_;
+  std::lock_guard lock{state->mutex};
+  state->router.settle_home(decision.conversation, decision.home, replica, coarse_steady_now());
 }
 
 }  // namespace lmwarden::proxy

@@ -15,14 +15,19 @@
 //     conversation, as without Redis.
 //   - Every request of a conversation then writes the home it keeps (SET
 //     with the model's session_ttl, not waited for): the idle TTL counts from
-//     the last turn on any warden, and a home moved here (rehomed) is what
-//     the others find next.
+//     the last turn on any warden.
+//   - A home this warden chose (a new conversation, or one moved off an
+//     unhealthy home) is claimed instead: set unless another warden's choice
+//     got there first (HomeStore::claim). Two wardens that placed the same
+//     conversation at once (its first requests reached both, as Claude Code
+//     sends two at a conversation's start; or both moved it off a failed
+//     home) then agree: the one whose claim came second moves the
+//     conversation to the first's home, from its next request on.
 //   - A Responses request chained to a stored response this warden does not
 //     know looks the response's replica up the same way, and each stored
 //     response is written when its reply completes.
-// A conversation this warden already knows is never looked up again: if two
-// wardens came to disagree (one saw its home unhealthy and moved it), each
-// keeps its own until the conversation idles out of its table.
+// A conversation this warden already knows is never looked up again: what
+// settles two wardens' choices is the claim each makes when it chooses.
 //
 // Keys name the model and the stable hash of the id, the same in every
 // warden: "<prefix><model>:c:<16 hex digits>" for a conversation, ":r:" for
@@ -35,9 +40,11 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "config/config.h"
 #include "core/identity.h"
@@ -48,6 +55,7 @@
 namespace lmwarden::proxy {
 
 struct ModelState;
+struct RoutingState;
 
 enum class HomeKind : char { kConversation = 'c', kResponse = 'r' };
 
@@ -56,6 +64,7 @@ std::string home_key(std::string_view prefix, std::string_view model, HomeKind k
 // A server as values name it, the same however its URL is written in the
 // file: "http://HOST:PORT/PATH", the port always there, no trailing '/'.
 std::string server_name(const config::BackendConfig& backend);
+std::vector<std::string> server_names(const config::ModelConfig& model);
 std::string home_value(std::string_view server, int rank);
 
 struct HomePlace {
@@ -73,9 +82,13 @@ struct SharedHomesStats {
   std::uint64_t lookups_absent = 0;
   std::uint64_t lookups_failed = 0;    // Redis unreachable, an error, or late
   std::uint64_t lookups_unusable = 0;  // a server or rank this model does not list
-  std::uint64_t writes_sent = 0;
+  std::uint64_t writes_sent = 0;       // writes are plain ones and claims
   std::uint64_t writes_failed = 0;
   std::uint64_t writes_dropped = 0;
+  std::uint64_t claims_taken = 0;     // this warden's choice is the shared home
+  std::uint64_t claims_yielded = 0;   // another's was there first: moved to it
+  std::uint64_t claims_unusable = 0;  // another's, on a server or rank not listed here
+  std::uint64_t claims_failed = 0;    // not answered (Redis unreachable, an error, late)
   bool connected = false;
 };
 
@@ -91,7 +104,8 @@ class SharedHomes {
   // its conversation or stored response that this one does not, adopted by
   // the model's router. Returns at once when there is nothing to ask.
   net::Awaitable<void> learn(ModelState& model, const core::Identity& identity);
-  // After a request was placed: the home it keeps.
+  // After a request was placed: the home it keeps, claimed when the
+  // decision chose it.
   void tell(const ModelState& model, const core::RouteDecision& decision);
   // A stored response that the router remembered on `replica`.
   void tell_response(const ModelState& model, std::uint64_t response, int replica);
@@ -102,11 +116,21 @@ class SharedHomes {
   // Looks `hash` up and adopts what is found; true when it was.
   net::Awaitable<bool> ask(ModelState& model, HomeKind kind, std::uint64_t hash);
   void put(const ModelState& model, HomeKind kind, std::uint64_t hash, int replica);
+  void claim(const ModelState& model, const core::RouteDecision& decision);
+  // Runs on the store's thread.
+  void claimed(const std::weak_ptr<RoutingState>& routing, const std::string& model,
+               const core::RouteDecision& decision, const homes::Claim& claim);
+  // The replica a value names in `routing`'s layout; -1, with a warning the
+  // first time, when it names none.
+  int replica_of(const RoutingState& routing, std::string_view model, std::string_view value);
 
-  homes::HomeStore store_;
   const std::string prefix_;
   const std::chrono::milliseconds timeout_;  // a request's wait for a lookup
   std::atomic<std::uint64_t> found_{0}, absent_{0}, failed_{0}, unusable_{0};
+  std::atomic<std::uint64_t> taken_{0}, yielded_{0}, claims_unusable_{0}, claims_failed_{0};
+  std::atomic<bool> unusable_warned_{false};
+  // Last: its thread, which runs the claims' answers, ends first.
+  homes::HomeStore store_;
 };
 
 }  // namespace lmwarden::proxy

@@ -37,7 +37,7 @@ namespace lmwarden::proxy {
 // health) with the lock that guards it, and the telemetry.
 struct RoutingState {
   explicit RoutingState(const config::ModelConfig& model)
-      : router(model), failed_probes(model.backends.size(), 0) {}
+      : router(model), failed_probes(model.backends.size(), 0), servers(server_names(model)) {}
   std::mutex mutex;
   core::Router router;  // guarded by mutex
   // Per backend server, guarded by mutex: the scraper's failed rounds in a
@@ -45,6 +45,9 @@ struct RoutingState {
   std::vector<int> failed_probes;
   // When its counters began: the warden's start, or the reload that made it.
   const std::chrono::system_clock::time_point since = std::chrono::system_clock::now();
+  // Each backend as shared homes name it (server_name): fixed, as the
+  // router's replicas are, for the state's life.
+  const std::vector<std::string> servers;
 };
 
 // A model's routing state that a reload changing its replicas replaced:

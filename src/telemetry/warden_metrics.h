@@ -19,7 +19,7 @@ struct MetricSpec {
   std::string_view help;
 };
 
-inline constexpr std::array<MetricSpec, 23> kWardenMetrics = {{
+inline constexpr std::array<MetricSpec, 24> kWardenMetrics = {{
     {"lmwarden_requests_total", MetricType::kCounter, "model,replica,route",
      "Requests sent upstream, by route: new, sticky, spilled, pinned, anonymous, rehomed, "
      "balanced, retried (an attempt after a failed one)."},
@@ -75,6 +75,12 @@ inline constexpr std::array<MetricSpec, 23> kWardenMetrics = {{
     {"lmwarden_shared_homes_writes_total", MetricType::kCounter, "result",
      "Homes written to Redis for the other wardens (shared_homes), by result: sent, failed, or "
      "dropped (too many waiting)."},
+    {"lmwarden_shared_homes_claims_total", MetricType::kCounter, "result",
+     "Homes this warden chose (new conversations, and those moved off an unhealthy home), "
+     "claimed in Redis against other wardens' choices (shared_homes), by result: taken (this "
+     "warden's choice is the shared home), yielded (another warden's was there first, and the "
+     "conversation moved to it), unusable (another's, on a server or rank this model does not "
+     "list), or failed (no answer)."},
     {"lmwarden_shared_homes_connected", MetricType::kGauge, "",
      "1 while the warden is connected to the Redis it shares homes through, 0 when not; absent "
      "without shared_homes."},

@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
 #include <fstream>
+#include <future>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -174,6 +176,55 @@ TEST(EndToEndSharedHomes, AConversationKeepsOneHomeWhicheverWardenTakesItsTurns)
   }
   // What Redis holds: one key per conversation.
   EXPECT_EQ(fleet.redis().command({"DBSIZE"}), ":6");
+}
+
+// A conversation's first requests reach both wardens at once (Claude Code
+// sends two as a conversation starts, and a balancer may part them): each
+// warden finds nothing in Redis and places it as new, on the replica it
+// finds least loaded, and their claims settle on one home. Every later turn
+// then reads all of the turn before from the cache, whichever warden takes
+// it; without the claims a conversation placed apart keeps two homes, and a
+// turn on the one that missed the turn before reads it again.
+TEST(EndToEndSharedHomes, FirstTurnsOnBothWardensAtOnceSettleOnOneHome) {
+  SharedFleet fleet;
+  // A conversation only warden 0 knows: the wardens' loads differ, so placed
+  // at once, some conversations go to different replicas.
+  ASSERT_EQ(chat_turn(fleet.warden(0), "only-here", 1).status, 200);
+  constexpr int kConversations = 8, kTurns = 4;
+  for (int c = 0; c < kConversations; ++c) {
+    const std::string conv = "pair-" + std::to_string(c);
+    auto there =
+        std::async(std::launch::async, [&] { return chat_turn(fleet.warden(1), conv, 1); });
+    ASSERT_EQ(chat_turn(fleet.warden(0), conv, 1).status, 200) << conv;
+    ASSERT_EQ(there.get().status, 200) << conv;
+  }
+  // Every home either warden chose was claimed, and every claim answered.
+  const auto claims = [&](int w, const std::string& result) {
+    return metric_of(fleet.warden(w), "lmwarden_shared_homes_claims_total", {{"result", result}});
+  };
+  for (int w = 0; w < 2; ++w) {
+    const int placed = route_total(fleet.card(w), "new");
+    ASSERT_TRUE(reaches(fleet.warden(w), "lmwarden_shared_homes_claims_total", {}, placed))
+        << "warden " << w << " placed " << placed;
+    EXPECT_EQ(claims(w, "failed") + claims(w, "unusable"), 0) << "warden " << w;
+  }
+  std::printf("claims taken %g and %g, yielded %g and %g\n", claims(0, "taken"), claims(1, "taken"),
+              claims(0, "yielded"), claims(1, "yielded"));
+  EXPECT_GE(claims(0, "yielded") + claims(1, "yielded"), 1)
+      << "no conversation was placed apart: the test shows nothing";
+
+  for (int c = 0; c < kConversations; ++c) {
+    const std::string conv = "pair-" + std::to_string(c);
+    int previous_prompt = chat_turn(fleet.warden(0), conv, 1).prompt_tokens;  // (sticky)
+    for (int turn = 2; turn <= kTurns; ++turn) {
+      const Reply r = chat_turn(fleet.warden(c + turn), conv, turn);
+      ASSERT_EQ(r.status, 200) << conv << " turn " << turn;
+      // All of the turn before, but for the blocks (16 tokens) it ended in.
+      EXPECT_GE(r.cached_tokens, previous_prompt - 32)
+          << conv << " turn " << turn << " went where the turn before was not read";
+      previous_prompt = r.prompt_tokens;
+    }
+  }
 }
 
 // A Responses chain (store on, no session id, as the OpenAI SDK sends it)

@@ -72,6 +72,13 @@ TEST(ProxySharedHomes, WithRedisAbsentRequestsArePlacedByThisWardenAlone) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_EQ(tries_to_tell(), 3);
   EXPECT_EQ(shared_homes_metrics(warden.port()).at("lmwarden_shared_homes_writes_total{sent}"), 0);
+  // The first turn's home, chosen here, was claimed; the claim failed.
+  while (shared_homes_metrics(warden.port()).at("lmwarden_shared_homes_claims_total{failed}") < 1 &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const auto after = shared_homes_metrics(warden.port());
+  EXPECT_EQ(after.at("lmwarden_shared_homes_claims_total{failed}"), 1);
+  EXPECT_EQ(after.at("lmwarden_shared_homes_claims_total{taken}"), 0);
 }
 
 TEST(ProxySharedHomes, AnonymousAndPinnedRequestsAskNothing) {

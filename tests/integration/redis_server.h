@@ -32,6 +32,7 @@ inline constexpr const char* kRedisServerBinary = "/usr/bin/redis-server";
 
 struct RedisServerOptions {
   std::string password;  // --requirepass when not empty
+  bool debug_command = false;  // DEBUG allowed (DEBUG SLEEP stalls the server)
 };
 
 // One RESP exchange on a fresh connection: AUTH first when `password` is
@@ -175,6 +176,10 @@ class RedisServer {
                                   dir_.file(""),
                                   "--logfile",
                                   ""};
+    if (options_.debug_command) {
+      args.push_back("--enable-debug-command");
+      args.push_back("yes");
+    }
     if (!options_.password.empty()) {
       args.push_back("--requirepass");
       args.push_back(options_.password);

@@ -110,5 +110,67 @@ TEST(RouterAdopt, RememberingAStoredResponseSaysWhere) {
   router.finish(d, t0);
 }
 
+// A decision says when it chose a home by load, and which one it left: what
+// shared homes claim against other wardens' choices.
+TEST(RouterSettle, ADecisionSaysWhenItChoseTheHome) {
+  Router router = make_router(servers(3));
+  const RouteDecision first = router.route(session("conv-f"), t0);
+  EXPECT_TRUE(first.chose_home);
+  EXPECT_EQ(first.former_home, -1);
+  router.finish(first, t0);
+  const RouteDecision again = router.route(session("conv-f"), t0);
+  EXPECT_EQ(again.kind, RouteKind::kSticky);
+  EXPECT_FALSE(again.chose_home);
+  router.finish(again, t0);
+  // A retry away from home keeps the home: nothing chosen.
+  const int exclude[] = {first.replica};
+  const RouteDecision retry = router.route(session("conv-f"), t0, exclude);
+  EXPECT_EQ(retry.kind, RouteKind::kRetried);
+  EXPECT_FALSE(retry.chose_home);
+  router.finish(retry, t0);
+  router.set_healthy(first.replica, false);
+  const RouteDecision moved = router.route(session("conv-f"), t0);
+  EXPECT_EQ(moved.kind, RouteKind::kRehomed);
+  EXPECT_TRUE(moved.chose_home);
+  EXPECT_EQ(moved.former_home, first.replica);
+  router.finish(moved, t0);
+  EXPECT_FALSE(router.route({.kind = IdentityKind::kAnonymous}, t0).chose_home);
+}
+
+TEST(RouterSettle, AConversationMovesToTheHomeAnotherWardenChose) {
+  Router router = make_router(servers(3));
+  const std::uint64_t key = stable_hash("conv-g");
+  const RouteDecision d = router.route(session("conv-g"), t0);
+  ASSERT_EQ(d.replica, 0);
+  // Settled while its first request is still in flight, whose end leaves it.
+  ASSERT_TRUE(router.settle_home(key, 0, 2, t0));
+  router.finish(d, t0);
+  const auto view = router.view();
+  EXPECT_EQ(view.replicas[0].live_conversations, 0);
+  EXPECT_EQ(view.replicas[2].live_conversations, 1);
+  const RouteDecision next = router.route(session("conv-g"), t0);
+  EXPECT_EQ(next.replica, 2);
+  EXPECT_EQ(next.kind, RouteKind::kSticky);
+  router.finish(next, t0);
+}
+
+TEST(RouterSettle, NothingMovesUnlessTheHomeIsStillTheOneChosen) {
+  Router router = make_router(servers(3));
+  const std::uint64_t key = stable_hash("conv-h");
+  EXPECT_FALSE(router.settle_home(key, 0, 1, t0));  // unknown
+  EXPECT_FALSE(router.knows_conversation(key, t0));
+  router.finish(router.route(session("conv-h"), t0), t0);  // home 0
+  EXPECT_FALSE(router.settle_home(key, 1, 2, t0));         // it is not on 1
+  EXPECT_FALSE(router.settle_home(key, 0, 0, t0));         // there already
+  EXPECT_FALSE(router.settle_home(key, 0, 3, t0));         // no replica 3
+  EXPECT_FALSE(router.settle_home(key, 0, -1, t0));
+  router.set_affinity(false);
+  EXPECT_FALSE(router.settle_home(key, 0, 1, t0));
+  router.set_affinity(true);
+  const RouteDecision d = router.route(session("conv-h"), t0);
+  EXPECT_EQ(d.replica, 0);
+  router.finish(d, t0);
+}
+
 }  // namespace
 }  // namespace lmwarden::core
