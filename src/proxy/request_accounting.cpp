@@ -18,7 +18,7 @@ void RequestAccounting::on_response_header(unsigned status, std::string_view con
     tap_.emplace(sse ? telemetry::BodyFormat::kEventStream
                  : content_type.starts_with("application/json") ? telemetry::BodyFormat::kJson
                                                                 : telemetry::BodyFormat::kAuto);
-  if (read_response_id_ && ok_status_ && tap_) tap_->read_response_id();
+  if (stored_ && ok_status_ && tap_) tap_->read_response_id();
   // Stripping changes the length, so only a chunked stream can have it; and
   // only a chunked stream is ended with an error event when cut short.
   if (sse && chunked) {
@@ -41,6 +41,8 @@ std::span<const std::string_view> RequestAccounting::on_body(std::string_view by
     if (record_) record_->first_byte = now;
   }
   if (tap_) tap_->feed(bytes);
+  if (stored_ && ok_status_ && tap_ && tap_->format() == telemetry::BodyFormat::kEventStream)
+    tell_stored();
   if (auto* gate = std::get_if<telemetry::WholeEventGate>(&events_)) return gate->feed(bytes);
   if (auto* stripper = std::get_if<telemetry::InjectedUsageStripper>(&events_)) return stripper->feed(bytes);
   single_[0] = bytes;
@@ -66,13 +68,19 @@ void RequestAccounting::on_cut_short(std::string_view kind) {
 void RequestAccounting::end_reply(bool complete) {
   if (upstream_done_) return;
   upstream_done_ = true;
-  std::string_view stored;
-  if (complete && read_response_id_ && ok_status_ && tap_) {
+  // A JSON body's id is read once the body is whole.
+  if (complete && stored_ && ok_status_ && tap_) {
     tap_->finish();  // (book() reads the usage of the finished tap)
-    stored = tap_->response_id();
+    tell_stored();
   }
-  if (done_) done_(stored);
+  if (done_) done_();
   book();
+}
+
+void RequestAccounting::tell_stored() {
+  if (tap_->response_id().empty()) return;
+  const Stored stored = std::exchange(stored_, nullptr);
+  stored(tap_->response_id());
 }
 
 RequestAccounting::~RequestAccounting() { book(); }

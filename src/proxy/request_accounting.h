@@ -27,9 +27,9 @@ class RequestAccounting final : public RelayObserver {
  public:
   // `replica`: where the request went (-1: unassigned); `done` runs once the
   // upstream reply has ended (the warden ends the in-flight count there),
-  // before its last bytes reach the client, with the id of the Responses
-  // response it stored ("" when none, or not asked: read_response_id()).
-  using Done = std::function<void(std::string_view stored_response)>;
+  // before its last bytes reach the client.
+  using Done = std::function<void()>;
+  using Stored = std::function<void(std::string_view stored_response)>;
   RequestAccounting(ModelTelemetry& model, bool strip_injected_usage, int replica, int server,
                     Done done)
       : model_(model),
@@ -54,8 +54,12 @@ class RequestAccounting final : public RelayObserver {
   // was started without --enable-prompt-tokens-details.
   void expect(UsageReport report) noexcept { expected_ = report; }
   // The request asks its server to store the response (Responses' `store`):
-  // a complete, successful reply's response id goes to `done`.
-  void read_response_id() noexcept { read_response_id_ = true; }
+  // a successful reply's response id goes to `stored`, once, as soon as it is
+  // known: a stream's first event that names it (response.created), before
+  // that event reaches the client, so that the response's place is known
+  // (to other wardens too) long before the client can chain to it; a JSON
+  // body's when the whole body has come.
+  void read_response_id(Stored stored) noexcept { stored_ = std::move(stored); }
 
   void on_request_sent() noexcept override { sent_ = std::chrono::steady_clock::now(); }
   void on_response_header(unsigned status, std::string_view content_type, bool chunked) override;
@@ -73,6 +77,8 @@ class RequestAccounting final : public RelayObserver {
   void end_reply(bool complete);
   void book();
   void close_open() noexcept;
+  // Hands the response id to `stored_`, the first time the tap has one.
+  void tell_stored();
 
   ModelTelemetry& model_;
   bool strip_;
@@ -80,7 +86,7 @@ class RequestAccounting final : public RelayObserver {
   int server_;  // the index of the model's backend that serves it
   UsageReport expected_ = UsageReport::kFull;
   Done done_;
-  bool read_response_id_ = false;
+  Stored stored_;  // empty: no id wanted, or told already
   bool ok_status_ = false;
   std::chrono::steady_clock::time_point sent_{};  // the relay sends before any reply byte comes
   std::optional<telemetry::WallTime> first_byte_;

@@ -128,20 +128,23 @@ Admission admit(const net::Request& request, Dialect dialect, const ModelSet& se
 
 }  // namespace
 
-void InFlight::finish(std::string_view stored_response) noexcept {
+void InFlight::finish() noexcept {
   if (finished_) return;
   finished_ = true;
-  const auto now = coarse_steady_now();
-  const std::uint64_t stored = stored_response.empty() ? 0 : stable_hash(stored_response);
+  std::lock_guard lock{model_->mutex};
+  model_->router.finish(decision_, coarse_steady_now());
+}
+
+void InFlight::stored(std::string_view response) noexcept {
+  const std::uint64_t key = stable_hash(response);
   int stored_on = -1;
   {
     std::lock_guard lock{model_->mutex};
-    if (stored != 0) stored_on = model_->router.remember_response(stored, decision_, now);
-    model_->router.finish(decision_, now);
+    stored_on = model_->router.remember_response(key, decision_, coarse_steady_now());
   }
   if (shared_ && stored_on >= 0) {
     try {
-      shared_->tell_response(*model_, stored, stored_on);
+      shared_->tell_response(*model_, key, stored_on);
     } catch (const std::bad_alloc&) {
       // Not told: another warden places the chained request itself.
     }
@@ -613,12 +616,14 @@ net::Awaitable<void> Warden::run_attempts(Forward& f) {
                     : "-");
     }
 
-    const auto accounting = std::make_unique<RequestAccounting>(
-        f.model.telemetry, f.injected_usage, decision.replica, decision.backend,
-        [&in_flight](std::string_view stored) { in_flight.finish(stored); });
+    const auto accounting =
+        std::make_unique<RequestAccounting>(f.model.telemetry, f.injected_usage, decision.replica,
+                                            decision.backend, [&in_flight] { in_flight.finish(); });
     if (f.set->access_log) accounting->log_to(&f.log);
     accounting->expect(f.usage);
-    if (f.stores_response) accounting->read_response_id();
+    if (f.stores_response)
+      accounting->read_response_id(
+          [&in_flight](std::string_view response) { in_flight.stored(response); });
     AttemptContext ctx{f.exchange,      pool_for_this_thread(f.exchange), config.timeouts,
                        f.dialect,       f.exchange.remote_address(),      accounting.get(),
                        &f.live_upstream, &cutting_};

@@ -139,10 +139,11 @@ class InFlight {
   InFlight(const InFlight&) = delete;
   InFlight& operator=(const InFlight&) = delete;
   ~InFlight() { finish(); }
-  // With the id of the Responses response the reply stored, when it did: the
-  // router remembers where (Router::remember_response), and tells the other
-  // wardens through `shared`.
-  void finish(std::string_view stored_response = {}) noexcept;
+  void finish() noexcept;
+  // The reply stores a Responses response of this id: the router remembers
+  // where (Router::remember_response), and tells the other wardens through
+  // `shared`.
+  void stored(std::string_view response) noexcept;
   const core::RouteDecision& decision() const noexcept { return decision_; }
 
  private:

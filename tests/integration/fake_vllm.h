@@ -7,7 +7,8 @@
 //   x-fake-events: N    stream N more content events of about 1 KB each
 //                       (numbered "bulk 0" on) after the first, back to back
 //   x-fake-response-id: ID   a non-streamed reply is a Responses one, with
-//                       this id (as if stored)
+//                       this id (as if stored); a streamed one ("stream":true)
+//                       starts with response.created naming it
 // Replies carry usage like vLLM with --enable-prompt-tokens-details: a final
 // usage chunk when stream_options.include_usage is set, usage in the JSON body
 // of a non-streamed reply (100 prompt tokens, 64 cached, 2 completion; with
@@ -156,7 +157,9 @@ class FakeVllm {
       co_await ex.respond(std::move(res));
       co_return;
     }
-    if (const auto id = req["x-fake-response-id"]; !id.empty()) {
+    const std::string response_id = std::string(req["x-fake-response-id"]);
+    const bool streamed = s.body.find("\"stream\":true") != std::string::npos;
+    if (const auto& id = response_id; !id.empty() && !streamed) {
       net::Response res{http::status::ok, 11};
       res.set(http::field::content_type, "application/json");
       res.body() = R"({"id":")" + std::string(id) +
@@ -204,8 +207,12 @@ class FakeVllm {
     }
     // x-fake-start-usage: the first event is an Anthropic message_start,
     // which carries the prompt's usage (64 cached, 36 computed).
+    const std::string created =
+        "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"" +
+        response_id + "\",\"object\":\"response\",\"status\":\"in_progress\",\"usage\":null}}\n\n";
     const std::string_view first_event =
-        req["x-fake-start-usage"] == "1"
+        !response_id.empty() ? std::string_view{created}
+        : req["x-fake-start-usage"] == "1"
             ? "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":"
               "{\"input_tokens\":36,\"cache_read_input_tokens\":64,\"output_tokens\":1}}}\n\n"
             : "data: {\"choices\":[{\"delta\":{\"content\":\"first\"}}]}\n\n";

@@ -650,6 +650,37 @@ TEST(ProxyRouting, AStoredResponsesOwnRoutesGoWhereItIsStored) {
   EXPECT_EQ(http_request(warden.port(), http::verb::get, "/v1/responses/").status, 404u);
 }
 
+// A streamed reply that stores its response names it in its first event
+// (response.created): the warden remembers where from then on, not only once
+// the reply ends, so that its place is known (and told to other wardens)
+// long before a client could chain to it.
+TEST(ProxyRouting, AStreamedStoredResponseIsRememberedFromItsFirstEvent) {
+  FakeVllm one{1}, two{1};
+  RunningWarden warden{make_config({{one.port(), 1}, {two.port(), 1}})};
+  std::atomic<unsigned> status{0};
+  std::thread client([&] {
+    status = http_request(warden.port(), http::verb::post, "/v1/responses",
+                          R"({"model":"m","input":"hi","stream":true})",
+                          {{"x-fake-response-id", "resp_s"}, {"x-fake-hold", "1"}})
+                 .status;
+  });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (one.held_total() + two.held_total() == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  // The first event has left; the reply is held open.
+  double remembered = 0;
+  while ((remembered = metric(warden.port(), "lmwarden_stored_responses")) == 0 &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(remembered, 1) << "not remembered while the reply was still streaming";
+  EXPECT_EQ(one.held_total() + two.held_total(), 1);
+  one.release();
+  two.release();
+  client.join();
+  EXPECT_EQ(status, 200u);
+  EXPECT_EQ(metric(warden.port(), "lmwarden_stored_responses"), 1);
+}
+
 // With several models, a stored response's routes go to the model that
 // remembers it; one that no model remembers is answered here.
 TEST(ProxyRouting, AStoredResponseFindsItsModelAmongSeveral) {
