@@ -165,9 +165,15 @@ std::vector<std::string> routing_notes(const ModelSet& before, const ModelSet& a
                                            ", which keeps the old name as an alias"
                                      : "model " + m->config.name;
     if (p->routing != m->routing) {
+      // With shared homes, Redis still has the homes, named by server and
+      // rank: each conversation's next request finds its home there.
       notes.push_back(what + (renamed ? "; " : ": ") +
                       "its replicas changed, so its conversations, stored responses, counters "
-                      "and chart start afresh");
+                      "and chart start afresh" +
+                      (after.config.shared_homes
+                           ? std::string(" (conversations and stored responses on servers it "
+                                         "still lists are found again in Redis: shared_homes)")
+                           : std::string()));
       continue;
     }
     if (renamed)
