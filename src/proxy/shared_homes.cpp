@@ -98,12 +98,26 @@ net::Awaitable<void> SharedHomes::learn(ModelState& model, const core::Identity&
   }
   // A stored response binds the request (and moves its conversation there):
   // asked first, and the conversation only when it is not found.
-  if (ask_response && co_await ask(model, HomeKind::kResponse, identity.previous_response))
-    co_return;
+  if (ask_response) {
+    Asked asked = co_await ask(model, HomeKind::kResponse, identity.previous_response);
+    if (asked == Asked::kAbsent) {
+      // No warden has written it yet. A non-streamed reply names its
+      // response only at its end, and the warden that relayed it writes it
+      // then; a client that sends the chained turn here at once can ask
+      // before that write has reached Redis (measured up to 3 ms). Asked
+      // once more after a pause; a response no warden knows costs this once.
+      net::Timer pause{co_await net::asio::this_coro::executor};
+      pause.expires_after(kChainedRetryAfter);
+      co_await pause.async_wait(net::kAsTuple);
+      asked = co_await ask(model, HomeKind::kResponse, identity.previous_response);
+    }
+    if (asked == Asked::kFound) co_return;
+  }
   if (ask_conversation) co_await ask(model, HomeKind::kConversation, identity.session_hash);
 }
 
-net::Awaitable<bool> SharedHomes::ask(ModelState& model, HomeKind kind, std::uint64_t hash) {
+net::Awaitable<SharedHomes::Asked> SharedHomes::ask(ModelState& model, HomeKind kind,
+                                                    std::uint64_t hash) {
   const net::Executor executor = co_await net::asio::this_coro::executor;
   const auto wait = std::make_shared<LookupWait>(executor);
   wait->timer.expires_after(timeout_);
@@ -118,19 +132,28 @@ net::Awaitable<bool> SharedHomes::ask(ModelState& model, HomeKind kind, std::uin
   co_await wait->timer.async_wait(net::kAsTuple);  // expired, or cancelled by the answer
   wait->over = true;
   const homes::Lookup found = wait->answer.value_or(homes::Lookup{});  // none: kFailed
-  if (found.status == homes::LookupStatus::kAbsent) ++absent_;
-  if (found.status == homes::LookupStatus::kFailed) ++failed_;
-  if (found.status != homes::LookupStatus::kFound) co_return false;
+  if (found.status == homes::LookupStatus::kAbsent) {
+    ++absent_;
+    co_return Asked::kAbsent;
+  }
+  if (found.status != homes::LookupStatus::kFound) {
+    ++failed_;
+    co_return Asked::kNothing;
+  }
   const int replica = replica_of(*model.routing, model.config.name, found.value);
   if (replica < 0) {
     ++unusable_;
-    co_return false;
+    co_return Asked::kNothing;
   }
   ++found_;
   std::lock_guard lock{model.mutex};
   const auto now = coarse_steady_now();
-  co_return kind == HomeKind::kResponse ? model.router.adopt_response(hash, replica, now)
-                                        : model.router.adopt_home(hash, replica, now);
+  // (Not adopted when this warden has come to know it meanwhile: known.)
+  if (kind == HomeKind::kResponse)
+    model.router.adopt_response(hash, replica, now);
+  else
+    model.router.adopt_home(hash, replica, now);
+  co_return Asked::kFound;
 }
 
 int SharedHomes::replica_of(const RoutingState& routing, std::string_view model,

@@ -24,8 +24,10 @@
 //     home) then agree: the one whose claim came second moves the
 //     conversation to the first's home, from its next request on.
 //   - A Responses request chained to a stored response this warden does not
-//     know looks the response's replica up the same way, and each stored
-//     response is written when its reply completes.
+//     know looks the response's replica up the same way (once more after
+//     kChainedRetryAfter when Redis has none: the warden that made it may
+//     be writing it), and each stored response is written as soon as it is
+//     known (a stream's first event naming it, a JSON body's end).
 // A conversation this warden already knows is never looked up again: what
 // settles two wardens' choices is the claim each makes when it chooses.
 //
@@ -96,6 +98,10 @@ struct SharedHomesStats {
 // at load, with the password from password_env when set) and timeouts.
 homes::HomeStoreOptions store_options(const config::SharedHomes& config);
 
+// How long a chained request whose stored response Redis does not have
+// waits before asking again (see learn).
+inline constexpr std::chrono::milliseconds kChainedRetryAfter{10};
+
 class SharedHomes {
  public:
   explicit SharedHomes(const config::SharedHomes& config);
@@ -113,8 +119,11 @@ class SharedHomes {
   SharedHomesStats stats() const;
 
  private:
-  // Looks `hash` up and adopts what is found; true when it was.
-  net::Awaitable<bool> ask(ModelState& model, HomeKind kind, std::uint64_t hash);
+  // What a lookup came to: a home found and adopted (or known here
+  // meanwhile), none in Redis, or nothing usable (failed, late, unusable).
+  enum class Asked { kFound, kAbsent, kNothing };
+  // Looks `hash` up and adopts what is found.
+  net::Awaitable<Asked> ask(ModelState& model, HomeKind kind, std::uint64_t hash);
   void put(const ModelState& model, HomeKind kind, std::uint64_t hash, int replica);
   void claim(const ModelState& model, const core::RouteDecision& decision);
   // Runs on the store's thread.

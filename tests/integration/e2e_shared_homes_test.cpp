@@ -256,6 +256,25 @@ TEST(EndToEndSharedHomes, AResponsesChainFindsItsStoredResponsesThroughEitherWar
   }
 }
 
+// A chained turn whose stored response no warden has written is asked about
+// twice, the second time after a pause: the warden that relayed a
+// non-streamed reply writes its response only at the reply's end, and the
+// client's next turn may reach this warden first.
+TEST(EndToEndSharedHomes, AChainedTurnNoWardenKnowsIsAskedAgainAfterAPause) {
+  SharedFleet fleet;
+  const json body = {{"model", "m"},
+                     {"input", "and then?"},
+                     {"max_output_tokens", 4},
+                     {"previous_response_id", "resp_nowhere"}};
+  const auto start = std::chrono::steady_clock::now();
+  const auto r = http_request(fleet.warden(0), "POST", "/v1/responses", body.dump());
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(r.status, 404) << r.body;  // the server's own answer
+  EXPECT_EQ(
+      metric_of(fleet.warden(0), "lmwarden_shared_homes_lookups_total", {{"result", "absent"}}), 2);
+  EXPECT_GE(took, std::chrono::milliseconds(10));
+}
+
 TEST(EndToEndSharedHomes, WithoutRedisEachWardenPlacesAloneAndPicksUpAgainWhenItIsBack) {
   SharedFleet fleet;
   fleet.redis().stop();
