@@ -71,7 +71,8 @@ std::optional<std::string> model_json(const ModelSet& models, std::string_view i
   return model_object(id, *model, started).dump();
 }
 
-std::string api_models_json(const ModelSet& models_in_force) {
+std::string api_models_json(const ModelSet& models_in_force,
+                            const std::optional<SharedHomesView>& shared) {
   json models = json::array();
   for (const auto& m : models_in_force.models) {
     const core::RouterView v = m->view();
@@ -86,7 +87,26 @@ std::string api_models_json(const ModelSet& models_in_force) {
                       {"healthy_replicas", healthy},
                       {"in_flight", v.in_flight}});
   }
-  return json{{"models", models}}.dump();
+  json out{{"models", models}};
+  if (shared) {
+    const SharedHomesStats& s = shared->stats;
+    out["shared_homes"] = {
+        {"redis", shared->redis},
+        {"connected", s.connected},
+        {"lookups",
+         {{"found", s.lookups_found},
+          {"absent", s.lookups_absent},
+          {"failed", s.lookups_failed},
+          {"unusable", s.lookups_unusable}}},
+        {"writes",
+         {{"sent", s.writes_sent}, {"failed", s.writes_failed}, {"dropped", s.writes_dropped}}},
+        {"claims",
+         {{"taken", s.claims_taken},
+          {"yielded", s.claims_yielded},
+          {"unusable", s.claims_unusable},
+          {"failed", s.claims_failed}}}};
+  }
+  return out.dump();
 }
 
 // Requests routed, by route, as the card names the routes.

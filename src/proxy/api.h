@@ -8,6 +8,7 @@
 
 #include "config/config.h"
 #include "net/http_server.h"
+#include "proxy/shared_homes.h"
 
 namespace lmwarden::proxy {
 
@@ -22,8 +23,9 @@ std::string models_list_json(const ModelSet& models, std::chrono::system_clock::
 // id that names no model.
 std::optional<std::string> model_json(const ModelSet& models, std::string_view id,
                                       std::chrono::system_clock::time_point created);
-// GET /api/models
-std::string api_models_json(const ModelSet& models);
+// GET /api/models; `shared` when homes are shared.
+std::string api_models_json(const ModelSet& models,
+                            const std::optional<SharedHomesView>& shared = std::nullopt);
 // GET /api/models/{name}: the routing card, its counters since the model's
 // routing state began (the warden's start, or the reload that replaced it).
 std::string model_card_json(const ModelState& model);

@@ -173,7 +173,8 @@ net::Awaitable<void> Warden::handle_api(net::Exchange& exchange, std::string_vie
   auto& request = exchange.request();
   const auto set = models();
   if (path == "/api/models" && request.method() == http::verb::get) {
-    co_await exchange.respond(json_response(http::status::ok, api_models_json(*set)));
+    co_await exchange.respond(
+        json_response(http::status::ok, api_models_json(*set, shared_homes_view())));
     co_return;
   }
   if (path == "/api/stats" && request.method() == http::verb::get) {

@@ -94,6 +94,12 @@ struct SharedHomesStats {
   bool connected = false;
 };
 
+// What /api/models says of the sharing.
+struct SharedHomesView {
+  std::string redis;  // where, without its password
+  SharedHomesStats stats;
+};
+
 // The store's settings from the configuration: its address (the URL checked
 // at load, with the password from password_env when set) and timeouts.
 homes::HomeStoreOptions store_options(const config::SharedHomes& config);
@@ -117,6 +123,8 @@ class SharedHomes {
   void tell_response(const ModelState& model, std::uint64_t response, int replica);
 
   SharedHomesStats stats() const;
+  // The Redis it shares through, without its password: "redis://host:port/db".
+  std::string where() const { return homes::describe(store_.options().address); }
 
  private:
   // What a lookup came to: a home found and adopted (or known here

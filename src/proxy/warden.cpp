@@ -211,6 +211,11 @@ Warden::Warden(config::Config config, net::IoThreads& io)
 
 Warden::~Warden() = default;
 
+std::optional<SharedHomesView> Warden::shared_homes_view() const {
+  if (!shared_homes_) return std::nullopt;
+  return SharedHomesView{.redis = shared_homes_->where(), .stats = shared_homes_->stats()};
+}
+
 std::optional<SharedHomesStats> Warden::shared_homes_stats() const {
   if (!shared_homes_) return std::nullopt;
   return shared_homes_->stats();

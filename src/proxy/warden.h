@@ -194,6 +194,7 @@ class Warden {
   void close_upstreams() noexcept { pools_.clear(); }
   // The Redis store's counters, when homes are shared (else nullopt).
   std::optional<SharedHomesStats> shared_homes_stats() const;
+  std::optional<SharedHomesView> shared_homes_view() const;
   std::chrono::system_clock::time_point started() const noexcept { return started_; }
 
  private:

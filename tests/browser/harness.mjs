@@ -4,6 +4,7 @@
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -67,10 +68,35 @@ async function stop(proc) {
   live.delete(proc);
 }
 
+// A Redis of its own on a free loopback port (Debian's redis-server), for
+// shared homes: { url, stop() }.
+export async function startRedis() {
+  const port = await new Promise((resolve, reject) => {
+    const probe = net.createServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const { port: p } = probe.address();
+      probe.close(() => resolve(p));
+    });
+  });
+  const dir = mkdtempSync(path.join(tmpdir(), 'lmwarden-redis-'));
+  const redis = await start('/usr/bin/redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '',
+    '--appendonly', 'no', '--daemonize', 'no', '--protected-mode', 'no', '--dir', dir],
+  /Ready to accept connections/, { name: 'redis-server' });
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    async stop() {
+      await stop(redis.proc);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
 // A simulated fleet (`servers` vLLM-like servers of `dp` ranks each) behind a
-// warden. `simArgs`: more options of `lmwarden sim`.
+// warden. `simArgs`: more options of `lmwarden sim`; `configLines`: more
+// top-level lines of the warden's file.
 export async function startFleet({ model = 'M', dp = 4, servers = 1, timeScale = 20, adminToken = ADMIN_TOKEN,
-  simArgs = [] } = {}) {
+  simArgs = [], configLines = [] } = {}) {
   const bin = binaryPath();
   const dir = mkdtempSync(path.join(tmpdir(), 'lmwarden-browser-'));
   const sims = [];
@@ -87,6 +113,7 @@ export async function startFleet({ model = 'M', dp = 4, servers = 1, timeScale =
       'listen: 127.0.0.1:0',
       'admin_token_env: LMWARDEN_TEST_ADMIN_TOKEN',
       'scrape_interval: 500ms',
+      ...configLines,
       'models:',
       `  - name: ${model}`,
       '    affinity: true',

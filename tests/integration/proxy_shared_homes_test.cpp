@@ -40,7 +40,8 @@ std::map<std::string, double> shared_homes_metrics(std::uint16_t port) {
 
 TEST(ProxySharedHomes, WithRedisAbsentRequestsArePlacedByThisWardenAlone) {
   FakeVllm fake{2};
-  RunningWarden warden{sharing_config(fake.port(), closed_port())};
+  const std::uint16_t redis = closed_port();
+  RunningWarden warden{sharing_config(fake.port(), redis)};
   const auto body = R"({"model":"m","messages":[{"role":"user","content":"hi"}]})";
   for (int turn = 0; turn < 3; ++turn) {
     const auto r = http_request(warden.port(), http::verb::post, "/v1/chat/completions", body,
@@ -79,6 +80,16 @@ TEST(ProxySharedHomes, WithRedisAbsentRequestsArePlacedByThisWardenAlone) {
   const auto after = shared_homes_metrics(warden.port());
   EXPECT_EQ(after.at("lmwarden_shared_homes_claims_total{failed}"), 1);
   EXPECT_EQ(after.at("lmwarden_shared_homes_claims_total{taken}"), 0);
+  // /api/models says the same, for the dashboard.
+  const auto api =
+      nlohmann::json::parse(http_request(warden.port(), http::verb::get, "/api/models").body);
+  const auto& shared = api["shared_homes"];
+  EXPECT_EQ(shared["redis"], "redis://127.0.0.1:" + std::to_string(redis) + "/0") << api;
+  EXPECT_EQ(shared["connected"], false);
+  EXPECT_EQ(shared["lookups"]["failed"], 1);
+  EXPECT_EQ(shared["lookups"]["found"], 0);
+  EXPECT_EQ(shared["claims"]["failed"], 1);
+  EXPECT_EQ(shared["writes"]["failed"].get<int>() + shared["writes"]["dropped"].get<int>(), 3);
 }
 
 TEST(ProxySharedHomes, AnonymousAndPinnedRequestsAskNothing) {
@@ -102,6 +113,9 @@ TEST(ProxySharedHomes, WithoutTheSectionItsFamiliesHaveNoSamples) {
   const auto text = http_request(warden.port(), http::verb::get, "/metrics").body;
   EXPECT_NE(text.find("# TYPE lmwarden_shared_homes_lookups_total counter"), std::string::npos);
   EXPECT_TRUE(shared_homes_metrics(warden.port()).empty());
+  const auto api =
+      nlohmann::json::parse(http_request(warden.port(), http::verb::get, "/api/models").body);
+  EXPECT_FALSE(api.contains("shared_homes")) << api;
 }
 
 TEST(ProxySharedHomes, AReloadThatChangesTheSectionSaysItWaitsForARestart) {

@@ -25,11 +25,42 @@ export function mountModels(root, _params, ctx) {
     el('div', { class: 'card-head' }, el('h2', { id: 'models-h', text: 'Models' }),
       el('span', { class: 'muted', text: 'Refreshes every 2 s' })),
     body);
+  // Homes shared with other wardens through Redis (shared_homes): shown only
+  // when the warden shares them.
+  const sharedWhere = el('span', { class: 'muted' });
+  const sharedPills = el('div', { class: 'pills' });
+  const shared = el('section', { class: 'card', 'aria-labelledby': 'shared-h', 'data-testid': 'shared-homes', hidden: true },
+    el('div', { class: 'card-head' }, el('h2', { id: 'shared-h', text: 'Homes shared with other wardens' }), sharedWhere),
+    el('div', { class: 'card-body' }, sharedPills));
   root.append(
     el('div', { class: 'page-head' },
       el('div', {}, el('h1', { text: 'Models' }),
         el('div', { class: 'subtitle', text: 'Each conversation stays on the replica that holds its prefix cache.' }))),
-    tiles, card);
+    tiles, card, shared);
+
+  const countPill = (label, n, title, cls = '') =>
+    el('span', { class: `pill small ${cls}`.trim(), title }, `${label} `, el('b', { text: int(n) }));
+  function showShared(s) {
+    shared.hidden = !s;
+    if (!s) return;
+    setText(sharedWhere, `through ${s.redis}`);
+    const pills = [
+      el('span', { class: `pill small ${s.connected ? 'on' : 'bad'}`, 'data-pill': 'redis',
+        text: s.connected ? 'Redis connected' : 'Redis not connected',
+        title: s.connected ? 'Conversations placed by other wardens are found here'
+          : 'Each warden places conversations alone until Redis answers again' }),
+      countPill('found in Redis', s.lookups.found, 'Conversations this warden did not know, found where another warden had placed them'),
+      countPill('new to every warden', s.lookups.absent, 'Asked, and no warden had placed them: placed as new'),
+      countPill('lookups failed', s.lookups.failed, 'Redis unreachable, an error, or later than the timeout', s.lookups.failed ? 'off' : ''),
+      countPill('moved to another warden’s home', s.claims.yielded, 'Placed here and by another warden at once; moved to the home the other chose first'),
+    ];
+    const unusable = s.lookups.unusable + s.claims.unusable;
+    if (unusable) {
+      pills.push(countPill('naming servers not listed here', unusable,
+        'Homes in Redis that name a server or rank this warden’s file does not list: is every warden’s backend written alike?', 'off'));
+    }
+    sharedPills.replaceChildren(...pills);
+  }
 
   const rows = new Map();  // model name -> row cells, updated in place
   const tileCells = {};
@@ -71,6 +102,7 @@ export function mountModels(root, _params, ctx) {
       ctx.fail(err);
       return;
     }
+    showShared(data.shared_homes);
     const models = data.models ?? [];
     const shown = models.length ? table : empty;
     if (shown.parentNode !== body) body.replaceChildren(shown);
