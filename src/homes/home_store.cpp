@@ -350,7 +350,7 @@ void HomeStore::State::drop_late_connection(const std::string& error) {
   if (late_replies.due(Clock::now(), unlogged))
     spdlog::warn(
         "shared homes: {} answered late ({}); what was asked failed, and the warden connects "
-        "again{}",
+        "again at once (a line follows only if that fails){}",
         describe(options.address), error,
         unlogged == 0 ? std::string{}
                       : fmt::format(" ({} more late since the last line)", unlogged));
