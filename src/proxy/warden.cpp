@@ -14,6 +14,7 @@
 #include "common/percent.h"
 #include "proxy/api.h"
 #include "proxy/metrics_export.h"
+#include "proxy/passive_health.h"
 #include "proxy/relay.h"
 #include "proxy/request_accounting.h"
 #include "proxy/shared_homes.h"
@@ -430,64 +431,6 @@ namespace {
 net::Awaitable<void> respond_error(net::Exchange& exchange, Dialect dialect, http::status status,
                                    std::string_view message) {
   co_await exchange.respond(error_response(dialect, status, message));
-}
-
-// A server the data plane could not reach takes no new work, and its
-// conversations re-home, until the scraper's next good probe of it (rather
-// than after `unhealthy_after` failed probes, each request meanwhile paying a
-// failed connect first).
-void take_out_of_service(ModelState& model, int backend, std::string_view why) {
-  bool was_healthy = false;
-  {
-    std::lock_guard lock{model.mutex};
-    was_healthy = model.router.backend_healthy(backend);
-    model.router.set_backend_healthy(backend, false);
-  }
-  if (was_healthy)
-    spdlog::warn("model={} backend={} unhealthy: {}; no new work until a probe of it succeeds",
-                 model.config.name, model.config.backends[static_cast<std::size_t>(backend)].url,
-                 why);
-}
-
-// Passive health. A server error (5xx) counts against a replica only when
-// the same request was then served well elsewhere: the evidence that the
-// fault was the replica's, not the request's (a prompt every engine refuses
-// with a 500 ejects nothing). eject_after_5xx of them in a row, with no good
-// reply between, eject it (Router::eject) for eject_for. The count is the
-// replica's telemetry's, so that a good reply takes no lock.
-struct ServerError {
-  int replica;
-  int backend;
-  int rank;
-};
-
-void note_served_well(ModelState& model, int replica) {
-  std::atomic<int>& in_row = model.telemetry.replica(replica).server_errors_in_row;
-  if (in_row.load(std::memory_order_relaxed) != 0) in_row.store(0, std::memory_order_relaxed);
-}
-
-void note_server_error(ModelState& model, const config::Config& config, const ServerError& e) {
-  std::atomic<int>& in_row = model.telemetry.replica(e.replica).server_errors_in_row;
-  if (config.eject_after_5xx <= 0 ||
-      in_row.fetch_add(1, std::memory_order_relaxed) + 1 < config.eject_after_5xx)
-    return;
-  bool ejected = false;
-  {
-    std::lock_guard lock{model.mutex};
-    ejected = model.router.eject(e.replica, coarse_steady_now() + config.eject_for);
-  }
-  // Counted afresh either way (when it was out already, or the last replica
-  // taking work, the next errors are new evidence too).
-  in_row.store(0, std::memory_order_relaxed);
-  if (!ejected) return;
-  spdlog::warn("model={} replica={} ({} rank {}) ejected for {} s: {} server errors (5xx) in a "
-               "row, each request then served by another replica, while its probes pass; no "
-               "new work, its conversations re-home",
-               model.config.name, e.replica,
-               model.config.backends[static_cast<std::size_t>(e.backend)].url,
-               e.rank < 0 ? 0 : e.rank,
-               std::chrono::duration_cast<std::chrono::seconds>(config.eject_for).count(),
-               config.eject_after_5xx);
 }
 
 // Every replica of a model down can refuse thousands of requests a second: the
