@@ -188,7 +188,7 @@ SharedHomesStats SharedHomes::stats() const {
           .writes_sent = store.writes_sent,
           .writes_failed = store.writes_failed,
           .writes_dropped = store.writes_dropped,
-          .claims_taken = load(taken_),
+          .claims_taken = store.claims_taken,
           .claims_yielded = load(yielded_),
           .claims_unusable = load(claims_unusable_),
           .claims_failed = load(claims_failed_),
@@ -240,10 +240,7 @@ void SharedHomes::claim(const ModelState& model, const core::RouteDecision& deci
 
 void SharedHomes::claimed(const std::weak_ptr<RoutingState>& routing, const std::string& model,
                           const core::RouteDecision& decision, const homes::Claim& claim) {
-  if (claim.status == homes::ClaimStatus::kTaken) {
-    ++taken_;
-    return;
-  }
+  if (claim.status == homes::ClaimStatus::kTaken) return;  // (the store counts those)
   const std::shared_ptr<RoutingState> state = routing.lock();
   if (claim.status == homes::ClaimStatus::kFailed || !state) {
     ++claims_failed_;  // (or the model's routing state was replaced meanwhile)

@@ -144,7 +144,7 @@ class SharedHomes {
   const std::string prefix_;
   const std::chrono::milliseconds timeout_;  // a request's wait for a lookup
   std::atomic<std::uint64_t> found_{0}, absent_{0}, failed_{0}, unusable_{0};
-  std::atomic<std::uint64_t> taken_{0}, yielded_{0}, claims_unusable_{0}, claims_failed_{0};
+  std::atomic<std::uint64_t> yielded_{0}, claims_unusable_{0}, claims_failed_{0};
   std::atomic<bool> unusable_warned_{false};
   // Last: its thread, which runs the claims' answers, ends first.
   homes::HomeStore store_;

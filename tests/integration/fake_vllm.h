@@ -159,10 +159,10 @@ class FakeVllm {
     }
     const std::string response_id = std::string(req["x-fake-response-id"]);
     const bool streamed = s.body.find("\"stream\":true") != std::string::npos;
-    if (const auto& id = response_id; !id.empty() && !streamed) {
+    if (!response_id.empty() && !streamed) {
       net::Response res{http::status::ok, 11};
       res.set(http::field::content_type, "application/json");
-      res.body() = R"({"id":")" + std::string(id) +
+      res.body() = R"({"id":")" + response_id +
                    R"(","object":"response","status":"completed","output":[],"usage":)"
                    R"({"input_tokens":100,"input_tokens_details":{"cached_tokens":64},)"
                    R"("output_tokens":2,"total_tokens":102}})";
