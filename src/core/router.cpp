@@ -287,13 +287,16 @@ bool Router::adopt_response(std::uint64_t response, int replica, TimePoint now) 
   return adopt(responses_, response, replica, now);
 }
 
-bool Router::settle_home(std::uint64_t conversation, int chosen, int replica,
-                         TimePoint now) noexcept {
-  if (!affinity_ || replica < 0 || replica >= replica_count() || replica == chosen) return false;
+Router::Settled Router::settle_home(std::uint64_t conversation, int chosen, int replica,
+                                    TimePoint now) noexcept {
+  if (!affinity_ || replica < 0 || replica >= replica_count()) return Settled::kKept;
   const std::optional<int> home = sessions_.find(conversation, now);
-  if (home != chosen) return false;
+  if (home == replica) return Settled::kAlreadyThere;
+  // A home this router sees failing is not taken up: the conversation would
+  // only be moved off it again at its next request here.
+  if (home != chosen || !healthy(replica)) return Settled::kKept;
   sessions_.assign(conversation, replica, now);  // known: moves it, allocates nothing
-  return true;
+  return Settled::kMoved;
 }
 
 int Router::replica_at(int backend, int rank) const noexcept {

@@ -172,13 +172,16 @@ class Router final : private SessionTable::Listener {
   }
   bool adopt_home(std::uint64_t conversation, int replica, TimePoint now) noexcept;
   bool adopt_response(std::uint64_t response, int replica, TimePoint now) noexcept;
-  // Another warden's home for a conversation whose home this router chose
-  // (`chosen`, RouteDecision::chose_home) at the same time: the conversation
-  // moves there, and its later requests go there by the rules above. False,
-  // with nothing changed, when its home is no longer `chosen` (it moved again
-  // or was forgotten meanwhile), is `replica` already, `replica` does not
-  // exist, or affinity is off.
-  bool settle_home(std::uint64_t conversation, int chosen, int replica, TimePoint now) noexcept;
+  // Another warden's home (`replica`) for a conversation whose home was
+  // `chosen` here when this router told the other wardens of it (the two
+  // placed it at once, or one of them moved it since): the conversation
+  // moves there, and its later requests go there by the rules above.
+  // kAlreadyThere: an earlier answer moved it (or `replica` is `chosen`).
+  // kKept, with nothing changed: its home is neither (it moved again or was
+  // forgotten meanwhile), `replica` does not take new work here (unhealthy
+  // or ejected, as this router sees it) or does not exist, or affinity is off.
+  enum class Settled { kMoved, kAlreadyThere, kKept };
+  Settled settle_home(std::uint64_t conversation, int chosen, int replica, TimePoint now) noexcept;
   // Where a replica is, by backend server and rank, and back: the replica of
   // `backend` at `rank` (-1 when that server has no such rank).
   int replica_backend(int replica) const noexcept {

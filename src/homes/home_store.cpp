@@ -36,6 +36,7 @@ struct Command {
   std::string value;                   // kPut, kClaim
   std::chrono::milliseconds ttl{0};    // kPut, kClaim
   std::string replaces;                // kClaim
+  bool plain = false;                  // a kClaim sent as a SET: Redis refuses scripts
   std::function<void(Lookup)> done;    // kGet
   std::function<void(Claim)> claimed;  // kClaim
 };
@@ -85,6 +86,13 @@ bool breaks_connection(std::string_view error) {
   return false;
 }
 
+// Error replies that say Redis will not run the claim's script at all: an
+// ACL without EVAL (NOPERM), or EVAL renamed away. Other errors (OOM, a
+// script that failed) are about one command.
+bool refuses_scripts(std::string_view error) {
+  return error.starts_with("NOPERM") || error.find("unknown command") != std::string_view::npos;
+}
+
 }  // namespace
 
 struct HomeStore::State {
@@ -102,6 +110,8 @@ struct HomeStore::State {
   void fail(Command& command);
   void answer(Command& command, const redisReply& reply);
   void refused(const Command& command, std::string_view error);
+  // Claims go as plain SETs on this connection from now on.
+  void refuse_scripts(std::string_view error);
   // Queues `command` (moved from) unless max_pending are waiting: false, and
   // `command` left as it was, when refused.
   bool enqueue(Command& command);
@@ -121,6 +131,7 @@ struct HomeStore::State {
   std::atomic<std::uint64_t> writes_dropped{0};
   std::atomic<std::uint64_t> claims_taken{0};
   std::atomic<std::uint64_t> claims_held{0};
+  std::atomic<std::uint64_t> claims_unchecked{0};
   std::atomic<bool> connected{false};
 
   // The thread's own.
@@ -130,6 +141,8 @@ struct HomeStore::State {
   std::string outage_error;
   LogLimit refusals;
   LogLimit late_replies;
+  bool scripts_refused = false;  // by this connection's Redis
+  bool scripts_refusal_logged = false;
 
   std::thread thread;  // last: started once the members above exist
 };
@@ -203,7 +216,7 @@ void HomeStore::State::take_turn(std::deque<Command>& batch) {
 }
 
 void HomeStore::State::send(std::deque<Command>& batch) {
-  for (const auto& c : batch) {
+  for (auto& c : batch) {
     std::optional<std::string> error;
     if (c.kind == Command::Kind::kGet) {
       const char* argv[] = {"GET", c.key.data()};
@@ -211,7 +224,8 @@ void HomeStore::State::send(std::deque<Command>& batch) {
       error = link.append(2, argv, lengths);
     } else {
       const std::string ms = std::to_string(std::max<std::int64_t>(c.ttl.count(), 1));
-      if (c.kind == Command::Kind::kPut) {
+      c.plain = c.kind == Command::Kind::kClaim && scripts_refused;
+      if (c.kind == Command::Kind::kPut || c.plain) {
         const char* argv[] = {"SET", c.key.data(), c.value.data(), "PX", ms.data()};
         const std::size_t lengths[] = {3, c.key.size(), c.value.size(), 2, ms.size()};
         error = link.append(5, argv, lengths);
@@ -262,7 +276,12 @@ void HomeStore::State::send(std::deque<Command>& batch) {
 
 void HomeStore::State::answer(Command& c, const redisReply& r) {
   if (r.type == REDIS_REPLY_ERROR) {
-    refused(c, reply_text(r));
+    const std::string_view error = reply_text(r);
+    if (c.kind == Command::Kind::kClaim && !c.plain && refuses_scripts(error)) {
+      refuse_scripts(error);
+    } else {
+      refused(c, error);
+    }
     fail(c);
     return;
   }
@@ -280,6 +299,12 @@ void HomeStore::State::answer(Command& c, const redisReply& r) {
       ++lookups_found;
       return c.done(Lookup{.status = LookupStatus::kFound, .value = std::string(reply_text(r))});
     case Command::Kind::kClaim:
+      if (c.plain) {
+        if (r.type != REDIS_REPLY_STATUS) return fail(c);
+        ++writes_sent;
+        ++claims_unchecked;
+        return c.claimed(Claim{.status = ClaimStatus::kUnchecked});
+      }
       if (r.type == REDIS_REPLY_NIL) {
         ++writes_sent;
         ++claims_taken;
@@ -306,12 +331,24 @@ void HomeStore::State::refused(const Command& c, std::string_view error) {
                     : fmt::format(" ({} more refused since the last line)", unlogged));
 }
 
+void HomeStore::State::refuse_scripts(std::string_view error) {
+  scripts_refused = true;
+  if (std::exchange(scripts_refusal_logged, true)) return;
+  spdlog::warn(
+      "shared homes: {} refuses the claim's script (EVAL): {}; homes are written with a plain "
+      "SET instead, so two wardens that place a conversation apart do not settle on one home "
+      "(lmwarden_shared_homes_claims_total{{result=\"unchecked\"}}). Let the wardens' Redis user "
+      "run EVAL to share homes fully",
+      describe(options.address), error);
+}
+
 void HomeStore::State::connect() {
   if (auto error = link.connect(options.address, options.timeout)) {
     fail_connection(*error);
     return;
   }
   connected = true;
+  scripts_refused = false;  // asked again on each connection: the ACL may have changed
   if (in_outage) {
     spdlog::info(
         "shared homes: {} answers again; conversations placed by other wardens are found "
@@ -435,6 +472,7 @@ HomeStoreStats HomeStore::stats() const {
                         .writes_dropped = s.writes_dropped.load(std::memory_order_relaxed),
                         .claims_taken = s.claims_taken.load(std::memory_order_relaxed),
                         .claims_held = s.claims_held.load(std::memory_order_relaxed),
+                        .claims_unchecked = s.claims_unchecked.load(std::memory_order_relaxed),
                         .connected = s.connected.load(std::memory_order_relaxed)};
 }
 

@@ -2,10 +2,10 @@
 //
 // Each warden keeps its own session table; this store only lets one warden
 // learn the home another one chose. The warden asks it about a conversation
-// its own table does not know (one GET, bounded by the timeout), tells it
-// every home it uses (a SET with the idle TTL, not waited for), and claims
-// each home it chooses (claim: set unless another warden's choice is there
-// first, atomically, answered later). Values are opaque here: the warden
+// its own table does not know (one GET, bounded by the timeout) and claims
+// every home it uses (set unless another warden's choice is there,
+// atomically, with the idle TTL; not waited for, answered later); stored
+// responses are plain writes (SET). Values are opaque here: the warden
 // writes and reads them.
 //
 // One thread per store talks to Redis with hiredis's blocking API, taking
@@ -17,8 +17,10 @@
 // when they end. A reply later than the timeout on a connection that served
 // (a Redis pausing to save, a busy host) fails what was in flight too, but
 // the next turn connects again at once: only a failed connect closes the
-// gate. Commands Redis refuses (an error reply: out of memory, scripting
-// disabled) fail alone, logged at most once a minute.
+// gate. Commands Redis refuses (an error reply: out of memory, an ACL) fail
+// alone, logged at most once a minute. A Redis that refuses scripts (an ACL
+// without EVAL, a renamed command) gets plain SETs for claims instead, for
+// the rest of that connection, answered kUnchecked.
 #pragma once
 
 #include <chrono>
@@ -58,8 +60,10 @@ struct Lookup {
 };
 
 // A claim's answer. kTaken: the key now holds the claimed value. kHeld: it
-// holds another (`holder`), left as it was. kFailed: not known.
-enum class ClaimStatus { kTaken, kHeld, kFailed };
+// holds another (`holder`), left as it was. kUnchecked: Redis refuses
+// scripts, and the value was written with a plain SET, over whatever the key
+// held. kFailed: not known.
+enum class ClaimStatus { kTaken, kHeld, kUnchecked, kFailed };
 
 struct Claim {
   ClaimStatus status = ClaimStatus::kFailed;
@@ -88,6 +92,7 @@ struct HomeStoreStats {
   std::uint64_t writes_dropped = 0;  // refused: max_pending reached
   std::uint64_t claims_taken = 0;
   std::uint64_t claims_held = 0;
+  std::uint64_t claims_unchecked = 0;
   bool connected = false;
 };
 
@@ -108,7 +113,7 @@ class HomeStore {
   // Sets key to `value` (PX ttl) when it is absent, holds `replaces` (""
   // claims an absent key only) or holds `value` already; otherwise leaves it
   // and answers what it holds. One Lua script (EVAL), so two wardens' claims
-  // cannot both be taken. `done` runs as get's does.
+  // cannot both be taken (but see kUnchecked). `done` runs as get's does.
   void claim(std::string key, std::string replaces, std::string value,
              std::chrono::milliseconds ttl, std::function<void(Claim)> done);
 

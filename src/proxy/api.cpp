@@ -103,7 +103,9 @@ std::string api_models_json(const ModelSet& models_in_force,
         {"claims",
          {{"taken", s.claims_taken},
           {"yielded", s.claims_yielded},
+          {"kept", s.claims_kept},
           {"unusable", s.claims_unusable},
+          {"unchecked", s.claims_unchecked},
           {"failed", s.claims_failed}}}};
   }
   return out.dump();

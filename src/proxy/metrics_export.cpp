@@ -195,7 +195,9 @@ std::string warden_metrics_text(const ModelSet& models, const ConfigReloads& rel
          {{"sent", s.writes_sent}, {"failed", s.writes_failed}, {"dropped", s.writes_dropped}});
   counts("lmwarden_shared_homes_claims_total", {{"taken", s.claims_taken},
                                                 {"yielded", s.claims_yielded},
+                                                {"kept", s.claims_kept},
                                                 {"unusable", s.claims_unusable},
+                                                {"unchecked", s.claims_unchecked},
                                                 {"failed", s.claims_failed}});
   family("lmwarden_shared_homes_connected");
   if (shared_homes) w.sample("lmwarden_shared_homes_connected", {}, s.connected ? 1.0 : 0.0);

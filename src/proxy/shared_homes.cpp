@@ -190,19 +190,11 @@ SharedHomesStats SharedHomes::stats() const {
           .writes_dropped = store.writes_dropped,
           .claims_taken = store.claims_taken,
           .claims_yielded = load(yielded_),
+          .claims_kept = load(kept_),
           .claims_unusable = load(claims_unusable_),
+          .claims_unchecked = store.claims_unchecked,
           .claims_failed = load(claims_failed_),
           .connected = store.connected};
-}
-
-void SharedHomes::tell(const ModelState& model, const core::RouteDecision& decision) {
-  if (!decision.ok() || decision.home < 0) return;
-  if (decision.chose_home) return claim(model, decision);
-  put(model, HomeKind::kConversation, decision.conversation, decision.home);
-}
-
-void SharedHomes::tell_response(const ModelState& model, std::uint64_t response, int replica) {
-  if (replica >= 0) put(model, HomeKind::kResponse, response, replica);
 }
 
 namespace {
@@ -222,13 +214,20 @@ std::chrono::milliseconds ttl_of(const ModelState& model) {
 
 }  // namespace
 
-void SharedHomes::put(const ModelState& model, HomeKind kind, std::uint64_t hash, int replica) {
-  store_.put(home_key(prefix_, model.config.name, kind, hash), value_of(*model.routing, replica),
-             ttl_of(model));
+void SharedHomes::tell(const ModelState& model, const core::RouteDecision& decision) {
+  if (decision.ok() && decision.home >= 0) claim(model, decision);
+}
+
+void SharedHomes::tell_response(const ModelState& model, std::uint64_t response, int replica) {
+  if (replica < 0) return;
+  store_.put(home_key(prefix_, model.config.name, HomeKind::kResponse, response),
+             value_of(*model.routing, replica), ttl_of(model));
 }
 
 void SharedHomes::claim(const ModelState& model, const core::RouteDecision& decision) {
   const RoutingState& routing = *model.routing;
+  // A move off a home this warden saw unhealthy replaces that home in Redis;
+  // any other write leaves another warden's home there, and follows it.
   std::string replaces =
       decision.former_home >= 0 ? value_of(routing, decision.former_home) : std::string{};
   store_.claim(
@@ -240,9 +239,11 @@ void SharedHomes::claim(const ModelState& model, const core::RouteDecision& deci
 
 void SharedHomes::claimed(const std::weak_ptr<RoutingState>& routing, const std::string& model,
                           const core::RouteDecision& decision, const homes::Claim& claim) {
-  if (claim.status == homes::ClaimStatus::kTaken) return;  // (the store counts those)
+  using homes::ClaimStatus;
+  // (The store counts those taken and unchecked.)
+  if (claim.status == ClaimStatus::kTaken || claim.status == ClaimStatus::kUnchecked) return;
   const std::shared_ptr<RoutingState> state = routing.lock();
-  if (claim.status == homes::ClaimStatus::kFailed || !state) {
+  if (claim.status == ClaimStatus::kFailed || !state) {
     ++claims_failed_;  // (or the model's routing state was replaced meanwhile)
     return;
   }
@@ -251,9 +252,10 @@ void SharedHomes::claimed(const std::weak_ptr<RoutingState>& routing, const std:
     ++claims_unusable_;
     return;
   }
-  ++yielded_;
   std::lock_guard lock{state->mutex};
-  state->router.settle_home(decision.conversation, decision.home, replica, coarse_steady_now());
+  const auto settled =
+      state->router.settle_home(decision.conversation, decision.home, replica, coarse_steady_now());
+  ++(settled == core::Router::Settled::kKept ? kept_ : yielded_);
 }
 
 }  // namespace lmwarden::proxy

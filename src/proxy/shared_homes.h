@@ -13,23 +13,26 @@
 //     or late (the request stops waiting at the timeout, whatever holds the
 //     store up, a host name's resolution included): placed as a new
 //     conversation, as without Redis.
-//   - Every request of a conversation then writes the home it keeps (SET
-//     with the model's session_ttl, not waited for): the idle TTL counts from
-//     the last turn on any warden.
-//   - A home this warden chose (a new conversation, or one moved off an
-//     unhealthy home) is claimed instead: set unless another warden's choice
-//     got there first (HomeStore::claim). Two wardens that placed the same
-//     conversation at once (its first requests reached both, as Claude Code
-//     sends two at a conversation's start; or both moved it off a failed
-//     home) then agree: the one whose claim came second moves the
-//     conversation to the first's home, from its next request on.
+//   - Every request of a conversation then claims the home it keeps
+//     (HomeStore::claim, with the model's session_ttl, not waited for): set
+//     unless another warden's home is there (for a move off a home this
+//     warden saw unhealthy: unless anything but that home is there). The
+//     idle TTL counts from the last turn on any warden. When another
+//     warden's home is there, this warden moves the conversation to it, from
+//     its next request on, unless it sees that replica unhealthy. So two
+//     wardens that placed the same conversation at once (its first requests
+//     reached both, as Claude Code sends two at a conversation's start; or
+//     both moved it off a failed home) agree at once, and two that came to
+//     disagree otherwise (a claim failed while Redis was away, or one moved
+//     the conversation off a home the other still sees healthy) agree at
+//     the next write that reaches Redis.
 //   - A Responses request chained to a stored response this warden does not
 //     know looks the response's replica up the same way (once more after
 //     kChainedRetryAfter when Redis has none: the warden that made it may
 //     be writing it), and each stored response is written as soon as it is
 //     known (a stream's first event naming it, a JSON body's end).
 // A conversation this warden already knows is never looked up again: what
-// settles two wardens' choices is the claim each makes when it chooses.
+// settles two wardens' homes is the answer to each claim.
 //
 // Keys name the model and the stable hash of the id, the same in every
 // warden: "<prefix><model>:c:<16 hex digits>" for a conversation, ":r:" for
@@ -84,13 +87,16 @@ struct SharedHomesStats {
   std::uint64_t lookups_absent = 0;
   std::uint64_t lookups_failed = 0;    // Redis unreachable, an error, or late
   std::uint64_t lookups_unusable = 0;  // a server or rank this model does not list
-  std::uint64_t writes_sent = 0;       // writes are plain ones and claims
+  std::uint64_t writes_sent = 0;       // writes are claims and stored responses' SETs
   std::uint64_t writes_failed = 0;
   std::uint64_t writes_dropped = 0;
-  std::uint64_t claims_taken = 0;     // this warden's choice is the shared home
-  std::uint64_t claims_yielded = 0;   // another's was there first: moved to it
-  std::uint64_t claims_unusable = 0;  // another's, on a server or rank not listed here
-  std::uint64_t claims_failed = 0;    // not answered (Redis unreachable, an error, late)
+  // Claims, one per routed request of a conversation, by their answer.
+  std::uint64_t claims_taken = 0;      // this warden's home is the shared home
+  std::uint64_t claims_yielded = 0;    // another's is: the conversation follows it
+  std::uint64_t claims_kept = 0;       // another's, not followed: unhealthy here, or moved on
+  std::uint64_t claims_unusable = 0;   // another's, on a server or rank not listed here
+  std::uint64_t claims_unchecked = 0;  // written with a plain SET: Redis refuses scripts
+  std::uint64_t claims_failed = 0;     // not answered (Redis unreachable, an error, late)
   bool connected = false;
 };
 
@@ -116,8 +122,7 @@ class SharedHomes {
   // its conversation or stored response that this one does not, adopted by
   // the model's router. Returns at once when there is nothing to ask.
   net::Awaitable<void> learn(ModelState& model, const core::Identity& identity);
-  // After a request was placed: the home it keeps, claimed when the
-  // decision chose it.
+  // After a request was placed: the home it keeps, claimed (see above).
   void tell(const ModelState& model, const core::RouteDecision& decision);
   // A stored response that the router remembered on `replica`.
   void tell_response(const ModelState& model, std::uint64_t response, int replica);
@@ -132,7 +137,6 @@ class SharedHomes {
   enum class Asked { kFound, kAbsent, kNothing };
   // Looks `hash` up and adopts what is found.
   net::Awaitable<Asked> ask(ModelState& model, HomeKind kind, std::uint64_t hash);
-  void put(const ModelState& model, HomeKind kind, std::uint64_t hash, int replica);
   void claim(const ModelState& model, const core::RouteDecision& decision);
   // Runs on the store's thread.
   void claimed(const std::weak_ptr<RoutingState>& routing, const std::string& model,
@@ -144,7 +148,7 @@ class SharedHomes {
   const std::string prefix_;
   const std::chrono::milliseconds timeout_;  // a request's wait for a lookup
   std::atomic<std::uint64_t> found_{0}, absent_{0}, failed_{0}, unusable_{0};
-  std::atomic<std::uint64_t> yielded_{0}, claims_unusable_{0}, claims_failed_{0};
+  std::atomic<std::uint64_t> yielded_{0}, kept_{0}, claims_unusable_{0}, claims_failed_{0};
   std::atomic<bool> unusable_warned_{false};
   // Last: its thread, which runs the claims' answers, ends first.
   homes::HomeStore store_;

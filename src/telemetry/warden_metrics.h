@@ -76,11 +76,12 @@ inline constexpr std::array<MetricSpec, 24> kWardenMetrics = {{
      "Homes written to Redis for the other wardens (shared_homes), by result: sent, failed, or "
      "dropped (too many waiting)."},
     {"lmwarden_shared_homes_claims_total", MetricType::kCounter, "result",
-     "Homes this warden chose (new conversations, and those moved off an unhealthy home), "
-     "claimed in Redis against other wardens' choices (shared_homes), by result: taken (this "
-     "warden's choice is the shared home), yielded (another warden's was there first, and the "
-     "conversation moved to it), unusable (another's, on a server or rank this model does not "
-     "list), or failed (no answer)."},
+     "Homes of conversations claimed in Redis against other wardens' (shared_homes), one per "
+     "routed request, by result: taken (this warden's home is the shared home), yielded "
+     "(another warden's is, and the conversation follows it), kept (another's, not followed: "
+     "unhealthy here, or the conversation moved on), unusable (another's, on a server or rank "
+     "this model does not list), unchecked (written with a plain SET: Redis refuses scripts), "
+     "or failed (no answer)."},
     {"lmwarden_shared_homes_connected", MetricType::kGauge, "",
      "1 while the warden is connected to the Redis it shares homes through, 0 when not; absent "
      "without shared_homes."},

@@ -69,9 +69,11 @@ async function stop(proc) {
 }
 
 // A Redis of its own on a free loopback port (Debian's redis-server), for
-// shared homes: { url, stop() }.
+// shared homes: { url, stop() }. The port is free when probed, but another
+// test running beside this one can take it before Redis binds it: Redis then
+// exits, and another port is tried (five in all).
 export async function startRedis() {
-  const port = await new Promise((resolve, reject) => {
+  const freePort = () => new Promise((resolve, reject) => {
     const probe = net.createServer();
     probe.once('error', reject);
     probe.listen(0, '127.0.0.1', () => {
@@ -80,16 +82,26 @@ export async function startRedis() {
     });
   });
   const dir = mkdtempSync(path.join(tmpdir(), 'lmwarden-redis-'));
-  const redis = await start('/usr/bin/redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '',
-    '--appendonly', 'no', '--daemonize', 'no', '--protected-mode', 'no', '--dir', dir],
-  /Ready to accept connections/, { name: 'redis-server' });
-  return {
-    url: `redis://127.0.0.1:${port}`,
-    async stop() {
-      await stop(redis.proc);
+  for (let attempt = 1; ; attempt++) {
+    const port = await freePort();
+    let redis;
+    try {
+      redis = await start('/usr/bin/redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '',
+        '--appendonly', 'no', '--daemonize', 'no', '--protected-mode', 'no', '--dir', dir],
+      /Ready to accept connections/, { name: 'redis-server' });
+    } catch (e) {
+      if (attempt < 5 && /exited/.test(e.message)) continue;
       rmSync(dir, { recursive: true, force: true });
-    },
-  };
+      throw e;
+    }
+    return {
+      url: `redis://127.0.0.1:${port}`,
+      async stop() {
+        await stop(redis.proc);
+        rmSync(dir, { recursive: true, force: true });
+      },
+    };
+  }
 }
 
 // A simulated fleet (`servers` vLLM-like servers of `dp` ranks each) behind a

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "common/hash.h"
 #include "redis_server.h"
 #include "scratch.h"
 #include "sim_test_client.h"
@@ -198,15 +199,15 @@ TEST(EndToEndSharedHomes, FirstTurnsOnBothWardensAtOnceSettleOnOneHome) {
     ASSERT_EQ(chat_turn(fleet.warden(0), conv, 1).status, 200) << conv;
     ASSERT_EQ(there.get().status, 200) << conv;
   }
-  // Every home either warden chose was claimed, and every claim answered.
+  // Every request's home was claimed, and every claim answered.
   const auto claims = [&](int w, const std::string& result) {
     return metric_of(fleet.warden(w), "lmwarden_shared_homes_claims_total", {{"result", result}});
   };
   for (int w = 0; w < 2; ++w) {
-    const int placed = route_total(fleet.card(w), "new");
-    ASSERT_TRUE(reaches(fleet.warden(w), "lmwarden_shared_homes_claims_total", {}, placed))
-        << "warden " << w << " placed " << placed;
-    EXPECT_EQ(claims(w, "failed") + claims(w, "unusable"), 0) << "warden " << w;
+    const int requests = kConversations + (w == 0 ? 1 : 0);
+    ASSERT_TRUE(reaches(fleet.warden(w), "lmwarden_shared_homes_claims_total", {}, requests))
+        << "warden " << w;
+    EXPECT_EQ(claims(w, "failed") + claims(w, "unusable") + claims(w, "kept"), 0) << "warden " << w;
   }
   std::printf("claims taken %g and %g, yielded %g and %g\n", claims(0, "taken"), claims(1, "taken"),
               claims(0, "yielded"), claims(1, "yielded"));
@@ -225,6 +226,53 @@ TEST(EndToEndSharedHomes, FirstTurnsOnBothWardensAtOnceSettleOnOneHome) {
       previous_prompt = r.prompt_tokens;
     }
   }
+}
+
+// Another warden moved a conversation (it saw the home fail, say, where this
+// warden sees it healthy): its home in Redis is no longer the one this warden
+// keeps. This warden's next claim is answered with the other's home, and the
+// conversation follows it from the request after: the two agree again, and
+// the other's turns are not read again here.
+TEST(EndToEndSharedHomes, AConversationFollowsTheHomeAnotherWardenMovedItTo) {
+  SharedFleet fleet;
+  ASSERT_EQ(chat_turn(fleet.warden(0), "moved", 1).status, 200);
+  fleet.written(0, 1);
+  const json before = fleet.card(0);
+  int home = -1;
+  for (const auto& r : before["replicas"])
+    if (r["live_conversations"] == 1) home = r["index"].get<int>();
+  ASSERT_GE(home, 0) << before.dump();
+  const int moved_to = (home + 1) % 3;
+  const std::string to_url = before["replicas"][moved_to]["url"].get<std::string>();
+  char key[64];
+  std::snprintf(key, sizeof key, "e2e/m:c:%016llx",
+                static_cast<unsigned long long>(stable_hash("moved")));
+  const auto holds = [&](const std::string& value) {
+    return fleet.redis().command({"EVAL", "return redis.call('GET', KEYS[1]) == ARGV[1] and 1 or 0",
+                                  "1", key, value}) == ":1";
+  };
+  const std::string home_url = before["replicas"][home]["url"].get<std::string>();
+  ASSERT_TRUE(holds("0 " + home_url));
+  ASSERT_EQ(fleet.redis().command({"SET", key, "0 " + to_url, "PX", "600000"}), "+OK");
+
+  // Still sent home (this warden had not heard), and its claim is answered.
+  const Reply second = chat_turn(fleet.warden(0), "moved", 2);
+  ASSERT_EQ(second.status, 200);
+  EXPECT_GT(second.cached_tokens, second.prompt_tokens / 2);
+  ASSERT_TRUE(
+      reaches(fleet.warden(0), "lmwarden_shared_homes_claims_total", {{"result", "yielded"}}, 1));
+  // Then there: its first turn on that replica reads the history once.
+  const Reply third = chat_turn(fleet.warden(0), "moved", 3);
+  ASSERT_EQ(third.status, 200);
+  EXPECT_LT(third.cached_tokens, third.prompt_tokens / 2);
+  const json after = fleet.card(0);
+  EXPECT_EQ(after["replicas"][moved_to]["sticky"], 1) << after.dump();
+  EXPECT_EQ(after["replicas"][moved_to]["live_conversations"], 1) << after.dump();
+  EXPECT_TRUE(holds("0 " + to_url));
+  // And the other warden, which moved it, serves the next turn from cache.
+  const Reply fourth = chat_turn(fleet.warden(1), "moved", 4);
+  ASSERT_EQ(fourth.status, 200);
+  EXPECT_GE(fourth.cached_tokens, third.prompt_tokens - 32);
 }
 
 // A Responses chain (store on, no session id, as the OpenAI SDK sends it)

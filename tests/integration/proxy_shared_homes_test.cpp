@@ -73,13 +73,14 @@ TEST(ProxySharedHomes, WithRedisAbsentRequestsArePlacedByThisWardenAlone) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_EQ(tries_to_tell(), 3);
   EXPECT_EQ(shared_homes_metrics(warden.port()).at("lmwarden_shared_homes_writes_total{sent}"), 0);
-  // The first turn's home, chosen here, was claimed; the claim failed.
-  while (shared_homes_metrics(warden.port()).at("lmwarden_shared_homes_claims_total{failed}") < 1 &&
+  // Each of those writes was a claim, and each failed.
+  while (shared_homes_metrics(warden.port()).at("lmwarden_shared_homes_claims_total{failed}") < 3 &&
          std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   const auto after = shared_homes_metrics(warden.port());
-  EXPECT_EQ(after.at("lmwarden_shared_homes_claims_total{failed}"), 1);
-  EXPECT_EQ(after.at("lmwarden_shared_homes_claims_total{taken}"), 0);
+  EXPECT_EQ(after.at("lmwarden_shared_homes_claims_total{failed}"), 3);
+  for (const char* result : {"taken", "yielded", "kept", "unusable", "unchecked"})
+    EXPECT_EQ(after.at(std::string("lmwarden_shared_homes_claims_total{") + result + "}"), 0);
   // /api/models says the same, for the dashboard.
   const auto api =
       nlohmann::json::parse(http_request(warden.port(), http::verb::get, "/api/models").body);
@@ -88,7 +89,9 @@ TEST(ProxySharedHomes, WithRedisAbsentRequestsArePlacedByThisWardenAlone) {
   EXPECT_EQ(shared["connected"], false);
   EXPECT_EQ(shared["lookups"]["failed"], 1);
   EXPECT_EQ(shared["lookups"]["found"], 0);
-  EXPECT_EQ(shared["claims"]["failed"], 1);
+  EXPECT_EQ(shared["claims"]["failed"], 3);
+  EXPECT_EQ(shared["claims"]["kept"], 0);
+  EXPECT_EQ(shared["claims"]["unchecked"], 0);
   EXPECT_EQ(shared["writes"]["failed"].get<int>() + shared["writes"]["dropped"].get<int>(), 3);
 }
 

@@ -143,7 +143,9 @@ TEST(RouterSettle, AConversationMovesToTheHomeAnotherWardenChose) {
   const RouteDecision d = router.route(session("conv-g"), t0);
   ASSERT_EQ(d.replica, 0);
   // Settled while its first request is still in flight, whose end leaves it.
-  ASSERT_TRUE(router.settle_home(key, 0, 2, t0));
+  ASSERT_EQ(router.settle_home(key, 0, 2, t0), Router::Settled::kMoved);
+  // A second answer for a write sent before the move finds it there.
+  EXPECT_EQ(router.settle_home(key, 0, 2, t0), Router::Settled::kAlreadyThere);
   router.finish(d, t0);
   const auto view = router.view();
   EXPECT_EQ(view.replicas[0].live_conversations, 0);
@@ -155,21 +157,39 @@ TEST(RouterSettle, AConversationMovesToTheHomeAnotherWardenChose) {
 }
 
 TEST(RouterSettle, NothingMovesUnlessTheHomeIsStillTheOneChosen) {
+  using enum Router::Settled;
   Router router = make_router(servers(3));
   const std::uint64_t key = stable_hash("conv-h");
-  EXPECT_FALSE(router.settle_home(key, 0, 1, t0));  // unknown
+  EXPECT_EQ(router.settle_home(key, 0, 1, t0), kKept);  // unknown
   EXPECT_FALSE(router.knows_conversation(key, t0));
   router.finish(router.route(session("conv-h"), t0), t0);  // home 0
-  EXPECT_FALSE(router.settle_home(key, 1, 2, t0));         // it is not on 1
-  EXPECT_FALSE(router.settle_home(key, 0, 0, t0));         // there already
-  EXPECT_FALSE(router.settle_home(key, 0, 3, t0));         // no replica 3
-  EXPECT_FALSE(router.settle_home(key, 0, -1, t0));
+  EXPECT_EQ(router.settle_home(key, 1, 2, t0), kKept);     // it is not on 1
+  EXPECT_EQ(router.settle_home(key, 0, 0, t0), kAlreadyThere);
+  EXPECT_EQ(router.settle_home(key, 0, 3, t0), kKept);  // no replica 3
+  EXPECT_EQ(router.settle_home(key, 0, -1, t0), kKept);
   router.set_affinity(false);
-  EXPECT_FALSE(router.settle_home(key, 0, 1, t0));
+  EXPECT_EQ(router.settle_home(key, 0, 1, t0), kKept);
   router.set_affinity(true);
   const RouteDecision d = router.route(session("conv-h"), t0);
   EXPECT_EQ(d.replica, 0);
   router.finish(d, t0);
+}
+
+// Another warden's home that this router sees failing (it moved the
+// conversation there while this one's probes say the replica is down, or its
+// 5xx replies ejected it here) is not taken up: the conversation stays.
+TEST(RouterSettle, AHomeThatIsUnhealthyHereIsNotTakenUp) {
+  Router router = make_router(servers(3));
+  const std::uint64_t key = stable_hash("conv-i");
+  router.finish(router.route(session("conv-i"), t0), t0);  // home 0
+  router.set_healthy(2, false);
+  EXPECT_EQ(router.settle_home(key, 0, 2, t0), Router::Settled::kKept);
+  const RouteDecision d = router.route(session("conv-i"), t0);
+  EXPECT_EQ(d.replica, 0);
+  EXPECT_EQ(d.kind, RouteKind::kSticky);
+  router.finish(d, t0);
+  router.set_healthy(2, true);
+  EXPECT_EQ(router.settle_home(key, 0, 2, t0), Router::Settled::kMoved);
 }
 
 }  // namespace

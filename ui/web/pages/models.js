@@ -52,8 +52,16 @@ export function mountModels(root, _params, ctx) {
       countPill('found in Redis', s.lookups.found, 'Conversations this warden did not know, found where another warden had placed them'),
       countPill('new to every warden', s.lookups.absent, 'Asked, and no warden had placed them: placed as new'),
       countPill('lookups failed', s.lookups.failed, 'Redis unreachable, an error, or later than the timeout', s.lookups.failed ? 'off' : ''),
-      countPill('moved to another warden’s home', s.claims.yielded, 'Placed here and by another warden at once; moved to the home the other chose first'),
+      countPill('followed another warden’s home', s.claims.yielded, 'Writes answered with another warden’s home, which this warden then follows: both placed the conversation at once, or the other moved it'),
     ];
+    if (s.claims.kept) {
+      pills.push(countPill('another warden’s home not followed', s.claims.kept,
+        'Another warden’s home that this warden sees unhealthy (or the conversation had moved on here): each keeps its own'));
+    }
+    if (s.claims.unchecked) {
+      pills.push(countPill('written unchecked', s.claims.unchecked,
+        'Redis refuses scripts (EVAL): homes are written without the check that lets two wardens agree on one', 'off'));
+    }
     const unusable = s.lookups.unusable + s.claims.unusable;
     if (unusable) {
       pills.push(countPill('naming servers not listed here', unusable,
