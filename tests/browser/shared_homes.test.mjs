@@ -14,7 +14,9 @@ let browser;
 
 before(async () => {
   redis = await startRedis();
-  fleet = await startFleet({ model: MODEL, dp: 2, configLines: ['shared_homes:', `  redis: ${redis.url}`] });
+  // A lookup later than the timeout counts as failed, not absent: on a host
+  // busy with other tests 50 ms (the default) can pass before Redis answers.
+  fleet = await startFleet({ model: MODEL, dp: 2, configLines: ['shared_homes:', `  redis: ${redis.url}`, '  timeout: 2s'] });
   await driveTraffic(fleet.base, MODEL, { sessions: 3, turns: 2 });
   browser = await launchBrowser();
 });
