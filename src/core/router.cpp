@@ -289,12 +289,21 @@ bool Router::adopt_response(std::uint64_t response, int replica, TimePoint now) 
 
 Router::Settled Router::settle_home(std::uint64_t conversation, int chosen, int replica,
                                     TimePoint now) noexcept {
+  if (!affinity_) return Settled::kKept;
+  const std::optional<int> home = sessions_.find(conversation, now);
+  if (home != chosen && home != replica) return Settled::kKept;  // moved again, or forgotten
+  return follow_home(conversation, replica, now);
+}
+
+Router::Settled Router::follow_home(std::uint64_t conversation, int replica,
+                                    TimePoint now) noexcept {
   if (!affinity_ || replica < 0 || replica >= replica_count()) return Settled::kKept;
   const std::optional<int> home = sessions_.find(conversation, now);
-  if (home == replica) return Settled::kAlreadyThere;
+  if (!home) return Settled::kKept;
+  if (*home == replica) return Settled::kAlreadyThere;
   // A home this router sees failing is not taken up: the conversation would
   // only be moved off it again at its next request here.
-  if (home != chosen || !healthy(replica)) return Settled::kKept;
+  if (!healthy(replica)) return Settled::kKept;
   sessions_.assign(conversation, replica, now);  // known: moves it, allocates nothing
   return Settled::kMoved;
 }

@@ -182,6 +182,10 @@ class Router final : private SessionTable::Listener {
   // or ejected, as this router sees it) or does not exist, or affinity is off.
   enum class Settled { kMoved, kAlreadyThere, kKept };
   Settled settle_home(std::uint64_t conversation, int chosen, int replica, TimePoint now) noexcept;
+  // The same for a conversation this router knows, wherever its home is: it
+  // moves to `replica` unless that does not take new work here (kKept, as
+  // for a conversation not known).
+  Settled follow_home(std::uint64_t conversation, int replica, TimePoint now) noexcept;
   // Where a replica is, by backend server and rank, and back: the replica of
   // `backend` at `rank` (-1 when that server has no such rank).
   int replica_backend(int replica) const noexcept {

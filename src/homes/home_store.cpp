@@ -37,6 +37,7 @@ struct Command {
   std::chrono::milliseconds ttl{0};    // kPut, kClaim
   std::string replaces;                // kClaim
   bool plain = false;                  // a kClaim sent as a SET: Redis refuses scripts
+  bool resent = false;                 // a kClaim refused as a script, queued again
   std::function<void(Lookup)> done;    // kGet
   std::function<void(Claim)> claimed;  // kClaim
 };
@@ -109,6 +110,9 @@ struct HomeStore::State {
   void drop_late_connection(const std::string& error);
   void fail(Command& command);
   void answer(Command& command, const redisReply& reply);
+  // Queues again, first, the claims Redis refused to run as a script, to be
+  // sent as plain SETs.
+  void resend_refused();
   void refused(const Command& command, std::string_view error);
   // Claims go as plain SETs on this connection from now on.
   void refuse_scripts(std::string_view error);
@@ -143,6 +147,7 @@ struct HomeStore::State {
   LogLimit late_replies;
   bool scripts_refused = false;  // by this connection's Redis
   bool scripts_refusal_logged = false;
+  std::vector<Command> refused_claims;  // to be sent again (resend_refused)
 
   std::thread thread;  // last: started once the members above exist
 };
@@ -261,6 +266,7 @@ void HomeStore::State::send(std::deque<Command>& batch) {
     }
     answer(batch[answered], r);
   }
+  resend_refused();
   if (!broken) return;
   // A connection that served until a reply came late (Redis paused to save,
   // or this host was busy) is most likely fine: it is dropped, since its
@@ -279,6 +285,12 @@ void HomeStore::State::answer(Command& c, const redisReply& r) {
     const std::string_view error = reply_text(r);
     if (c.kind == Command::Kind::kClaim && !c.plain && refuses_scripts(error)) {
       refuse_scripts(error);
+      // Sent again at once as a SET (once: a claim refused on two
+      // connections fails), so that the home is written all the same.
+      if (!std::exchange(c.resent, true)) {
+        refused_claims.push_back(std::move(c));
+        return;
+      }
     } else {
       refused(c, error);
     }
@@ -329,6 +341,16 @@ void HomeStore::State::refused(const Command& c, std::string_view error) {
       describe(options.address), what, error,
       unlogged == 0 ? std::string{}
                     : fmt::format(" ({} more refused since the last line)", unlogged));
+}
+
+void HomeStore::State::resend_refused() {
+  if (refused_claims.empty()) return;
+  {
+    std::lock_guard lock(mutex);
+    queue.insert(queue.begin(), std::make_move_iterator(refused_claims.begin()),
+                 std::make_move_iterator(refused_claims.end()));
+  }
+  refused_claims.clear();
 }
 
 void HomeStore::State::refuse_scripts(std::string_view error) {
@@ -474,6 +496,10 @@ HomeStoreStats HomeStore::stats() const {
                         .claims_held = s.claims_held.load(std::memory_order_relaxed),
                         .claims_unchecked = s.claims_unchecked.load(std::memory_order_relaxed),
                         .connected = s.connected.load(std::memory_order_relaxed)};
+}
+
+bool HomeStore::connected() const noexcept {
+  return state_->connected.load(std::memory_order_relaxed);
 }
 
 const HomeStoreOptions& HomeStore::options() const noexcept {

@@ -20,7 +20,8 @@
 // gate. Commands Redis refuses (an error reply: out of memory, an ACL) fail
 // alone, logged at most once a minute. A Redis that refuses scripts (an ACL
 // without EVAL, a renamed command) gets plain SETs for claims instead, for
-// the rest of that connection, answered kUnchecked.
+// the rest of that connection (the claims it refused sent again so),
+// answered kUnchecked.
 #pragma once
 
 #include <chrono>
@@ -118,6 +119,8 @@ class HomeStore {
              std::chrono::milliseconds ttl, std::function<void(Claim)> done);
 
   HomeStoreStats stats() const;
+  // Whether it holds a working connection (stats().connected, alone).
+  bool connected() const noexcept;
   const HomeStoreOptions& options() const noexcept;
 
  private:

@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "common/coarse_clock.h"
+#include "common/hash.h"
 #include "common/host_port.h"
 #include "proxy/warden.h"
 
@@ -27,6 +28,11 @@ struct LookupWait {
   std::optional<homes::Lookup> answer;
   bool over = false;  // the request went on: a later answer is dropped
 };
+
+// A conversation of a model, as the set of unsettled ones keys it.
+std::uint64_t unsettled_key(std::string_view model, std::uint64_t conversation) {
+  return stable_hash(model) ^ conversation;
+}
 
 }  // namespace
 
@@ -96,6 +102,10 @@ net::Awaitable<void> SharedHomes::learn(ModelState& model, const core::Identity&
     ask_response = chained && !model.router.holds_response(identity.previous_response, now);
     ask_conversation = conversation && !model.router.knows_conversation(identity.session_hash, now);
   }
+  // Known here, but its last claim failed: asked again once Redis answers.
+  if (conversation && !ask_conversation && unsettled_count_.load(std::memory_order_relaxed) > 0 &&
+      store_.connected())
+    ask_conversation = unsettled(unsettled_key(model.config.name, identity.session_hash));
   // A stored response binds the request (and moves its conversation there):
   // asked first, and the conversation only when it is not found.
   if (ask_response) {
@@ -148,11 +158,13 @@ net::Awaitable<SharedHomes::Asked> SharedHomes::ask(ModelState& model, HomeKind 
   ++found_;
   std::lock_guard lock{model.mutex};
   const auto now = coarse_steady_now();
-  // (Not adopted when this warden has come to know it meanwhile: known.)
+  // A conversation this warden knows (one whose claim failed, or one it came
+  // to know meanwhile) follows the home found; a stored response it knows
+  // stays where it is remembered.
   if (kind == HomeKind::kResponse)
     model.router.adopt_response(hash, replica, now);
-  else
-    model.router.adopt_home(hash, replica, now);
+  else if (!model.router.adopt_home(hash, replica, now))
+    model.router.follow_home(hash, replica, now);
   co_return Asked::kFound;
 }
 
@@ -240,11 +252,20 @@ void SharedHomes::claim(const ModelState& model, const core::RouteDecision& deci
 void SharedHomes::claimed(const std::weak_ptr<RoutingState>& routing, const std::string& model,
                           const core::RouteDecision& decision, const homes::Claim& claim) {
   using homes::ClaimStatus;
-  // (The store counts those taken and unchecked.)
-  if (claim.status == ClaimStatus::kTaken || claim.status == ClaimStatus::kUnchecked) return;
+  set_unsettled(unsettled_key(model, decision.conversation), claim.status == ClaimStatus::kFailed);
+  switch (claim.status) {
+    case ClaimStatus::kTaken:
+    case ClaimStatus::kUnchecked:
+      return;  // (the store counts those)
+    case ClaimStatus::kFailed:
+      ++claims_failed_;
+      return;
+    case ClaimStatus::kHeld:
+      break;
+  }
   const std::shared_ptr<RoutingState> state = routing.lock();
-  if (claim.status == ClaimStatus::kFailed || !state) {
-    ++claims_failed_;  // (or the model's routing state was replaced meanwhile)
+  if (!state) {
+    ++claims_failed_;  // the model's routing state was replaced meanwhile
     return;
   }
   const int replica = replica_of(*state, model, claim.holder);
@@ -256,6 +277,23 @@ void SharedHomes::claimed(const std::weak_ptr<RoutingState>& routing, const std:
   const auto settled =
       state->router.settle_home(decision.conversation, decision.home, replica, coarse_steady_now());
   ++(settled == core::Router::Settled::kKept ? kept_ : yielded_);
+}
+
+bool SharedHomes::unsettled(std::uint64_t key) const {
+  std::lock_guard lock{unsettled_mutex_};
+  return unsettled_.contains(key);
+}
+
+void SharedHomes::set_unsettled(std::uint64_t key, bool unsettled) {
+  // Nearly always: a claim taken while nothing is unsettled, with no lock.
+  if (!unsettled && unsettled_count_.load(std::memory_order_relaxed) == 0) return;
+  std::lock_guard lock{unsettled_mutex_};
+  if (!unsettled) {
+    unsettled_.erase(key);
+  } else if (unsettled_.size() < kMaxUnsettled) {
+    unsettled_.insert(key);
+  }
+  unsettled_count_.store(unsettled_.size(), std::memory_order_relaxed);
 }
 
 }  // namespace lmwarden::proxy

@@ -31,8 +31,13 @@
 //     kChainedRetryAfter when Redis has none: the warden that made it may
 //     be writing it), and each stored response is written as soon as it is
 //     known (a stream's first event naming it, a JSON body's end).
-// A conversation this warden already knows is never looked up again: what
-// settles two wardens' homes is the answer to each claim.
+// A conversation this warden already knows is not looked up again (what
+// settles two wardens' homes is the answer to each claim), unless its last
+// claim failed (Redis away, or late): then its next request, once Redis is
+// connected, asks before it is placed, and follows a home another warden
+// keeps there. Without that, the first request after an outage would go to
+// this warden's home before its claim's answer came back, and the two
+// wardens' turns would miss each other once more.
 //
 // Keys name the model and the stable hash of the id, the same in every
 // warden: "<prefix><model>:c:<16 hex digits>" for a conversation, ":r:" for
@@ -46,9 +51,11 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "config/config.h"
@@ -113,6 +120,10 @@ homes::HomeStoreOptions store_options(const config::SharedHomes& config);
 // How long a chained request whose stored response Redis does not have
 // waits before asking again (see learn).
 inline constexpr std::chrono::milliseconds kChainedRetryAfter{10};
+// Conversations whose last claim failed that are remembered, to be asked
+// about at their next request (see above); past it, such a conversation
+// settles only at its next claim's answer.
+inline constexpr std::size_t kMaxUnsettled = 100'000;
 
 class SharedHomes {
  public:
@@ -141,6 +152,9 @@ class SharedHomes {
   // Runs on the store's thread.
   void claimed(const std::weak_ptr<RoutingState>& routing, const std::string& model,
                const core::RouteDecision& decision, const homes::Claim& claim);
+  // Conversations whose last claim failed (see above), by unsettled_key.
+  bool unsettled(std::uint64_t key) const;
+  void set_unsettled(std::uint64_t key, bool unsettled);
   // The replica a value names in `routing`'s layout; -1, with a warning the
   // first time, when it names none.
   int replica_of(const RoutingState& routing, std::string_view model, std::string_view value);
@@ -150,6 +164,9 @@ class SharedHomes {
   std::atomic<std::uint64_t> found_{0}, absent_{0}, failed_{0}, unusable_{0};
   std::atomic<std::uint64_t> yielded_{0}, kept_{0}, claims_unusable_{0}, claims_failed_{0};
   std::atomic<bool> unusable_warned_{false};
+  mutable std::mutex unsettled_mutex_;
+  std::unordered_set<std::uint64_t> unsettled_;  // guarded by unsettled_mutex_
+  std::atomic<std::size_t> unsettled_count_{0};  // its size, read without the lock
   // Last: its thread, which runs the claims' answers, ends first.
   homes::HomeStore store_;
 };

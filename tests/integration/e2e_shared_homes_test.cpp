@@ -13,6 +13,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <vector>
 
 #include "common/hash.h"
 #include "redis_server.h"
@@ -351,6 +352,56 @@ TEST(EndToEndSharedHomes, WithoutRedisEachWardenPlacesAloneAndPicksUpAgainWhenIt
   ASSERT_EQ(next.status, 200);
   EXPECT_GT(next.cached_tokens, next.prompt_tokens / 2);
   EXPECT_EQ(route_total(fleet.card(1), "new"), 0);
+}
+
+// Redis away while conversations start: each warden places them alone, and
+// some end up with a home on each warden. Once Redis is back, the first
+// request on either warden settles where the conversation lives: the other
+// warden's next request, its own claims having failed, asks Redis before it
+// is placed and follows that home. So only the first turn after the outage
+// can miss what the other warden's replica read; every turn after reads it.
+TEST(EndToEndSharedHomes, WardensThatPlacedAlonePartedAgreeOnceRedisIsBack) {
+  SharedFleet fleet;
+  fleet.redis().stop();
+  // A conversation only warden 0 knows: the wardens' loads differ, so they
+  // place some of the others on different replicas.
+  ASSERT_EQ(chat_turn(fleet.warden(0), "only-here", 1).status, 200);
+  constexpr int kConversations = 6;
+  const auto conv = [](int c) { return "parted-" + std::to_string(c); };
+  int apart = 0;
+  for (int c = 0; c < kConversations; ++c) {
+    ASSERT_EQ(chat_turn(fleet.warden(0), conv(c), 1).status, 200);
+    const Reply second = chat_turn(fleet.warden(1), conv(c), 2);
+    ASSERT_EQ(second.status, 200);
+    if (second.cached_tokens < second.prompt_tokens / 2) ++apart;
+  }
+  ASSERT_GE(apart, 1) << "no conversation was placed apart: the test shows nothing";
+
+  fleet.redis().start();
+  for (int w = 0; w < 2; ++w)
+    ASSERT_TRUE(reaches(fleet.warden(w), "lmwarden_shared_homes_connected", {}, 1));
+  const auto taken = [&](int w) {
+    return metric_of(fleet.warden(w), "lmwarden_shared_homes_claims_total", {{"result", "taken"}});
+  };
+  // Turn 3 on warden 0: its claim is the first to reach Redis.
+  const double taken_before = taken(0);
+  for (int c = 0; c < kConversations; ++c)
+    ASSERT_EQ(chat_turn(fleet.warden(0), conv(c), 3).status, 200);
+  ASSERT_TRUE(reaches(fleet.warden(0), "lmwarden_shared_homes_claims_total", {{"result", "taken"}},
+                      taken_before + kConversations));
+  for (int c = 0; c < kConversations; ++c) {
+    int previous = chat_turn(fleet.warden(0), conv(c), 3).prompt_tokens;  // (sticky, read again)
+    for (int turn = 4; turn <= 5; ++turn) {
+      const Reply r = chat_turn(fleet.warden(turn), conv(c), turn);
+      ASSERT_EQ(r.status, 200) << conv(c) << " turn " << turn;
+      EXPECT_GE(r.cached_tokens, previous - 32)
+          << conv(c) << " turn " << turn << " went where the turn before was not read";
+      previous = r.prompt_tokens;
+    }
+  }
+  EXPECT_GE(
+      metric_of(fleet.warden(1), "lmwarden_shared_homes_lookups_total", {{"result", "found"}}),
+      kConversations);
 }
 
 }  // namespace

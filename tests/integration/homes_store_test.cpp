@@ -303,10 +303,10 @@ TEST_F(HomeStoreTest, OfClaimsAtOnceOneValueWins) {
   EXPECT_EQ(taken, 1);
 }
 
-// A Redis whose ACL refuses scripts: the first claim fails, logged once, and
-// the later ones on that connection are written with a plain SET (unchecked:
-// over whatever the key held), so the homes are still shared; lookups and
-// writes go on.
+// A Redis whose ACL refuses scripts: logged once, and the claims on that
+// connection are written with a plain SET (unchecked: over whatever the key
+// held), the refused first one sent again so, so that every home is still
+// shared; lookups and writes go on.
 TEST_F(HomeStoreTest, ARedisThatRefusesScriptsGetsPlainWrites) {
   ASSERT_EQ(redis_.command(
                 {"ACL", "SETUSER", "noscript", "on", ">pw", "~*", "+@all", "-eval", "-evalsha"}),
@@ -317,8 +317,8 @@ TEST_F(HomeStoreTest, ARedisThatRefusesScriptsGetsPlainWrites) {
   CapturedLog log;
   {
     HomeStore store(options);
-    EXPECT_EQ(claim(store, "conv:1", "", "0 http://a:1"), "failed");
-    EXPECT_EQ(lookup(store, "conv:1"), "absent");
+    EXPECT_EQ(claim(store, "conv:1", "", "0 http://a:1"), "unchecked");
+    EXPECT_EQ(lookup(store, "conv:1"), "found:0 http://a:1");
     EXPECT_EQ(claim(store, "conv:2", "", "0 http://a:1"), "unchecked");
     EXPECT_EQ(lookup(store, "conv:2"), "found:0 http://a:1");
     store.put("conv:3", "1 http://b:1", 60s);
@@ -328,13 +328,33 @@ TEST_F(HomeStoreTest, ARedisThatRefusesScriptsGetsPlainWrites) {
     EXPECT_GT(ttl, 50000);
     const HomeStoreStats stats = store.stats();
     EXPECT_TRUE(stats.connected);
-    EXPECT_EQ(stats.writes_failed, 1u);
-    EXPECT_EQ(stats.writes_sent, 3u);
-    EXPECT_EQ(stats.claims_unchecked, 2u);
+    EXPECT_EQ(stats.writes_failed, 0u);
+    EXPECT_EQ(stats.writes_sent, 4u);
+    EXPECT_EQ(stats.claims_unchecked, 3u);
     EXPECT_EQ(stats.claims_taken + stats.claims_held, 0u);
   }
   EXPECT_EQ(log.count("refuses the claim's script (EVAL): NOPERM"), 1u);
   EXPECT_EQ(log.count("warn"), 1u);
+}
+
+// Claims sent together before Redis's first refusal is seen (one pipeline)
+// are all refused, and all sent again as SETs.
+TEST_F(HomeStoreTest, ClaimsRefusedTogetherAreAllWritten) {
+  ASSERT_EQ(redis_.command({"ACL", "SETUSER", "noscript", "on", ">pw", "~*", "+@all", "-eval"}),
+            "+OK");
+  HomeStoreOptions options = options_for(redis_.port(), /*retry_after=*/60s);
+  options.address.username = "noscript";
+  options.address.password = "pw";
+  HomeStore store(options);
+  std::vector<std::future<std::string>> answers;
+  for (int i = 0; i < 8; ++i)
+    answers.push_back(std::async(std::launch::async, [&store, i] {
+      return claim(store, "conv:" + std::to_string(i), "", "0 http://a:1");
+    }));
+  for (auto& a : answers) EXPECT_EQ(a.get(), "unchecked");
+  for (int i = 0; i < 8; ++i)
+    EXPECT_EQ(lookup(store, "conv:" + std::to_string(i)), "found:0 http://a:1");
+  EXPECT_EQ(store.stats().writes_failed, 0u);
 }
 
 TEST(HomeStoreUnreachable, ClosedPortFailsLookupsAtOnce) {

@@ -192,5 +192,26 @@ TEST(RouterSettle, AHomeThatIsUnhealthyHereIsNotTakenUp) {
   EXPECT_EQ(router.settle_home(key, 0, 2, t0), Router::Settled::kMoved);
 }
 
+// A conversation this router knows follows the home another warden keeps
+// for it (found in Redis after this warden's own claims had failed).
+TEST(RouterSettle, AKnownConversationFollowsAnotherWardensHome) {
+  using enum Router::Settled;
+  Router router = make_router(servers(3));
+  const std::uint64_t key = stable_hash("conv-j");
+  EXPECT_EQ(router.follow_home(key, 1, t0), kKept);  // not known here
+  EXPECT_FALSE(router.knows_conversation(key, t0));
+  router.finish(router.route(session("conv-j"), t0), t0);  // home 0
+  router.set_healthy(2, false);
+  EXPECT_EQ(router.follow_home(key, 2, t0), kKept);
+  EXPECT_EQ(router.follow_home(key, 5, t0), kKept);
+  EXPECT_EQ(router.follow_home(key, 1, t0), kMoved);
+  EXPECT_EQ(router.follow_home(key, 1, t0), kAlreadyThere);
+  const RouteDecision d = router.route(session("conv-j"), t0);
+  EXPECT_EQ(d.replica, 1);
+  EXPECT_EQ(d.kind, RouteKind::kSticky);
+  router.finish(d, t0);
+  EXPECT_EQ(router.view().replicas[1].live_conversations, 1);
+}
+
 }  // namespace
 }  // namespace lmwarden::core
