@@ -161,10 +161,13 @@ net::Awaitable<SharedHomes::Asked> SharedHomes::ask(ModelState& model, HomeKind 
   // A conversation this warden knows (one whose claim failed, or one it came
   // to know meanwhile) follows the home found; a stored response it knows
   // stays where it is remembered.
-  if (kind == HomeKind::kResponse)
+  if (kind == HomeKind::kResponse) {
     model.router.adopt_response(hash, replica, now);
-  else if (!model.router.adopt_home(hash, replica, now))
-    model.router.follow_home(hash, replica, now);
+  } else if (!model.router.adopt_home(hash, replica, now) &&
+             model.router.follow_home(hash, replica, now) == core::Router::Settled::kMoved) {
+    spdlog::debug("shared homes: model={} conv={} follows another warden's home, replica {}",
+                  model.config.name, short_hash(hash), replica);
+  }
   co_return Asked::kFound;
 }
 
@@ -277,6 +280,9 @@ void SharedHomes::claimed(const std::weak_ptr<RoutingState>& routing, const std:
   const auto settled =
       state->router.settle_home(decision.conversation, decision.home, replica, coarse_steady_now());
   ++(settled == core::Router::Settled::kKept ? kept_ : yielded_);
+  if (settled == core::Router::Settled::kMoved)
+    spdlog::debug("shared homes: model={} conv={} moves to another warden's home, replica {}",
+                  model, short_hash(decision.conversation), replica);
 }
 
 bool SharedHomes::unsettled(std::uint64_t key) const {
