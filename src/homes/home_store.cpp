@@ -293,6 +293,10 @@ void HomeStore::State::answer(Command& c, const redisReply& r) {
       }
     } else {
       refused(c, error);
+      if (c.kind == Command::Kind::kClaim) {
+        ++writes_failed;
+        return c.claimed(Claim{.status = ClaimStatus::kRefused});
+      }
     }
     fail(c);
     return;

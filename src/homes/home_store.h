@@ -63,8 +63,9 @@ struct Lookup {
 // A claim's answer. kTaken: the key now holds the claimed value. kHeld: it
 // holds another (`holder`), left as it was. kUnchecked: Redis refuses
 // scripts, and the value was written with a plain SET, over whatever the key
-// held. kFailed: not known.
-enum class ClaimStatus { kTaken, kHeld, kUnchecked, kFailed };
+// held. kRefused: Redis answered with an error (out of memory, a script
+// error); nothing written. kFailed: not known (no answer).
+enum class ClaimStatus { kTaken, kHeld, kUnchecked, kRefused, kFailed };
 
 struct Claim {
   ClaimStatus status = ClaimStatus::kFailed;

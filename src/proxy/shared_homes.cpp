@@ -255,11 +255,16 @@ void SharedHomes::claim(const ModelState& model, const core::RouteDecision& deci
 void SharedHomes::claimed(const std::weak_ptr<RoutingState>& routing, const std::string& model,
                           const core::RouteDecision& decision, const homes::Claim& claim) {
   using homes::ClaimStatus;
+  // Unanswered: asked again at its next request, once Redis answers. A
+  // refusal (an error reply) is not: Redis answers, and would most likely
+  // refuse the next claim too, while the lookup cost that request a round
+  // trip.
   set_unsettled(unsettled_key(model, decision.conversation), claim.status == ClaimStatus::kFailed);
   switch (claim.status) {
     case ClaimStatus::kTaken:
     case ClaimStatus::kUnchecked:
       return;  // (the store counts those)
+    case ClaimStatus::kRefused:
     case ClaimStatus::kFailed:
       ++claims_failed_;
       return;

@@ -132,6 +132,14 @@ Reply chat_turn(std::uint16_t port, const std::string& conv, int turn) {
   return reply;
 }
 
+// The Redis key of a conversation of model m, as the wardens write it.
+std::string conversation_key(const std::string& conv) {
+  char key[64];
+  std::snprintf(key, sizeof key, "e2e/m:c:%016llx",
+                static_cast<unsigned long long>(stable_hash(conv)));
+  return key;
+}
+
 int route_total(const json& card, const std::string& kind) {
   int n = 0;
   for (const auto& r : card["replicas"]) n += r.value(kind, 0);
@@ -245,9 +253,7 @@ TEST(EndToEndSharedHomes, AConversationFollowsTheHomeAnotherWardenMovedItTo) {
   ASSERT_GE(home, 0) << before.dump();
   const int moved_to = (home + 1) % 3;
   const std::string to_url = before["replicas"][moved_to]["url"].get<std::string>();
-  char key[64];
-  std::snprintf(key, sizeof key, "e2e/m:c:%016llx",
-                static_cast<unsigned long long>(stable_hash("moved")));
+  const std::string key = conversation_key("moved");
   const auto holds = [&](const std::string& value) {
     return fleet.redis().command({"EVAL", "return redis.call('GET', KEYS[1]) == ARGV[1] and 1 or 0",
                                   "1", key, value}) == ":1";
@@ -402,6 +408,28 @@ TEST(EndToEndSharedHomes, WardensThatPlacedAlonePartedAgreeOnceRedisIsBack) {
   EXPECT_GE(
       metric_of(fleet.warden(1), "lmwarden_shared_homes_lookups_total", {{"result", "found"}}),
       kConversations);
+}
+
+// A claim Redis answers with an error (out of memory, say; here the key
+// holds a hash, which the claim's GET refuses) is counted failed, but its
+// conversation is not asked about again at each request, as one whose claim
+// went unanswered is: Redis answers, and would refuse the lookup's round trip
+// too.
+TEST(EndToEndSharedHomes, AClaimRedisRefusesIsNotFollowedByLookups) {
+  SharedFleet fleet;
+  ASSERT_EQ(chat_turn(fleet.warden(0), "refused", 1).status, 200);
+  fleet.written(0, 1);
+  const std::string key = conversation_key("refused");
+  ASSERT_EQ(fleet.redis().command({"DEL", key}), ":1");
+  ASSERT_EQ(fleet.redis().command({"HSET", key, "f", "v"}), ":1");
+  for (int turn = 2; turn <= 4; ++turn) {
+    ASSERT_EQ(chat_turn(fleet.warden(0), "refused", turn).status, 200);
+    ASSERT_TRUE(reaches(fleet.warden(0), "lmwarden_shared_homes_claims_total",
+                        {{"result", "failed"}}, turn - 1));
+  }
+  EXPECT_EQ(
+      metric_of(fleet.warden(0), "lmwarden_shared_homes_lookups_total", {{"result", "failed"}}), 0);
+  EXPECT_EQ(metric_of(fleet.warden(0), "lmwarden_shared_homes_connected"), 1);
 }
 
 }  // namespace

@@ -241,6 +241,8 @@ std::string claim(HomeStore& store, const std::string& key, const std::string& r
       return "held:" + c.holder;
     case ClaimStatus::kUnchecked:
       return "unchecked";
+    case ClaimStatus::kRefused:
+      return "refused";
     case ClaimStatus::kFailed:
       return "failed";
   }
@@ -274,6 +276,20 @@ TEST_F(HomeStoreTest, AClaimReplacesOnlyTheHomeItMovedFrom) {
   EXPECT_EQ(claim(store, "conv:1", "0 http://a:1", "0 http://b:1"), "taken");
   EXPECT_EQ(claim(store, "conv:1", "0 http://a:1", "0 http://c:1"), "held:0 http://b:1");
   EXPECT_EQ(lookup(store, "conv:1"), "found:0 http://b:1");
+}
+
+// A claim Redis answers with an error (here the script meets a key of
+// another type; in production, out of memory) is refused alone: not sent
+// again, and the connection serves on.
+TEST_F(HomeStoreTest, AClaimAnsweredWithAnErrorIsRefused) {
+  HomeStore store(options_for(redis_.port(), /*retry_after=*/60s));
+  ASSERT_EQ(redis_.command({"HSET", "conv:hash", "f", "v"}), ":1");
+  EXPECT_EQ(claim(store, "conv:hash", "", "0 http://a:1"), "refused");
+  EXPECT_EQ(claim(store, "conv:1", "", "0 http://a:1"), "taken");
+  const HomeStoreStats stats = store.stats();
+  EXPECT_EQ(stats.writes_failed, 1u);
+  EXPECT_EQ(stats.writes_sent, 1u);
+  EXPECT_TRUE(stats.connected);
 }
 
 // Of many claims on one key at once, from two stores (two wardens), one
