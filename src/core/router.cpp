@@ -289,16 +289,20 @@ bool Router::adopt_response(std::uint64_t response, int replica, TimePoint now) 
 
 Router::Settled Router::settle_home(std::uint64_t conversation, int chosen, int replica,
                                     TimePoint now) noexcept {
-  if (!affinity_) return Settled::kKept;
+  if (!affinity_ || replica < 0 || replica >= replica_count()) return Settled::kKept;
   const std::optional<int> home = sessions_.find(conversation, now);
   if (home != chosen && home != replica) return Settled::kKept;  // moved again, or forgotten
-  return follow_home(conversation, replica, now);
+  return follow(conversation, home, replica, now);
 }
 
 Router::Settled Router::follow_home(std::uint64_t conversation, int replica,
                                     TimePoint now) noexcept {
   if (!affinity_ || replica < 0 || replica >= replica_count()) return Settled::kKept;
-  const std::optional<int> home = sessions_.find(conversation, now);
+  return follow(conversation, sessions_.find(conversation, now), replica, now);
+}
+
+Router::Settled Router::follow(std::uint64_t conversation, std::optional<int> home, int replica,
+                               TimePoint now) noexcept {
   if (!home) return Settled::kKept;
   if (*home == replica) return Settled::kAlreadyThere;
   // A home this router sees failing is not taken up: the conversation would

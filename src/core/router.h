@@ -277,6 +277,10 @@ class Router final : private SessionTable::Listener {
   void set_taking_work(int replica) noexcept;
   // Whether a replica other than `replica` (-1: any) takes work.
   bool another_takes_work(int replica) const noexcept;
+  // settle_home and follow_home, once the conversation's home (`home`,
+  // nullopt when not known) and `replica` are checked.
+  Settled follow(std::uint64_t conversation, std::optional<int> home, int replica,
+                 TimePoint now) noexcept;
   // Ends the ejections due by `now`.
   void end_ejections(TimePoint now) noexcept;
   // The healthy, not excluded replica with the lowest score, optionally only

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
-#include <spdlog/sinks/ringbuffer_sink.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -18,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "home_store_support.h"
 #include "homes/home_store.h"
 #include "redis_server.h"
 #include "scratch.h"
@@ -29,32 +29,7 @@ using namespace std::chrono_literals;
 using testing::RedisServer;
 using testing::RedisServerOptions;
 using Clock = std::chrono::steady_clock;
-
-// Generous where Redis is expected to answer: a sanitizer build on a busy
-// machine can take tens of milliseconds.
-HomeStoreOptions options_for(std::uint16_t port, std::chrono::milliseconds retry_after = 100ms) {
-  return HomeStoreOptions{.address = {.host = "127.0.0.1", .port = port},
-                          .timeout = 2000ms,
-                          .retry_after = retry_after};
-}
-
-// "found:<value>", "absent" or "failed"; "no answer" past `wait`.
-std::string lookup(HomeStore& store, const std::string& key, std::chrono::milliseconds wait = 5s) {
-  auto answer = std::make_shared<std::promise<Lookup>>();
-  auto future = answer->get_future();
-  store.get(key, [answer](Lookup l) { answer->set_value(std::move(l)); });
-  if (future.wait_for(wait) != std::future_status::ready) return "no answer";
-  const Lookup l = future.get();
-  switch (l.status) {
-    case LookupStatus::kFound:
-      return "found:" + l.value;
-    case LookupStatus::kAbsent:
-      return "absent";
-    case LookupStatus::kFailed:
-      return "failed";
-  }
-  return "?";
-}
+using namespace testing_support;
 
 bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds limit = 5s) {
   const auto deadline = Clock::now() + limit;
@@ -130,34 +105,6 @@ class SilentServer {
   std::map<int, std::string> received_;
 };
 
-// The default logger's lines, as "level message", while it lives.
-class CapturedLog {
- public:
-  CapturedLog()
-      : previous_(spdlog::default_logger()),
-        sink_(std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(200)) {
-    sink_->set_pattern("%l %v");
-    spdlog::set_default_logger(std::make_shared<spdlog::logger>("captured", sink_));
-  }
-  ~CapturedLog() { spdlog::set_default_logger(previous_); }
-
-  std::vector<std::string> lines() const { return sink_->last_formatted(); }
-  std::size_t count(const std::string& text) const {
-    std::size_t n = 0;
-    for (const auto& line : lines()) n += line.find(text) != std::string::npos;
-    return n;
-  }
-
- private:
-  std::shared_ptr<spdlog::logger> previous_;
-  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_;
-};
-
-class HomeStoreTest : public ::testing::Test {
- protected:
-  RedisServer redis_;
-};
-
 TEST_F(HomeStoreTest, PutThenGetFindsTheValue) {
   HomeStore store(options_for(redis_.port()));
   store.put("conv:1", "replica-b", 60s);
@@ -223,154 +170,6 @@ TEST_F(HomeStoreTest, ErrorReplyFailsOnlyThatCommand) {
   EXPECT_TRUE(store.stats().connected);
   EXPECT_EQ(store.stats().lookups_failed, 1u);
   EXPECT_EQ(store.stats().lookups_found, 1u);
-}
-
-// "" for a claim not answered in 5 s; "taken", "held:<value>", "unchecked" or
-// "failed".
-std::string claim(HomeStore& store, const std::string& key, const std::string& replaces,
-                  const std::string& value, std::chrono::milliseconds ttl = 60s) {
-  auto answer = std::make_shared<std::promise<Claim>>();
-  auto future = answer->get_future();
-  store.claim(key, replaces, value, ttl, [answer](Claim c) { answer->set_value(std::move(c)); });
-  if (future.wait_for(5s) != std::future_status::ready) return "";
-  const Claim c = future.get();
-  switch (c.status) {
-    case ClaimStatus::kTaken:
-      return "taken";
-    case ClaimStatus::kHeld:
-      return "held:" + c.holder;
-    case ClaimStatus::kUnchecked:
-      return "unchecked";
-    case ClaimStatus::kRefused:
-      return "refused";
-    case ClaimStatus::kFailed:
-      return "failed";
-  }
-  return "?";
-}
-
-TEST_F(HomeStoreTest, AClaimTakesAnAbsentKeyAndYieldsToAnotherValue) {
-  HomeStore store(options_for(redis_.port()));
-  EXPECT_EQ(claim(store, "conv:1", "", "0 http://a:1", 60s), "taken");
-  EXPECT_EQ(lookup(store, "conv:1"), "found:0 http://a:1");
-  const long long ttl = std::stoll(redis_.command({"PTTL", "conv:1"}).substr(1));
-  EXPECT_GT(ttl, 50000);
-  EXPECT_LE(ttl, 60000);
-  // Another warden's choice, claimed later, leaves the first.
-  EXPECT_EQ(claim(store, "conv:1", "", "1 http://b:1"), "held:0 http://a:1");
-  EXPECT_EQ(lookup(store, "conv:1"), "found:0 http://a:1");
-  // The same choice again is taken (a warden that had chosen alike).
-  EXPECT_EQ(claim(store, "conv:1", "", "0 http://a:1"), "taken");
-  const HomeStoreStats stats = store.stats();
-  EXPECT_EQ(stats.claims_taken, 2u);
-  EXPECT_EQ(stats.claims_held, 1u);
-  EXPECT_EQ(stats.writes_sent, 3u);
-}
-
-// A home moved off a failed replica replaces what the key held, when it
-// still holds that; one another warden moved first is left.
-TEST_F(HomeStoreTest, AClaimReplacesOnlyTheHomeItMovedFrom) {
-  HomeStore store(options_for(redis_.port()));
-  store.put("conv:1", "0 http://a:1", 60s);
-  ASSERT_EQ(lookup(store, "conv:1"), "found:0 http://a:1");
-  EXPECT_EQ(claim(store, "conv:1", "0 http://a:1", "0 http://b:1"), "taken");
-  EXPECT_EQ(claim(store, "conv:1", "0 http://a:1", "0 http://c:1"), "held:0 http://b:1");
-  EXPECT_EQ(lookup(store, "conv:1"), "found:0 http://b:1");
-}
-
-// A claim Redis answers with an error (here the script meets a key of
-// another type; in production, out of memory) is refused alone: not sent
-// again, and the connection serves on.
-TEST_F(HomeStoreTest, AClaimAnsweredWithAnErrorIsRefused) {
-  HomeStore store(options_for(redis_.port(), /*retry_after=*/60s));
-  ASSERT_EQ(redis_.command({"HSET", "conv:hash", "f", "v"}), ":1");
-  EXPECT_EQ(claim(store, "conv:hash", "", "0 http://a:1"), "refused");
-  EXPECT_EQ(claim(store, "conv:1", "", "0 http://a:1"), "taken");
-  const HomeStoreStats stats = store.stats();
-  EXPECT_EQ(stats.writes_failed, 1u);
-  EXPECT_EQ(stats.writes_sent, 1u);
-  EXPECT_TRUE(stats.connected);
-}
-
-// Of many claims on one key at once, from two stores (two wardens), one
-// value is taken and every other claim is told that one.
-TEST_F(HomeStoreTest, OfClaimsAtOnceOneValueWins) {
-  HomeStore first(options_for(redis_.port()));
-  HomeStore second(options_for(redis_.port()));
-  std::vector<std::future<std::string>> answers;
-  for (int i = 0; i < 20; ++i) {
-    HomeStore& store = i % 2 == 0 ? first : second;
-    answers.push_back(std::async(std::launch::async, [&store, i] {
-      return claim(store, "conv:race", "", std::to_string(i) + " http://a:1");
-    }));
-  }
-  std::vector<std::string> results;
-  for (auto& a : answers) results.push_back(a.get());
-  const std::string winner = lookup(first, "conv:race").substr(6);  // after "found:"
-  int taken = 0;
-  for (std::size_t i = 0; i < results.size(); ++i) {
-    if (results[i] == "taken") {
-      ++taken;
-      EXPECT_EQ(std::to_string(i) + " http://a:1", winner);
-    } else {
-      EXPECT_EQ(results[i], "held:" + winner) << i;
-    }
-  }
-  EXPECT_EQ(taken, 1);
-}
-
-// A Redis whose ACL refuses scripts: logged once, and the claims on that
-// connection are written with a plain SET (unchecked: over whatever the key
-// held), the refused first one sent again so, so that every home is still
-// shared; lookups and writes go on.
-TEST_F(HomeStoreTest, ARedisThatRefusesScriptsGetsPlainWrites) {
-  ASSERT_EQ(redis_.command(
-                {"ACL", "SETUSER", "noscript", "on", ">pw", "~*", "+@all", "-eval", "-evalsha"}),
-            "+OK");
-  HomeStoreOptions options = options_for(redis_.port(), /*retry_after=*/60s);
-  options.address.username = "noscript";
-  options.address.password = "pw";
-  CapturedLog log;
-  {
-    HomeStore store(options);
-    EXPECT_EQ(claim(store, "conv:1", "", "0 http://a:1"), "unchecked");
-    EXPECT_EQ(lookup(store, "conv:1"), "found:0 http://a:1");
-    EXPECT_EQ(claim(store, "conv:2", "", "0 http://a:1"), "unchecked");
-    EXPECT_EQ(lookup(store, "conv:2"), "found:0 http://a:1");
-    store.put("conv:3", "1 http://b:1", 60s);
-    EXPECT_EQ(claim(store, "conv:3", "", "0 http://a:1"), "unchecked");
-    EXPECT_EQ(lookup(store, "conv:3"), "found:0 http://a:1");
-    const long long ttl = std::stoll(redis_.command({"PTTL", "conv:3"}).substr(1));
-    EXPECT_GT(ttl, 50000);
-    const HomeStoreStats stats = store.stats();
-    EXPECT_TRUE(stats.connected);
-    EXPECT_EQ(stats.writes_failed, 0u);
-    EXPECT_EQ(stats.writes_sent, 4u);
-    EXPECT_EQ(stats.claims_unchecked, 3u);
-    EXPECT_EQ(stats.claims_taken + stats.claims_held, 0u);
-  }
-  EXPECT_EQ(log.count("refuses the claim's script (EVAL): NOPERM"), 1u);
-  EXPECT_EQ(log.count("warn"), 1u);
-}
-
-// Claims sent together before Redis's first refusal is seen (one pipeline)
-// are all refused, and all sent again as SETs.
-TEST_F(HomeStoreTest, ClaimsRefusedTogetherAreAllWritten) {
-  ASSERT_EQ(redis_.command({"ACL", "SETUSER", "noscript", "on", ">pw", "~*", "+@all", "-eval"}),
-            "+OK");
-  HomeStoreOptions options = options_for(redis_.port(), /*retry_after=*/60s);
-  options.address.username = "noscript";
-  options.address.password = "pw";
-  HomeStore store(options);
-  std::vector<std::future<std::string>> answers;
-  for (int i = 0; i < 8; ++i)
-    answers.push_back(std::async(std::launch::async, [&store, i] {
-      return claim(store, "conv:" + std::to_string(i), "", "0 http://a:1");
-    }));
-  for (auto& a : answers) EXPECT_EQ(a.get(), "unchecked");
-  for (int i = 0; i < 8; ++i)
-    EXPECT_EQ(lookup(store, "conv:" + std::to_string(i)), "found:0 http://a:1");
-  EXPECT_EQ(store.stats().writes_failed, 0u);
 }
 
 TEST(HomeStoreUnreachable, ClosedPortFailsLookupsAtOnce) {
