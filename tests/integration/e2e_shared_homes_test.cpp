@@ -203,6 +203,10 @@ TEST(EndToEndSharedHomes, FirstTurnsOnBothWardensAtOnceSettleOnOneHome) {
   constexpr int kConversations = 8, kTurns = 4;
   for (int c = 0; c < kConversations; ++c) {
     const std::string conv = "pair-" + std::to_string(c);
+    // Claims (scripts, which may write) wait while lookups are answered: so
+    // both wardens find nothing and place the conversation, as when their
+    // lookups cross, however the two requests fall in time.
+    ASSERT_EQ(fleet.redis().command({"CLIENT", "PAUSE", "300", "WRITE"}), "+OK");
     auto there =
         std::async(std::launch::async, [&] { return chat_turn(fleet.warden(1), conv, 1); });
     ASSERT_EQ(chat_turn(fleet.warden(0), conv, 1).status, 200) << conv;
