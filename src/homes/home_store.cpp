@@ -14,9 +14,11 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cassert>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <mutex>
 #include <thread>
@@ -30,14 +32,25 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// How a claim is sent, cheapest first. Each goes in the cheapest form its
+// connection allows; one that Redis refuses in a form is sent again in
+// another, so none is sent more than three times.
+enum class ClaimForm : std::uint8_t {
+  kSha = 1,     // EVALSHA, with the SHA1 of the script the connection loaded
+  kScript = 2,  // EVAL with the script's text (which loads it again)
+  kPlain = 4,   // SET: Redis runs no script; over whatever the key holds
+};
+
 struct Command {
-  enum class Kind { kGet, kPut, kClaim } kind;
+  // kLoad: SCRIPT LOAD of the claim's script, ahead of a connection's
+  // first claim, whose answer lets the later ones be EVALSHA.
+  enum class Kind { kGet, kPut, kClaim, kLoad } kind;
   std::string key;
   std::string value;                   // kPut, kClaim
   std::chrono::milliseconds ttl{0};    // kPut, kClaim
   std::string replaces;                // kClaim
-  bool plain = false;                  // a kClaim sent as a SET: Redis refuses scripts
-  bool resent = false;                 // a kClaim refused as a script, queued again
+  ClaimForm form = ClaimForm::kSha;    // kClaim: as last sent
+  std::uint8_t refused_forms = 0;      // kClaim: the ClaimForms Redis refused it in
   std::function<void(Lookup)> done;    // kGet
   std::function<void(Claim)> claimed;  // kClaim
 };
@@ -110,11 +123,18 @@ struct HomeStore::State {
   void drop_late_connection(const std::string& error);
   void fail(Command& command);
   void answer(Command& command, const redisReply& reply);
-  // Queues again, first, the claims Redis refused to run as a script, to be
-  // sent as plain SETs.
+  // The cheapest form this connection allows that `claim` was not refused in.
+  ClaimForm form_for(const Command& claim) const;
+  // Whether a claim refused in the form it was sent in is sent again in
+  // another (queued in refused_claims), with what the refusal means for this
+  // connection's later claims.
+  bool retry_in_another_form(Command& claim, std::string_view error);
+  // Queues again, first, the claims Redis refused in the form they were
+  // sent in (retry_in_another_form).
   void resend_refused();
   void refused(const Command& command, std::string_view error);
-  // Claims go as plain SETs on this connection from now on.
+  // Logs, once per warden, that claims go as plain SETs: Redis runs the
+  // script neither by its SHA1 nor whole.
   void refuse_scripts(std::string_view error);
   // Queues `command` (moved from) unless max_pending are waiting: false, and
   // `command` left as it was, when refused.
@@ -145,7 +165,12 @@ struct HomeStore::State {
   std::string outage_error;
   LogLimit refusals;
   LogLimit late_replies;
-  bool scripts_refused = false;  // by this connection's Redis
+  // The claim script's SHA1 as this connection's Redis loaded it (SCRIPT
+  // LOAD, sent ahead of the first claim); "" until then, or when refused.
+  std::string script_sha;
+  bool script_load_sent = false;
+  bool evalsha_refused = false;  // by this connection's Redis
+  bool eval_refused = false;     // by this connection's Redis
   bool scripts_refusal_logged = false;
   std::vector<Command> refused_claims;  // to be sent again (resend_refused)
 
@@ -221,25 +246,37 @@ void HomeStore::State::take_turn(std::deque<Command>& batch) {
 }
 
 void HomeStore::State::send(std::deque<Command>& batch) {
+  if (!std::exchange(script_load_sent, true)) {
+    batch.push_front(Command{.kind = Command::Kind::kLoad});
+  }
   for (auto& c : batch) {
     std::optional<std::string> error;
-    if (c.kind == Command::Kind::kGet) {
+    if (c.kind == Command::Kind::kLoad) {
+      const char* argv[] = {"SCRIPT", "LOAD", kClaimScript.data()};
+      const std::size_t lengths[] = {6, 4, kClaimScript.size()};
+      error = link.append(3, argv, lengths);
+    } else if (c.kind == Command::Kind::kGet) {
       const char* argv[] = {"GET", c.key.data()};
       const std::size_t lengths[] = {3, c.key.size()};
       error = link.append(2, argv, lengths);
     } else {
       const std::string ms = std::to_string(std::max<std::int64_t>(c.ttl.count(), 1));
-      c.plain = c.kind == Command::Kind::kClaim && scripts_refused;
-      if (c.kind == Command::Kind::kPut || c.plain) {
+      if (c.kind == Command::Kind::kClaim) c.form = form_for(c);
+      if (c.kind == Command::Kind::kPut || c.form == ClaimForm::kPlain) {
         const char* argv[] = {"SET", c.key.data(), c.value.data(), "PX", ms.data()};
         const std::size_t lengths[] = {3, c.key.size(), c.value.size(), 2, ms.size()};
         error = link.append(5, argv, lengths);
       } else {
-        const char* argv[] = {"EVAL",       kClaimScript.data(), "1",
-                              c.key.data(), c.replaces.data(),   c.value.data(),
+        const std::string_view script = c.form == ClaimForm::kSha ? script_sha : kClaimScript;
+        const char* argv[] = {c.form == ClaimForm::kSha ? "EVALSHA" : "EVAL",
+                              script.data(),
+                              "1",
+                              c.key.data(),
+                              c.replaces.data(),
+                              c.value.data(),
                               ms.data()};
-        const std::size_t lengths[] = {
-            4, kClaimScript.size(), 1, c.key.size(), c.replaces.size(), c.value.size(), ms.size()};
+        const std::size_t lengths[] = {std::strlen(argv[0]), script.size(),  1,        c.key.size(),
+                                       c.replaces.size(),    c.value.size(), ms.size()};
         error = link.append(7, argv, lengths);
       }
     }
@@ -281,25 +318,25 @@ void HomeStore::State::send(std::deque<Command>& batch) {
 }
 
 void HomeStore::State::answer(Command& c, const redisReply& r) {
+  if (c.kind == Command::Kind::kLoad) {
+    if (r.type == REDIS_REPLY_STRING) {
+      script_sha = reply_text(r);
+    } else {
+      // An ACL without SCRIPT, say: claims are sent whole, with EVAL.
+      spdlog::debug(
+          "shared homes: {} did not load the claim's script ({}); claims are sent "
+          "with EVAL",
+          describe(options.address), reply_text(r));
+    }
+    return;
+  }
   if (r.type == REDIS_REPLY_ERROR) {
     const std::string_view error = reply_text(r);
-    if (c.kind == Command::Kind::kClaim && !c.plain && refuses_scripts(error)) {
-      refuse_scripts(error);
-      // Sent again at once as a SET (once: a claim refused on two
-      // connections fails), so that the home is written all the same.
-      if (!std::exchange(c.resent, true)) {
-        refused_claims.push_back(std::move(c));
-        return;
-      }
-    } else {
-      refused(c, error);
-      if (c.kind == Command::Kind::kClaim) {
-        ++writes_failed;
-        return c.claimed(Claim{.status = ClaimStatus::kRefused});
-      }
-    }
-    fail(c);
-    return;
+    if (c.kind == Command::Kind::kClaim && retry_in_another_form(c, error)) return;
+    refused(c, error);
+    if (c.kind != Command::Kind::kClaim) return fail(c);
+    ++writes_failed;
+    return c.claimed(Claim{.status = ClaimStatus::kRefused});
   }
   switch (c.kind) {
     case Command::Kind::kPut:
@@ -314,8 +351,10 @@ void HomeStore::State::answer(Command& c, const redisReply& r) {
       if (r.type != REDIS_REPLY_STRING) return fail(c);
       ++lookups_found;
       return c.done(Lookup{.status = LookupStatus::kFound, .value = std::string(reply_text(r))});
+    case Command::Kind::kLoad:
+      return;
     case Command::Kind::kClaim:
-      if (c.plain) {
+      if (c.form == ClaimForm::kPlain) {
         if (r.type != REDIS_REPLY_STATUS) return fail(c);
         ++writes_sent;
         ++claims_unchecked;
@@ -338,13 +377,47 @@ void HomeStore::State::refused(const Command& c, std::string_view error) {
   if (!refusals.due(Clock::now(), unlogged)) return;
   const std::string_view what = c.kind == Command::Kind::kGet   ? "a lookup"
                                 : c.kind == Command::Kind::kPut ? "a write"
-                                                                : "a claim (EVAL)";
+                                                                : "a claim";
   spdlog::warn(
       "shared homes: {} refused {}: {}{}; such homes are not shared "
       "(lmwarden_shared_homes_writes_total and _lookups_total count each as failed)",
       describe(options.address), what, error,
       unlogged == 0 ? std::string{}
                     : fmt::format(" ({} more refused since the last line)", unlogged));
+}
+
+ClaimForm HomeStore::State::form_for(const Command& c) const {
+  const auto refused = [&c](ClaimForm form) {
+    return (c.refused_forms & static_cast<std::uint8_t>(form)) != 0;
+  };
+  if (!script_sha.empty() && !evalsha_refused && !refused(ClaimForm::kSha)) return ClaimForm::kSha;
+  if (!eval_refused && !refused(ClaimForm::kScript)) return ClaimForm::kScript;
+  return ClaimForm::kPlain;
+}
+
+bool HomeStore::State::retry_in_another_form(Command& c, std::string_view error) {
+  switch (c.form) {
+    case ClaimForm::kSha:
+      // NOSCRIPT: Redis's script cache was emptied (SCRIPT FLUSH). EVAL
+      // loads the script again under the same SHA1, so later claims are
+      // EVALSHA still.
+      if (error.starts_with("NOSCRIPT")) break;
+      if (!refuses_scripts(error)) return false;
+      evalsha_refused = true;
+      spdlog::debug("shared homes: {} refuses EVALSHA ({}); claims are sent with EVAL",
+                    describe(options.address), error);
+      break;
+    case ClaimForm::kScript:
+      if (!refuses_scripts(error)) return false;
+      eval_refused = true;
+      break;
+    case ClaimForm::kPlain:
+      return false;
+  }
+  c.refused_forms |= static_cast<std::uint8_t>(c.form);
+  if (form_for(c) == ClaimForm::kPlain) refuse_scripts(error);
+  refused_claims.push_back(std::move(c));
+  return true;
 }
 
 void HomeStore::State::resend_refused() {
@@ -358,13 +431,12 @@ void HomeStore::State::resend_refused() {
 }
 
 void HomeStore::State::refuse_scripts(std::string_view error) {
-  scripts_refused = true;
   if (std::exchange(scripts_refusal_logged, true)) return;
   spdlog::warn(
       "shared homes: {} refuses the claim's script (EVAL): {}; homes are written with a plain "
       "SET instead, so two wardens that place a conversation apart do not settle on one home "
       "(lmwarden_shared_homes_claims_total{{result=\"unchecked\"}}). Let the wardens' Redis user "
-      "run EVAL to share homes fully",
+      "run EVALSHA and SCRIPT LOAD, or EVAL, to share homes fully",
       describe(options.address), error);
 }
 
@@ -374,7 +446,11 @@ void HomeStore::State::connect() {
     return;
   }
   connected = true;
-  scripts_refused = false;  // asked again on each connection: the ACL may have changed
+  // Asked again on each connection: the ACL, or the server, may have changed.
+  evalsha_refused = false;
+  eval_refused = false;
+  script_sha.clear();
+  script_load_sent = false;
   if (in_outage) {
     spdlog::info(
         "shared homes: {} answers again; conversations placed by other wardens are found "
@@ -430,6 +506,8 @@ void HomeStore::State::fail(Command& command) {
     case Command::Kind::kGet:
       ++lookups_failed;
       return command.done(Lookup{.status = LookupStatus::kFailed});
+    case Command::Kind::kLoad:
+      return;
   }
 }
 

@@ -1,7 +1,8 @@
 // HomeStore::claim against a real redis-server: a home set unless another
 // warden's is there, answered with what the key holds; and what a Redis
-// that refuses the claim's script (an ACL without EVAL) or answers it with
-// an error gets instead.
+// that refuses the claim's script (an ACL without EVAL and EVALSHA) or
+// answers it with an error gets instead; the script loaded once per
+// connection and named by its SHA1.
 #include <gtest/gtest.h>
 
 #include <future>
@@ -148,7 +149,8 @@ TEST_F(HomeStoreTest, ARedisThatRefusesScriptsGetsPlainWrites) {
 // Claims sent together before Redis's first refusal is seen (one pipeline)
 // are all refused, and all sent again as SETs.
 TEST_F(HomeStoreTest, ClaimsRefusedTogetherAreAllWritten) {
-  ASSERT_EQ(redis_.command({"ACL", "SETUSER", "noscript", "on", ">pw", "~*", "+@all", "-eval"}),
+  ASSERT_EQ(redis_.command(
+                {"ACL", "SETUSER", "noscript", "on", ">pw", "~*", "+@all", "-eval", "-evalsha"}),
             "+OK");
   HomeStoreOptions options = options_for(redis_.port(), /*retry_after=*/60s);
   options.address.username = "noscript";
@@ -163,6 +165,71 @@ TEST_F(HomeStoreTest, ClaimsRefusedTogetherAreAllWritten) {
   for (int i = 0; i < 8; ++i)
     EXPECT_EQ(lookup(store, "conv:" + std::to_string(i)), "found:0 http://a:1");
   EXPECT_EQ(store.stats().writes_failed, 0u);
+}
+
+// The script goes to Redis once per connection (SCRIPT LOAD, with the
+// connection's first commands); claims then name it by its SHA1 (EVALSHA),
+// about 180 bytes fewer each.
+TEST_F(HomeStoreTest, ClaimsNameTheScriptLoadedOnce) {
+  HomeStore store(options_for(redis_.port()));
+  EXPECT_EQ(lookup(store, "conv:0"), "absent");  // the connection's first pipeline
+  EXPECT_EQ(claim(store, "conv:1", "", "0 http://a:1"), "taken");
+  EXPECT_EQ(claim(store, "conv:1", "", "1 http://b:1"), "held:0 http://a:1");
+  EXPECT_EQ(claim(store, "conv:2", "", "0 http://a:1"), "taken");
+  EXPECT_EQ(redis_.command_stat("script|load", "calls"), 1u);
+  EXPECT_EQ(redis_.command_stat("evalsha", "calls"), 3u);
+  EXPECT_EQ(redis_.command_stat("eval", "calls"), 0u);
+}
+
+// Redis's script cache emptied (SCRIPT FLUSH) under a connection: the claim
+// that finds the script gone is sent whole (EVAL), which loads it again,
+// and the next one names it again. Nothing fails.
+TEST_F(HomeStoreTest, AScriptCacheEmptiedIsFilledAgain) {
+  HomeStore store(options_for(redis_.port()));
+  EXPECT_EQ(claim(store, "conv:1", "", "0 http://a:1"), "taken");
+  ASSERT_EQ(redis_.command({"SCRIPT", "FLUSH"}), "+OK");
+  EXPECT_EQ(claim(store, "conv:2", "", "0 http://a:1"), "taken");
+  EXPECT_EQ(claim(store, "conv:2", "", "1 http://b:1"), "held:0 http://a:1");
+  EXPECT_EQ(lookup(store, "conv:2"), "found:0 http://a:1");
+  const HomeStoreStats stats = store.stats();
+  EXPECT_EQ(stats.writes_failed, 0u);
+  EXPECT_EQ(stats.claims_taken, 2u);
+  EXPECT_EQ(stats.claims_held, 1u);
+  // conv:1's EVAL (the first pipeline's claim) and conv:2's first, after
+  // its EVALSHA found no script; conv:2's second by its SHA1 again.
+  EXPECT_EQ(redis_.command_stat("eval", "calls"), 2u);
+  EXPECT_EQ(redis_.command_stat("evalsha", "calls"), 2u);
+}
+
+// A Redis user allowed only one of the two ways to run a script gets full
+// claims through it, with no warning; the refused command is tried once per
+// connection.
+TEST_F(HomeStoreTest, AUserWithOneWayToRunScriptsClaimsThroughIt) {
+  for (const std::string refused : {"eval", "evalsha", "script|load"}) {
+    SCOPED_TRACE(refused);
+    ASSERT_EQ(redis_.command(
+                  {"ACL", "SETUSER", "oneway", "reset", "on", ">pw", "~*", "+@all", "-" + refused}),
+              "+OK");
+    ASSERT_EQ(redis_.command({"CONFIG", "RESETSTAT"}), "+OK");
+    HomeStoreOptions options = options_for(redis_.port(), /*retry_after=*/60s);
+    options.address.username = "oneway";
+    options.address.password = "pw";
+    CapturedLog log;
+    {
+      HomeStore store(options);
+      const std::string key = "conv:" + refused;
+      // Three pipelines: the first, with the script's loading (refused or
+      // not); two after it.
+      EXPECT_EQ(claim(store, key, "", "0 http://a:1"), "taken");
+      EXPECT_EQ(claim(store, key, "", "1 http://b:1"), "held:0 http://a:1");
+      EXPECT_EQ(claim(store, key, "", "0 http://a:1"), "taken");
+      const HomeStoreStats stats = store.stats();
+      EXPECT_EQ(stats.claims_unchecked, 0u);
+      EXPECT_EQ(stats.writes_failed, 0u);
+    }
+    EXPECT_EQ(log.count("warn"), 0u);
+    EXPECT_EQ(redis_.command_stat(refused, "rejected_calls"), 1u);
+  }
 }
 
 }  // namespace

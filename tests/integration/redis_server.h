@@ -36,9 +36,10 @@ struct RedisServerOptions {
 };
 
 // One RESP exchange on a fresh connection: AUTH first when `password` is
-// set, then `args`; the reply's first line ("+OK", ":1", "$5", "-ERR …").
+// set, then `args`. The reply's first line ("+OK", ":1", "$5", "-ERR …"),
+// or with `whole_bulk`, a bulk string reply's content (INFO's text, say).
 inline std::string redis_command(std::uint16_t port, const std::vector<std::string>& args,
-                                 const std::string& password = {}) {
+                                 const std::string& password = {}, bool whole_bulk = false) {
   const auto encode = [](const std::vector<std::string>& a) {
     std::string out = "*" + std::to_string(a.size()) + "\r\n";
     for (const auto& s : a) out += "$" + std::to_string(s.size()) + "\r\n" + s + "\r\n";
@@ -59,34 +60,41 @@ inline std::string redis_command(std::uint16_t port, const std::vector<std::stri
     if (fd >= 0) ::close(fd);
     throw std::runtime_error("cannot reach redis-server on port " + std::to_string(port));
   }
-  // With AUTH, the second line is the command's reply (AUTH's is one line).
-  const std::size_t wanted_lines = password.empty() ? 1 : 2;
+  // With AUTH, the command's reply starts after the first line (AUTH's is
+  // one line). The reply is complete at the end of its first line, or with
+  // `whole_bulk` and a "$<length>" line, once that many bytes follow it.
+  const std::size_t skipped_lines = password.empty() ? 0 : 1;
   std::string text;
+  std::size_t start = 0;
+  std::optional<std::string> reply;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  std::size_t lines = 0;
-  while (lines < wanted_lines && std::chrono::steady_clock::now() < deadline) {
+  while (!reply && std::chrono::steady_clock::now() < deadline) {
     pollfd p{fd, POLLIN, 0};
     if (::poll(&p, 1, 100) <= 0) continue;
-    char buf[512];
+    char buf[4096];
     const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
     if (n <= 0) break;
     text.append(buf, static_cast<std::size_t>(n));
-    lines = 0;
-    for (std::size_t at = text.find("\r\n"); at != std::string::npos;
-         at = text.find("\r\n", at + 2))
-      ++lines;
+    start = 0;
+    for (std::size_t i = 0; i < skipped_lines && start != std::string::npos; ++i) {
+      const std::size_t at = text.find("\r\n", start);
+      start = at == std::string::npos ? at : at + 2;
+    }
+    if (start == std::string::npos) continue;
+    const std::size_t end = text.find("\r\n", start);
+    if (end == std::string::npos) continue;
+    std::string line = text.substr(start, end - start);
+    if (!whole_bulk || !line.starts_with('$') || line == "$-1") {
+      reply = std::move(line);
+    } else if (const std::size_t length = std::stoul(line.substr(1));
+               text.size() >= end + 2 + length) {
+      reply = text.substr(end + 2, length);
+    }
   }
   ::close(fd);
-  std::size_t start = 0;
-  for (std::size_t i = 1; i < wanted_lines; ++i) {
-    const std::size_t at = text.find("\r\n", start);
-    if (at == std::string::npos) break;
-    start = at + 2;
-  }
-  const std::size_t end = text.find("\r\n", start);
-  if (end == std::string::npos)
+  if (!reply)
     throw std::runtime_error("redis-server on port " + std::to_string(port) + " did not answer");
-  return text.substr(start, end - start);
+  return *reply;
 }
 
 class RedisServer {
@@ -145,6 +153,23 @@ class RedisServer {
   // One command (see redis_command), authenticated when the server wants it.
   std::string command(const std::vector<std::string>& args) const {
     return redis_command(port_, args, options_.password);
+  }
+
+  // One counter of a command from INFO commandstats (`calls`,
+  // `failed_calls`, …) for `command` in lower case ("evalsha"); 0 for a
+  // command not run since the start or CONFIG RESETSTAT.
+  std::uint64_t command_stat(const std::string& command, const std::string& counter) const {
+    const std::string info =
+        redis_command(port_, {"INFO", "commandstats"}, options_.password, /*whole_bulk=*/true);
+    const std::string name = "cmdstat_" + command + ":";
+    const std::size_t line = info.find(name);
+    if (line == std::string::npos) return 0;
+    // ",calls=3,usec=…,failed_calls=0"
+    const std::string fields =
+        "," + info.substr(line + name.size(), info.find("\r\n", line) - line - name.size());
+    const std::size_t field = fields.find("," + counter + "=");
+    if (field == std::string::npos) return 0;
+    return std::stoull(fields.substr(field + counter.size() + 2));
   }
 
   std::string output() const {
