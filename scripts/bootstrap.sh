@@ -15,7 +15,9 @@ packages=(
   libcli11-dev                # command line
   libjemalloc-dev             # the optimised binary's memory allocator
   libhiredis-dev              # shared homes: the Redis client (src/homes)
+  libssl-dev                  # shared homes: Redis over TLS (src/homes)
   redis-server                # shared homes' tests (a real Redis on 127.0.0.1)
+  openssl                     # shared homes' TLS tests: their certificates
   libgtest-dev libgmock-dev   # unit and integration tests
   libbenchmark-dev            # micro-benchmarks
   clang libclang-rt-14-dev    # fuzz targets: clang and the libFuzzer runtime

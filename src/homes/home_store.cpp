@@ -441,7 +441,7 @@ void HomeStore::State::refuse_scripts(std::string_view error) {
 }
 
 void HomeStore::State::connect() {
-  if (auto error = link.connect(options.address, options.timeout)) {
+  if (auto error = link.connect(options.address, options.tls, options.timeout)) {
     fail_connection(*error);
     return;
   }

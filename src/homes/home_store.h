@@ -8,8 +8,8 @@
 // responses are plain writes (SET). Values are opaque here: the warden
 // writes and reads them.
 //
-// One thread per store talks to Redis with hiredis's blocking API, taking
-// every command queued since its last turn as one pipeline. A failed
+// One thread per store talks to Redis (plain TCP or TLS, redis_link.h),
+// taking every command queued since its last turn as one pipeline. A failed
 // connection or command fails what was in flight and the lookups queued
 // behind it at once (the warden then places the request itself), and no new
 // connection is tried for `retry_after`: an unreachable Redis costs requests
@@ -18,10 +18,11 @@
 // (a Redis pausing to save, a busy host) fails what was in flight too, but
 // the next turn connects again at once: only a failed connect closes the
 // gate. Commands Redis refuses (an error reply: out of memory, an ACL) fail
-// alone, logged at most once a minute. A Redis that refuses scripts (an ACL
-// without EVAL, a renamed command) gets plain SETs for claims instead, for
-// the rest of that connection (the claims it refused sent again so),
-// answered kUnchecked.
+// alone, logged at most once a minute. Claims name their script by its SHA1
+// (EVALSHA), loaded once per connection. A Redis that runs no script (an ACL
+// without EVAL and EVALSHA, renamed commands) gets plain SETs for claims
+// instead, for the rest of that connection (the claims it refused sent
+// again so), answered kUnchecked.
 #pragma once
 
 #include <chrono>
@@ -41,17 +42,30 @@ struct RedisAddress {
   int database = 0;      // SELECT after connecting when not 0
   std::string username;  // with a password: AUTH username password (Redis 6 ACL)
   std::string password;  // "" = no AUTH
+  bool tls = false;      // rediss://
 
   bool operator==(const RedisAddress&) const = default;
 };
 
 // "redis://[[username]:password@]host[:port][/database]", as redis-cli -u
-// reads it; an IPv6 host in brackets. The error says what is wrong, without
-// repeating the password.
+// reads it, or "rediss://…" for TLS; an IPv6 host in brackets. The error
+// says what is wrong, without repeating the password.
 Result<RedisAddress, std::string> parse_redis_url(std::string_view url);
 
 // The address without its password, for logs: "redis://host:port/db".
 std::string describe(const RedisAddress& address);
+
+// PEM files for a TLS connection (RedisAddress::tls), read at each connect,
+// so that renewed ones are taken up. `ca_file` "" trusts the system's
+// certificate authorities; `cert_file` and `key_file`, both or neither, are
+// the warden's own certificate, for a Redis that asks for one.
+struct RedisTlsFiles {
+  std::string ca_file;
+  std::string cert_file;
+  std::string key_file;
+
+  bool operator==(const RedisTlsFiles&) const = default;
+};
 
 enum class LookupStatus { kFound, kAbsent, kFailed };
 
@@ -74,6 +88,7 @@ struct Claim {
 
 struct HomeStoreOptions {
   RedisAddress address;
+  RedisTlsFiles tls;  // with address.tls
   // Connecting, and each pipeline's replies: past it the connection is
   // dropped and what it carried fails.
   std::chrono::milliseconds timeout{50};
@@ -114,8 +129,8 @@ class HomeStore {
   void get(std::string key, std::function<void(Lookup)> done);
   // Sets key to `value` (PX ttl) when it is absent, holds `replaces` (""
   // claims an absent key only) or holds `value` already; otherwise leaves it
-  // and answers what it holds. One Lua script (EVAL), so two wardens' claims
-  // cannot both be taken (but see kUnchecked). `done` runs as get's does.
+  // and answers what it holds. One Lua script (EVALSHA), so two wardens'
+  // claims cannot both be taken (but see kUnchecked). `done` runs as get's does.
   void claim(std::string key, std::string replaces, std::string value,
              std::chrono::milliseconds ttl, std::function<void(Claim)> done);
 

@@ -1,34 +1,112 @@
 #include "homes/redis_link.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
-#include <cstdint>
 #include <cstring>
 #include <utility>
 
 namespace lmwarden::homes {
 namespace {
 
-timeval to_timeval(std::chrono::milliseconds d) {
-  // A zero timeval means "no timeout" to both connect and setsockopt.
-  const auto ms = std::max<std::int64_t>(d.count(), 1);
-  return timeval{.tv_sec = static_cast<time_t>(ms / 1000),
-                 .tv_usec = static_cast<suseconds_t>(ms % 1000 * 1000)};
+struct ContextFree {
+  void operator()(SSL_CTX* ctx) const noexcept { SSL_CTX_free(ctx); }
+};
+using ContextPtr = std::unique_ptr<SSL_CTX, ContextFree>;
+
+struct AddrInfoFree {
+  void operator()(addrinfo* ai) const noexcept { freeaddrinfo(ai); }
+};
+
+// OpenSSL's queued error, oldest first, as one line ("" when none).
+std::string openssl_errors() {
+  std::string out;
+  while (const unsigned long e = ERR_get_error()) {
+    char text[256];
+    ERR_error_string_n(e, text, sizeof text);
+    if (!out.empty()) out += "; ";
+    out += text;
+  }
+  return out;
+}
+
+std::string tls_error(std::string_view what) {
+  const std::string errors = openssl_errors();
+  return "TLS: " + std::string(what) + (errors.empty() ? "" : ": " + errors);
+}
+
+// The context for one connection: Redis's certificate checked against the CA
+// file (or the system's), the warden's own certificate when given.
+Result<ContextPtr, std::string> make_context(const RedisTlsFiles& files) {
+  ERR_clear_error();
+  ContextPtr ctx(SSL_CTX_new(TLS_client_method()));
+  if (!ctx) return unexpected(tls_error("cannot create a context"));
+  SSL_CTX_set_min_proto_version(ctx.get(), TLS1_2_VERSION);
+  SSL_CTX_set_verify(ctx.get(), SSL_VERIFY_PEER, nullptr);
+  SSL_CTX_set_mode(ctx.get(), SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  if (files.ca_file.empty()) {
+    if (SSL_CTX_set_default_verify_paths(ctx.get()) != 1)
+      return unexpected(tls_error("cannot read the system's certificate authorities"));
+  } else if (SSL_CTX_load_verify_locations(ctx.get(), files.ca_file.c_str(), nullptr) != 1) {
+    return unexpected(tls_error("cannot read tls_ca_file " + files.ca_file));
+  }
+  if (!files.cert_file.empty()) {
+    if (SSL_CTX_use_certificate_chain_file(ctx.get(), files.cert_file.c_str()) != 1)
+      return unexpected(tls_error("cannot read tls_cert_file " + files.cert_file));
+    if (SSL_CTX_use_PrivateKey_file(ctx.get(), files.key_file.c_str(), SSL_FILETYPE_PEM) != 1)
+      return unexpected(tls_error("cannot read tls_key_file " + files.key_file));
+    if (SSL_CTX_check_private_key(ctx.get()) != 1)
+      return unexpected(tls_error("tls_key_file does not match tls_cert_file"));
+  }
+  return ctx;
+}
+
+bool is_ip_address(const std::string& host) {
+  in6_addr v6{};
+  in_addr v4{};
+  return inet_pton(AF_INET, host.c_str(), &v4) == 1 || inet_pton(AF_INET6, host.c_str(), &v6) == 1;
 }
 
 }  // namespace
 
-std::optional<std::string> RedisLink::connect(const RedisAddress& address,
+RedisLink::RedisLink() = default;
+RedisLink::~RedisLink() {
+  close();
+}
+
+void RedisLink::SslFree::operator()(ssl_st* ssl) const noexcept {
+  SSL_free(ssl);
+}
+
+void RedisLink::close() noexcept {
+  ssl_.reset();
+  reader_.reset();
+  out_.clear();
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+std::optional<std::string> RedisLink::connect(const RedisAddress& address, const RedisTlsFiles& tls,
                                               std::chrono::milliseconds timeout) {
+  close();
   timeout_ = timeout;
   timed_out_ = false;
-  context_.reset(redisConnectWithTimeout(address.host.c_str(), address.port, to_timeval(timeout)));
-  if (!context_) return "cannot allocate a connection";
-  if (context_->err) return fail(context_->errstr);
-  if (redisSetTimeout(context_.get(), to_timeval(timeout)) != REDIS_OK)
-    return fail(context_->errstr);
+  const auto deadline = Clock::now() + timeout;
+  if (auto error = open_socket(address, deadline)) return error;
+  if (address.tls) {
+    if (auto error = start_tls(address, tls, deadline)) return error;
+  }
+  reader_.reset(redisReaderCreate());
+  if (!reader_) return fail("cannot allocate a connection");
 
   // (command, its name in an error): AUTH's arguments stay out of errors.
   std::vector<std::pair<std::vector<std::string>, std::string>> handshake;
@@ -49,7 +127,6 @@ std::optional<std::string> RedisLink::connect(const RedisAddress& address,
   for (const auto& [args, _] : handshake) {
     if (auto error = append(args)) return fail(*error);
   }
-  const auto deadline = Clock::now() + timeout;
   if (auto error = flush(deadline)) return error;
   for (const auto& [_, name] : handshake) {
     auto reply = next_reply(deadline);
@@ -60,10 +137,90 @@ std::optional<std::string> RedisLink::connect(const RedisAddress& address,
   return std::nullopt;
 }
 
+std::optional<std::string> RedisLink::open_socket(const RedisAddress& address,
+                                                  Clock::time_point deadline) {
+  // The name is resolved by the system's resolver, which no deadline bounds.
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const std::string port = std::to_string(address.port);
+  if (const int rc = getaddrinfo(address.host.c_str(), port.c_str(), &hints, &found); rc != 0)
+    return fail(gai_strerror(rc));
+  const std::unique_ptr<addrinfo, AddrInfoFree> addresses(found);
+
+  std::string error = "no address";
+  for (const addrinfo* ai = addresses.get(); ai != nullptr; ai = ai->ai_next) {
+    fd_ = ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+    if (fd_ < 0) {
+      error = std::strerror(errno);
+      continue;
+    }
+    if (::connect(fd_, ai->ai_addr, ai->ai_addrlen) != 0 && errno != EINPROGRESS) {
+      error = std::strerror(errno);
+      close();
+      continue;
+    }
+    if (auto late = wait_ready(POLLOUT, deadline)) return late;  // closed by wait_ready
+    int so_error = 0;
+    socklen_t length = sizeof so_error;
+    if (::getsockopt(fd_, SOL_SOCKET, SO_ERROR, &so_error, &length) != 0) so_error = errno;
+    if (so_error != 0) {
+      error = std::strerror(so_error);
+      close();
+      continue;
+    }
+    const int on = 1;
+    ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+    return std::nullopt;
+  }
+  return fail(error);
+}
+
+std::optional<std::string> RedisLink::start_tls(const RedisAddress& address,
+                                                const RedisTlsFiles& tls,
+                                                Clock::time_point deadline) {
+  auto ctx = make_context(tls);
+  if (!ctx) return fail(std::move(ctx).error());
+  ssl_.reset(SSL_new(ctx->get()));  // holds its own reference to the context
+  if (!ssl_ || SSL_set_fd(ssl_.get(), fd_) != 1) return fail(tls_error("cannot start"));
+  // The certificate must name the host the URL names: an address as an IP
+  // entry, a name as a DNS one (and sent as SNI, for servers behind a proxy
+  // that routes by it).
+  const bool by_ip = is_ip_address(address.host);
+  const bool named =
+      by_ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl_.get()), address.host.c_str()) == 1
+            : SSL_set1_host(ssl_.get(), address.host.c_str()) == 1 &&
+                  SSL_set_tlsext_host_name(ssl_.get(), address.host.c_str()) == 1;
+  if (!named) return fail(tls_error("cannot check the certificate against " + address.host));
+  for (;;) {
+    ERR_clear_error();
+    const int rc = SSL_connect(ssl_.get());
+    if (rc == 1) return std::nullopt;
+    const int reason = SSL_get_error(ssl_.get(), rc);
+    if (reason == SSL_ERROR_WANT_READ || reason == SSL_ERROR_WANT_WRITE) {
+      if (auto late = wait_ready(reason == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline))
+        return late;
+      continue;
+    }
+    const long verified = SSL_get_verify_result(ssl_.get());
+    if (verified != X509_V_OK)
+      return fail(std::string("TLS: Redis's certificate is not trusted: ") +
+                  X509_verify_cert_error_string(verified));
+    if (reason == SSL_ERROR_SYSCALL && ERR_peek_error() == 0)
+      return fail(errno != 0 ? std::string("TLS handshake: ") + std::strerror(errno)
+                             : std::string("TLS handshake: the connection was closed"));
+    return fail(tls_error("handshake failed"));
+  }
+}
+
 std::optional<std::string> RedisLink::append(int argc, const char** argv,
                                              const std::size_t* lengths) {
-  if (redisAppendCommandArgv(context_.get(), argc, argv, lengths) != REDIS_OK)
-    return std::string(context_->errstr[0] != '\0' ? context_->errstr : "out of memory");
+  char* command = nullptr;
+  const int length = redisFormatCommandArgv(&command, argc, argv, lengths);
+  if (length < 0) return std::string("out of memory");
+  out_.append(command, static_cast<std::size_t>(length));
+  redisFreeCommand(command);
   return std::nullopt;
 }
 
@@ -78,27 +235,83 @@ std::optional<std::string> RedisLink::append(const std::vector<std::string>& arg
 }
 
 std::optional<std::string> RedisLink::flush(Clock::time_point deadline) {
-  int done = 0;
-  while (!done) {
-    if (auto error = wait_ready(POLLOUT, deadline)) return error;
-    if (redisBufferWrite(context_.get(), &done) != REDIS_OK) return fail(io_error());
+  std::size_t sent = 0;
+  while (sent < out_.size()) {
+    auto io = write_some(out_.data() + sent, out_.size() - sent);
+    if (!io) return fail(std::move(io).error());
+    sent += io->bytes;
+    if (io->want != 0) {
+      if (auto error = wait_ready(io->want, deadline)) return error;
+    }
   }
+  out_.clear();
   return std::nullopt;
 }
 
 Result<ReplyPtr, std::string> RedisLink::next_reply(Clock::time_point deadline) {
   for (;;) {
     void* raw = nullptr;
-    if (redisGetReplyFromReader(context_.get(), &raw) != REDIS_OK)
-      return unexpected(fail(context_->errstr));
+    if (redisReaderGetReply(reader_.get(), &raw) != REDIS_OK)
+      return unexpected(fail(std::string("unreadable reply: ") + reader_->errstr));
     if (raw != nullptr) return ReplyPtr(static_cast<redisReply*>(raw));
-    if (auto error = wait_ready(POLLIN, deadline)) return unexpected(std::move(*error));
-    if (redisBufferRead(context_.get()) != REDIS_OK) return unexpected(fail(io_error()));
+    char buffer[16 * 1024];
+    auto io = read_some(buffer, sizeof buffer);
+    if (!io) return unexpected(fail(std::move(io).error()));
+    if (io->bytes > 0) {
+      if (redisReaderFeed(reader_.get(), buffer, io->bytes) != REDIS_OK)
+        return unexpected(fail("out of memory"));
+    } else if (auto error = wait_ready(io->want, deadline)) {
+      return unexpected(std::move(*error));
+    }
+  }
+}
+
+Result<RedisLink::Io, std::string> RedisLink::write_some(const char* data, std::size_t size) {
+  if (ssl_) {
+    ERR_clear_error();
+    const int n =
+        SSL_write(ssl_.get(), data, static_cast<int>(std::min<std::size_t>(size, 1 << 20)));
+    if (n > 0) return Io{.bytes = static_cast<std::size_t>(n)};
+    const int reason = SSL_get_error(ssl_.get(), n);
+    if (reason == SSL_ERROR_WANT_WRITE) return Io{.want = POLLOUT};
+    if (reason == SSL_ERROR_WANT_READ) return Io{.want = POLLIN};
+    return unexpected(reason == SSL_ERROR_SYSCALL && errno != 0 ? std::string(std::strerror(errno))
+                                                                : tls_error("write failed"));
+  }
+  for (;;) {
+    const ssize_t n = ::send(fd_, data, size, MSG_NOSIGNAL);
+    if (n > 0) return Io{.bytes = static_cast<std::size_t>(n)};
+    if (n == 0) return Io{.want = POLLOUT};
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return Io{.want = POLLOUT};
+    if (errno != EINTR) return unexpected(std::string(std::strerror(errno)));
+  }
+}
+
+Result<RedisLink::Io, std::string> RedisLink::read_some(char* data, std::size_t size) {
+  static const std::string closed = "Server closed the connection";
+  if (ssl_) {
+    ERR_clear_error();
+    const int n = SSL_read(ssl_.get(), data, static_cast<int>(size));
+    if (n > 0) return Io{.bytes = static_cast<std::size_t>(n)};
+    const int reason = SSL_get_error(ssl_.get(), n);
+    if (reason == SSL_ERROR_WANT_READ) return Io{.want = POLLIN};
+    if (reason == SSL_ERROR_WANT_WRITE) return Io{.want = POLLOUT};
+    if (reason == SSL_ERROR_ZERO_RETURN) return unexpected(closed);
+    if (reason == SSL_ERROR_SYSCALL && ERR_peek_error() == 0)
+      return unexpected(errno != 0 ? std::string(std::strerror(errno)) : closed);
+    return unexpected(tls_error("read failed"));
+  }
+  for (;;) {
+    const ssize_t n = ::recv(fd_, data, size, 0);
+    if (n > 0) return Io{.bytes = static_cast<std::size_t>(n)};
+    if (n == 0) return unexpected(closed);
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return Io{.want = POLLIN};
+    if (errno != EINTR) return unexpected(std::string(std::strerror(errno)));
   }
 }
 
 std::string RedisLink::fail(std::string error) {
-  context_.reset();
+  close();
   return error;
 }
 
@@ -107,18 +320,11 @@ std::string RedisLink::timeout_error() {
   return "no answer within " + std::to_string(timeout_.count()) + " ms";
 }
 
-// hiredis reports its socket timeout (the backstop) as an I/O error, EAGAIN.
-std::string RedisLink::io_error() {
-  if (context_->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK))
-    return timeout_error();
-  return context_->errstr;
-}
-
 std::optional<std::string> RedisLink::wait_ready(short events, Clock::time_point deadline) {
   for (;;) {
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
     if (left <= 0) return fail(timeout_error());
-    pollfd p{.fd = context_->fd, .events = events, .revents = 0};
+    pollfd p{.fd = fd_, .events = events, .revents = 0};
     const int n = ::poll(&p, 1, static_cast<int>(left));
     // Ready, or an error or hang-up that the read or write then reports.
     if (n > 0) return std::nullopt;
@@ -126,10 +332,17 @@ std::optional<std::string> RedisLink::wait_ready(short events, Clock::time_point
   }
 }
 
-bool RedisLink::closed_while_idle() const noexcept {
-  if (!context_) return false;
-  pollfd p{.fd = context_->fd, .events = POLLIN | POLLRDHUP, .revents = 0};
-  return ::poll(&p, 1, 0) > 0;
+bool RedisLink::closed_while_idle() noexcept {
+  if (fd_ < 0) return false;
+  pollfd p{.fd = fd_, .events = POLLIN | POLLRDHUP, .revents = 0};
+  if (::poll(&p, 1, 0) <= 0) return false;
+  if (!ssl_ || (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0) return true;
+  // A TLS record with no data for the application (a TLS 1.3 session
+  // ticket, sent after the handshake) is read, and leaves nothing readable.
+  ERR_clear_error();
+  char byte = 0;
+  const int n = SSL_read(ssl_.get(), &byte, 1);
+  return n > 0 || SSL_get_error(ssl_.get(), n) != SSL_ERROR_WANT_READ;
 }
 
 }  // namespace lmwarden::homes
