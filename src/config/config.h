@@ -123,6 +123,11 @@ struct SharedHomes {
   std::string password;                     // its value, read when the configuration was loaded
   std::string key_prefix = "lmwarden:";
   Millis timeout{50};  // a lookup's wait, and the connect's; past it the warden places alone
+  // With a rediss:// URL: PEM files, absolute paths readable at load; ""
+  // when unset (the system's authorities; no certificate of the warden's).
+  std::string tls_ca_file;
+  std::string tls_cert_file;
+  std::string tls_key_file;
 
   bool operator==(const SharedHomes&) const = default;
 };

@@ -160,18 +160,22 @@ class Loader : private yaml::Reader {
             "indented; got a single value (not shown: it may hold a password)");
       return;
     }
-    const auto map =
-        read_map(section.value, "shared_homes", {"redis", "password_env", "key_prefix", "timeout"});
+    const auto map = read_map(section.value, "shared_homes",
+                              {"redis", "password_env", "key_prefix", "timeout", "tls_ca_file",
+                               "tls_cert_file", "tls_key_file"});
     if (!map) return;
     SharedHomes homes;
     const std::size_t errors_before = errors_.size();
+    bool tls = false;
     if (const Entry* e = map->find("redis")) {
       if (auto text = read_string(*e, "shared_homes.redis")) {
         // The error never quotes the URL: it may hold a password.
-        if (auto address = homes::parse_redis_url(*text))
+        if (auto address = homes::parse_redis_url(*text)) {
           homes.redis = *text;
-        else
+          tls = address->tls;
+        } else {
           error(*e, "shared_homes.redis", address.error());
+        }
       }
     } else {
       add(section.value.Mark().line + 1, "shared_homes.redis",
@@ -189,7 +193,33 @@ class Loader : private yaml::Reader {
     if (const Entry* e = map->find("timeout"))
       if (auto v = read_duration(*e, "shared_homes.timeout", Millis{1}, Millis{10'000}))
         homes.timeout = *v;
+    read_redis_tls(*map, tls, homes);
     if (errors_.size() == errors_before) config.shared_homes = std::move(homes);
+  }
+
+  // shared_homes.tls_*: files for a rediss:// URL only; the warden's
+  // certificate and its key together.
+  void read_redis_tls(const MapView& map, bool tls, SharedHomes& homes) {
+    const std::pair<const char*, std::string*> files[] = {{"tls_ca_file", &homes.tls_ca_file},
+                                                          {"tls_cert_file", &homes.tls_cert_file},
+                                                          {"tls_key_file", &homes.tls_key_file}};
+    for (const auto& [key, out] : files) {
+      const Entry* e = map.find(key);
+      if (!e) continue;
+      const std::string path = std::string("shared_homes.") + key;
+      if (!tls && !homes.redis.empty()) {
+        error(*e, path, "needs a rediss:// URL in shared_homes.redis (Redis over TLS)");
+        continue;
+      }
+      if (auto v = read_readable_file(*e, path)) *out = *v;
+    }
+    const Entry* cert = map.find("tls_cert_file");
+    const Entry* key = map.find("tls_key_file");
+    if (tls && (cert == nullptr) != (key == nullptr)) {
+      const Entry& given = cert ? *cert : *key;
+      error(given, cert ? "shared_homes.tls_cert_file" : "shared_homes.tls_key_file",
+            "set tls_cert_file and tls_key_file together: the warden's certificate and its key");
+    }
   }
 
   void read_limits(const Entry& section, Limits& limits) {

@@ -180,6 +180,24 @@ class Reader {
     return text;
   }
 
+  // An absolute path of a file that can be read now (a certificate, say),
+  // so that a wrong path stops the start, or the reload, with its reason.
+  std::optional<std::string> read_readable_file(const Entry& e, const std::string& path) {
+    auto text = read_string(e, path);
+    if (!text) return std::nullopt;
+    if (!text->starts_with('/')) {
+      error(e, path, fmt::format("must be an absolute path, got {}", shown(e.value)));
+      return std::nullopt;
+    }
+    const int fd = ::open(text->c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      error(e, path, fmt::format("cannot read {}: {}", *text, std::strerror(errno)));
+      return std::nullopt;
+    }
+    ::close(fd);
+    return text;
+  }
+
   std::optional<bool> read_bool(const Entry& e, const std::string& path) {
     if (e.value.IsScalar()) {
       if (auto value = parse_bool(e.value.Scalar())) return value;

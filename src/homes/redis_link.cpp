@@ -100,10 +100,18 @@ std::optional<std::string> RedisLink::connect(const RedisAddress& address, const
   close();
   timeout_ = timeout;
   timed_out_ = false;
+  // Read before the clock starts: the system's authorities are a few
+  // hundred certificates, and the timeout is for Redis.
+  ContextPtr context;
+  if (address.tls) {
+    auto made = make_context(tls);
+    if (!made) return std::move(made).error();
+    context = std::move(*made);
+  }
   const auto deadline = Clock::now() + timeout;
   if (auto error = open_socket(address, deadline)) return error;
-  if (address.tls) {
-    if (auto error = start_tls(address, tls, deadline)) return error;
+  if (context) {
+    if (auto error = start_tls(address, context.get(), deadline)) return error;
   }
   reader_.reset(redisReaderCreate());
   if (!reader_) return fail("cannot allocate a connection");
@@ -177,12 +185,9 @@ std::optional<std::string> RedisLink::open_socket(const RedisAddress& address,
   return fail(error);
 }
 
-std::optional<std::string> RedisLink::start_tls(const RedisAddress& address,
-                                                const RedisTlsFiles& tls,
+std::optional<std::string> RedisLink::start_tls(const RedisAddress& address, ssl_ctx_st* context,
                                                 Clock::time_point deadline) {
-  auto ctx = make_context(tls);
-  if (!ctx) return fail(std::move(ctx).error());
-  ssl_.reset(SSL_new(ctx->get()));  // holds its own reference to the context
+  ssl_.reset(SSL_new(context));  // holds its own reference to the context
   if (!ssl_ || SSL_set_fd(ssl_.get(), fd_) != 1) return fail(tls_error("cannot start"));
   // The certificate must name the host the URL names: an address as an IP
   // entry, a name as a DNS one (and sent as SNI, for servers behind a proxy

@@ -23,6 +23,7 @@
 #include "homes/home_store.h"
 
 struct ssl_st;
+struct ssl_ctx_st;
 
 namespace lmwarden::homes {
 
@@ -93,7 +94,7 @@ class RedisLink {
   };
 
   std::optional<std::string> open_socket(const RedisAddress& address, Clock::time_point deadline);
-  std::optional<std::string> start_tls(const RedisAddress& address, const RedisTlsFiles& tls,
+  std::optional<std::string> start_tls(const RedisAddress& address, ssl_ctx_st* context,
                                        Clock::time_point deadline);
   Result<Io, std::string> write_some(const char* data, std::size_t size);
   Result<Io, std::string> read_some(char* data, std::size_t size);

@@ -19,6 +19,7 @@ namespace lmwarden::homes {
 namespace {
 
 constexpr std::string_view kScheme = "redis://";
+constexpr std::string_view kTlsScheme = "rediss://";
 
 bool starts_with_ignoring_case(std::string_view s, std::string_view prefix) {
   if (s.size() < prefix.size()) return false;
@@ -67,19 +68,18 @@ bool plausible_host(std::string_view host, bool bracketed) {
 }  // namespace
 
 Result<RedisAddress, std::string> parse_redis_url(std::string_view url) {
-  if (starts_with_ignoring_case(url, "rediss://"))
-    return unexpected(std::string("rediss:// (Redis over TLS) is not supported; use redis://"));
   if (starts_with_ignoring_case(url, "unix://") || starts_with_ignoring_case(url, "redis+unix:"))
     return unexpected(std::string("Unix sockets are not supported; use redis://host:port"));
-  if (!starts_with_ignoring_case(url, kScheme)) {
+  RedisAddress address;
+  address.tls = starts_with_ignoring_case(url, kTlsScheme);
+  if (!address.tls && !starts_with_ignoring_case(url, kScheme)) {
     const std::string_view scheme = url.substr(0, url.find("://"));
     if (scheme.size() == url.size() || !plausible_scheme(scheme))
-      return unexpected(std::string("expected redis://host[:port][/database]"));
-    return unexpected("expected redis://host[:port][/database], not " + std::string(scheme) +
-                      "://");
+      return unexpected(std::string("expected redis://host[:port][/database] (rediss:// for TLS)"));
+    return unexpected("expected redis://host[:port][/database] (rediss:// for TLS), not " +
+                      std::string(scheme) + "://");
   }
-  std::string_view rest = url.substr(kScheme.size());
-  RedisAddress address;
+  std::string_view rest = url.substr(address.tls ? kTlsScheme.size() : kScheme.size());
 
   if (const std::size_t at = rest.rfind('@'); at != std::string_view::npos) {
     const std::string_view userinfo = rest.substr(0, at);
@@ -148,8 +148,8 @@ Result<RedisAddress, std::string> parse_redis_url(std::string_view url) {
 }
 
 std::string describe(const RedisAddress& address) {
-  return std::string(kScheme) + host_port(address.host, address.port) + '/' +
-         std::to_string(address.database);
+  return std::string(address.tls ? kTlsScheme : kScheme) + host_port(address.host, address.port) +
+         '/' + std::to_string(address.database);
 }
 
 }  // namespace lmwarden::homes

@@ -30,9 +30,20 @@ namespace lmwarden::testing {
 
 inline constexpr const char* kRedisServerBinary = "/usr/bin/redis-server";
 
+// TLS on a second port (the first stays plain, for the test's own
+// commands): the server's certificate and key, and the CA whose
+// certificates it accepts from clients when it asks for them.
+struct RedisServerTls {
+  std::string cert_file;
+  std::string key_file;
+  std::string ca_file;
+  bool auth_clients = false;  // --tls-auth-clients yes: a client certificate is required
+};
+
 struct RedisServerOptions {
   std::string password;  // --requirepass when not empty
   bool debug_command = false;  // DEBUG allowed (DEBUG SLEEP stalls the server)
+  std::optional<RedisServerTls> tls;
 };
 
 // One RESP exchange on a fresh connection: AUTH first when `password` is
@@ -108,6 +119,7 @@ class RedisServer {
     // bind: try a few.
     for (int attempt = 0; attempt < 5; ++attempt) {
       port_ = closed_port();
+      if (options_.tls) tls_port_ = closed_port();
       if (try_start()) return;
     }
     throw std::runtime_error("redis-server did not start; its output: " + output());
@@ -117,6 +129,8 @@ class RedisServer {
   RedisServer& operator=(const RedisServer&) = delete;
 
   std::uint16_t port() const { return port_; }
+  // With options.tls: the port that speaks TLS.
+  std::uint16_t tls_port() const { return tls_port_; }
   const std::string& password() const { return options_.password; }
 
   // Starts it again on the same port after stop(); data written before is
@@ -153,6 +167,15 @@ class RedisServer {
   // One command (see redis_command), authenticated when the server wants it.
   std::string command(const std::vector<std::string>& args) const {
     return redis_command(port_, args, options_.password);
+  }
+
+  // A number from INFO stats ("total_connections_received", …).
+  std::uint64_t stat(const std::string& field) const {
+    const std::string info =
+        redis_command(port_, {"INFO", "stats"}, options_.password, /*whole_bulk=*/true);
+    const std::size_t at = info.find("\r\n" + field + ":");
+    if (at == std::string::npos) throw std::runtime_error("INFO stats has no " + field);
+    return std::stoull(info.substr(at + field.size() + 3));
   }
 
   // One counter of a command from INFO commandstats (`calls`,
@@ -209,6 +232,14 @@ class RedisServer {
       args.push_back("--requirepass");
       args.push_back(options_.password);
     }
+    if (const auto& tls = options_.tls) {
+      for (const auto& a :
+           {std::string("--tls-port"), std::to_string(tls_port_), std::string("--tls-cert-file"),
+            tls->cert_file, std::string("--tls-key-file"), tls->key_file,
+            std::string("--tls-ca-cert-file"), tls->ca_file, std::string("--tls-auth-clients"),
+            std::string(tls->auth_clients ? "yes" : "no")})
+        args.push_back(a);
+    }
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -253,6 +284,7 @@ class RedisServer {
   RedisServerOptions options_;
   TempDir dir_{"lmwarden-redis"};
   std::uint16_t port_ = 0;
+  std::uint16_t tls_port_ = 0;
   pid_t pid_ = -1;
 };
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <filesystem>
 #include <string>
 
 #include "config_test_util.h"
@@ -65,6 +66,39 @@ TEST(ConfigSharedHomes, MistakesAreNamedByKey) {
                      std::string(kMinimal)),
             "lmwarden.yaml:3: shared_homes.password_env: the environment variable "
             "LMWARDEN_TEST_UNSET is not set: Redis would be sent an empty password");
+}
+
+// rediss://: the PEM files, absolute and readable when the file is loaded
+// (the test's own binary stands in for one: only readability is checked).
+TEST(ConfigSharedHomes, TlsFilesGoWithARedissUrl) {
+  const std::string readable = std::filesystem::canonical("/proc/self/exe").string();
+  const Config c = load_ok(
+      "shared_homes:\n  redis: rediss://redis.internal:6380\n"
+      "  tls_ca_file: " +
+      readable + "\n  tls_cert_file: " + readable + "\n  tls_key_file: " + readable + "\n" +
+      std::string(kMinimal));
+  ASSERT_TRUE(c.shared_homes);
+  EXPECT_EQ(c.shared_homes->tls_ca_file, readable);
+  EXPECT_EQ(c.shared_homes->tls_cert_file, readable);
+  EXPECT_EQ(c.shared_homes->tls_key_file, readable);
+  EXPECT_TRUE(load_ok("shared_homes:\n  redis: rediss://h\n" + std::string(kMinimal))
+                  .shared_homes->tls_ca_file.empty());
+
+  EXPECT_EQ(error_of("shared_homes:\n  redis: redis://h\n  tls_ca_file: " + readable + "\n" +
+                     std::string(kMinimal)),
+            "lmwarden.yaml:3: shared_homes.tls_ca_file: needs a rediss:// URL in "
+            "shared_homes.redis (Redis over TLS)");
+  EXPECT_EQ(error_of("shared_homes:\n  redis: rediss://h\n  tls_ca_file: ca.pem\n" +
+                     std::string(kMinimal)),
+            "lmwarden.yaml:3: shared_homes.tls_ca_file: must be an absolute path, got \"ca.pem\"");
+  EXPECT_EQ(error_of("shared_homes:\n  redis: rediss://h\n  tls_ca_file: /nonexistent/ca.pem\n" +
+                     std::string(kMinimal)),
+            "lmwarden.yaml:3: shared_homes.tls_ca_file: cannot read /nonexistent/ca.pem: No such "
+            "file or directory");
+  EXPECT_EQ(error_of("shared_homes:\n  redis: rediss://h\n  tls_key_file: " + readable + "\n" +
+                     std::string(kMinimal)),
+            "lmwarden.yaml:3: shared_homes.tls_key_file: set tls_cert_file and tls_key_file "
+            "together: the warden's certificate and its key");
 }
 
 TEST(ConfigSharedHomes, ABadUrlsErrorNeverShowsItsPassword) {

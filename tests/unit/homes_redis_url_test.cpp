@@ -73,11 +73,14 @@ TEST(ParseRedisUrl, SchemeIsCaseInsensitive) {
   EXPECT_EQ(parsed("REDIS://cache").host, "cache");
 }
 
-TEST(ParseRedisUrl, TlsIsRefusedByName) {
-  const std::string error = error_of("rediss://cache:6380");
-  EXPECT_NE(error.find("rediss://"), std::string::npos) << error;
-  EXPECT_NE(error.find("TLS"), std::string::npos) << error;
-  EXPECT_NE(error.find("not supported"), std::string::npos) << error;
+TEST(ParseRedisUrl, RedissIsTls) {
+  EXPECT_EQ(parsed("rediss://cache:6380"),
+            (RedisAddress{.host = "cache", .port = 6380, .tls = true}));
+  EXPECT_EQ(
+      parsed("REDISS://u:pw@[::1]/3"),
+      (RedisAddress{.host = "::1", .database = 3, .username = "u", .password = "pw", .tls = true}));
+  EXPECT_FALSE(parsed("redis://cache").tls);
+  EXPECT_EQ(describe(parsed("rediss://:pw@cache:6380/2")), "rediss://cache:6380/2");
 }
 
 TEST(ParseRedisUrl, OtherSchemesAreNamed) {
@@ -132,7 +135,7 @@ TEST(ParseRedisUrl, UserWithoutPassword) {
 TEST(ParseRedisUrl, ErrorsNeverRepeatThePassword) {
   const std::string password = "Hunter2Secret";
   for (const std::string& url :
-       {"rediss://:" + password + "@cache", "http://warden:" + password + "@cache",
+       {"rediss://:" + password + "@cache:0", "http://warden:" + password + "@cache",
         "redis://:" + password + "@cache:0", "redis://:" + password + "@cache/x",
         "redis://warden:" + password + "@", "redis://:" + password + "@cache?x",
         "redis://:" + password,        // "@host" forgotten: no host
