@@ -203,8 +203,8 @@ net::Awaitable<void> Warden::handle_api(net::Exchange& exchange, std::string_vie
         co_return;
       }
     }
-    co_await exchange.respond(
-        json_response(http::status::ok, stats_json(*set, model, std::chrono::seconds(seconds))));
+    co_await exchange.respond(json_response(
+        http::status::ok, stats_json(*set, model, std::chrono::seconds(seconds), started_)));
     co_return;
   }
   constexpr std::string_view kModelPrefix = "/api/models/";

@@ -13,6 +13,10 @@
 namespace lmwarden::proxy {
 namespace {
 
+std::int64_t unix_seconds(std::chrono::system_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();
+}
+
 using telemetry::Label;
 using telemetry::MetricSpec;
 
@@ -204,7 +208,8 @@ std::string warden_metrics_text(const ModelSet& models, const ConfigReloads& rel
   return w.take();
 }
 
-std::string stats_json(const ModelSet& models, std::string_view model, std::chrono::seconds window) {
+std::string stats_json(const ModelSet& models, std::string_view model, std::chrono::seconds window,
+                       std::chrono::system_clock::time_point started) {
   using nlohmann::json;
   window = std::clamp(window, std::chrono::seconds(60), std::chrono::seconds(telemetry::TokenSeries::kMaxWindow));
   // About 3600 points at most: 1 s for an hour, 10 s for six.
@@ -226,10 +231,14 @@ std::string stats_json(const ModelSet& models, std::string_view model, std::chro
   telemetry::TokenWindow total;
   json names = json::array();
   json cached_count_missing = json::array(), cached_count_missing_servers = json::array();
+  // A model's tokens are counted from its routing state's start: the
+  // warden's, or the reload that changed its replicas.
+  auto counted_since = std::chrono::system_clock::time_point::max();
   for (const auto& m : models.models) {
     names.push_back(m->config.name);
     if (!model.empty() && m->config.name != model) continue;
     total.add(m->telemetry.window(now, window, step));
+    counted_since = std::min(counted_since, m->routing->since);
     const std::vector<std::string> uncounted = m->telemetry.cached_count_missing();
     if (!uncounted.empty()) cached_count_missing.push_back(m->config.name);
     for (const auto& url : uncounted)
@@ -247,13 +256,21 @@ std::string stats_json(const ModelSet& models, std::string_view model, std::chro
   return json{{"model", model.empty() ? json(nullptr) : json(model)},
               {"window_s", window.count()},
               {"step_s", total.step.count()},
-              {"now", std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count()},
+              {"now", unix_seconds(now)},
+              {"started", unix_seconds(started)},
+              {"counted_since", unix_seconds(std::max(started, std::min(counted_since, now)))},
               {"settled_until", settled_until},
               {"open_requests", open_requests},
               {"models", names},
-              {"series", {{"t", t}, {"prompt_cached", cached}, {"prompt_computed", computed}, {"completion", completion}}},
-              {"totals", {{"prompt_cached", total.total.cached}, {"prompt_computed", total.total.computed},
-                          {"completion", total.total.completion}}},
+              {"series",
+               {{"t", t},
+                {"prompt_cached", cached},
+                {"prompt_computed", computed},
+                {"completion", completion}}},
+              {"totals",
+               {{"prompt_cached", total.total.cached},
+                {"prompt_computed", total.total.computed},
+                {"completion", total.total.completion}}},
               {"cache_hit_ratio", ratio ? json(*ratio) : json(nullptr)},
               {"cached_count_missing", cached_count_missing},
               {"cached_count_missing_servers", cached_count_missing_servers}}

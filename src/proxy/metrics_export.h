@@ -24,6 +24,7 @@ std::string replica_label(int index);
 // `model` empty: all models summed. `window` is clamped to what the series
 // keep (six hours); the step is 1 s up to an hour and coarser beyond, so a
 // reply never has more than about 3600 points.
-std::string stats_json(const ModelSet& models, std::string_view model, std::chrono::seconds window);
+std::string stats_json(const ModelSet& models, std::string_view model, std::chrono::seconds window,
+                       std::chrono::system_clock::time_point started);
 
 }  // namespace lmwarden::proxy

@@ -400,3 +400,39 @@ async function assertEventually(fn, what) {
 async function text(locator) {
   return (await locator.textContent()).replace(/\s+/g, ' ').trim();
 }
+
+// A reload that changes a model's replicas counts its tokens (and its card)
+// afresh: the token panels say so, rather than that the warden just started.
+test('after a reload that changed the replicas the token panels say since when they count', { timeout: 60000 }, async () => {
+  const r = await startFleet({ model: 'R', dp: 2 });
+  try {
+    await driveTraffic(r.base, 'R', { sessions: 2, turns: 2, tag: 'before' });
+    const before = await getJson(`${r.base}/api/stats?window=900`);
+    assert.equal(before.counted_since, before.started);
+    await eventually(async () => (await getJson(`${r.base}/api/stats`)).now >= before.started + 3,
+      { what: 'three seconds of the warden' });
+    await r.reload(1);
+    await driveTraffic(r.base, 'R', { sessions: 2, turns: 2, tag: 'after' });
+    const after = await getJson(`${r.base}/api/stats?window=900`);
+    const card = await getJson(`${r.base}/api/models/R`);
+    assert.equal(after.started, before.started);
+    assert.equal(after.counted_since, Math.floor(Date.parse(card.since) / 1000));
+    assert.ok(after.counted_since >= after.started + 3, JSON.stringify(after));
+    await withPage(browser, 'tokens-after-reload', async (page, errors) => {
+      for (const where of [`${r.base}/stats?window=900`, `${r.base}/models/R`]) {
+        await page.goto(where);
+        const summary = page.locator('[data-testid=tokens-summary]');
+        let text = '';
+        await assertEventually(async () => /counted since a reload changed the replicas, \d+ s ago/.test(text = await summary.innerText()),
+          `${where}: the summary says since when it counts`);
+        assert.doesNotMatch(text, /the warden started/);
+        const counted = Number(text.match(/replicas, (\d+) s ago/)[1]);
+        const now = (await getJson(`${r.base}/api/stats`)).now;
+        assert.ok(Math.abs(counted - (now - after.counted_since)) <= 3, `${where}: "${text}"`);
+      }
+      assert.deepEqual(errors, []);
+    });
+  } finally {
+    await r.stop();
+  }
+});

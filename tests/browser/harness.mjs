@@ -114,26 +114,28 @@ export async function startFleet({ model = 'M', dp = 4, servers = 1, timeScale =
   const sims = [];
   const stopSims = () => Promise.all(sims.map((s) => stop(s.proc)));
   let warden;
+  const config = path.join(dir, 'lmwarden.yaml');
+  // The warden's file, with `ranks` of each server's ranks as its replicas.
+  const writeConfig = (ranks) => writeFileSync(config, [
+    'listen: 127.0.0.1:0',
+    'admin_token_env: LMWARDEN_TEST_ADMIN_TOKEN',
+    'scrape_interval: 500ms',
+    ...configLines,
+    'models:',
+    `  - name: ${model}`,
+    '    affinity: true',
+    '    spill_threshold: auto',
+    '    backends:',
+    ...sims.flatMap((s) => [`      - url: ${s.match[1]}`, `        data_parallel_size: ${ranks}`]),
+    '',
+  ].join('\n'));
   try {
     for (let i = 0; i < servers; i++) {
       sims.push(await start(bin, ['sim', '--listen', '127.0.0.1:0', '--dp', String(dp), '--model', model,
         '--time-scale', String(timeScale), ...simArgs], /listening on (http:\/\/127\.0\.0\.1:\d+)/,
       { name: `sim ${i}` }));
     }
-    const config = path.join(dir, 'lmwarden.yaml');
-    writeFileSync(config, [
-      'listen: 127.0.0.1:0',
-      'admin_token_env: LMWARDEN_TEST_ADMIN_TOKEN',
-      'scrape_interval: 500ms',
-      ...configLines,
-      'models:',
-      `  - name: ${model}`,
-      '    affinity: true',
-      '    spill_threshold: auto',
-      '    backends:',
-      ...sims.flatMap((s) => [`      - url: ${s.match[1]}`, `        data_parallel_size: ${dp}`]),
-      '',
-    ].join('\n'));
+    writeConfig(dp);
     warden = await start(bin, ['serve', '--config', config, '--listen', '127.0.0.1:0'],
       /lmwarden listening on (http:\/\/127\.0\.0\.1:\d+)/,
       { name: 'warden', env: { LMWARDEN_TEST_ADMIN_TOKEN: adminToken } });
@@ -146,6 +148,14 @@ export async function startFleet({ model = 'M', dp = 4, servers = 1, timeScale =
     model, dp, base,
     simUrl: sims[0].match[1],
     async stopWarden() { await stop(warden.proc); },
+    // Rewrites the file with `ranks` replicas per server and reloads it
+    // (SIGHUP), once the warden lists that many.
+    async reload(ranks) {
+      writeConfig(ranks);
+      warden.proc.kill('SIGHUP');
+      await eventually(async () => (await getJson(`${base}/api/models/${model}`)).replicas.length === ranks * servers,
+        { what: `${ranks * servers} replicas after the reload` });
+    },
     async stopSim(index) { await stop(sims[index].proc); },
     async stop() {
       await stop(warden.proc);

@@ -45,18 +45,6 @@ export class TokensPanel {
     this.stop = poll(() => this.refresh(), 2000);
   }
 
-  // When the warden started, in unix seconds, or null while unknown: from the
-  // owner (the model page has it in its card), else asked once.
-  since() {
-    const iso = this.opts.since?.() ?? this.sinceIso;
-    if (!iso && !this.askedSince) {
-      this.askedSince = true;
-      api.models().then((m) => m.models?.[0] && api.model(m.models[0].name))
-        .then((c) => { this.sinceIso = c?.since; }).catch(() => { this.askedSince = false; });
-    }
-    const t = iso ? Date.parse(iso) : NaN;
-    return Number.isNaN(t) ? null : t / 1000;
-  }
 
   setWindow(s) { this.windowS = s; this.kick(); }
   setModel(m) { this.model = m || null; this.kick(); }
@@ -106,9 +94,13 @@ export class TokensPanel {
       }
       this.summary.replaceChildren(el('span', { class: 'muted', text: `Last ${span}: no tokens` }));
     } else {
-      const since = this.since();
+      // Tokens are counted from the warden's start, or for a model from the
+      // reload that changed its replicas (GET /api/stats, counted_since).
+      const since = s.counted_since ?? s.started;
       this.chart.update(s, since);
-      const young = since && s.now - since < s.window_s ? ` (the warden started ${duration(s.now - since)} ago)` : '';
+      const young = !since || s.now - since >= s.window_s ? ''
+        : since > s.started ? ` (counted since a reload changed the replicas, ${duration(s.now - since)} ago)`
+          : ` (the warden started ${duration(s.now - since)} ago)`;
       this.renderSummary(s, span + young);
     }
     this.chartBox.dataset.ready = 'true';

@@ -81,8 +81,7 @@ export function mountModel(root, { name }, ctx) {
           el('thead', {}, el('tr', {}, el('th', { scope: 'col', text: 'URL' }),
             el('th', { scope: 'col', class: 'num', text: 'DP size' }), el('th', { scope: 'col', text: 'Replicas healthy' }))),
           backends))));
-  panel = new TokensPanel(tokensBody, { model: name, windowS: 900, heights: { promptHeight: 220, completionHeight: 120 },
-    since: () => card?.since });
+  panel = new TokensPanel(tokensBody, { model: name, windowS: 900, heights: { promptHeight: 220, completionHeight: 120 } });
 
   // ---- admin token ----
   function renderAdmin() {
