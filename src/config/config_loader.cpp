@@ -27,6 +27,21 @@ using namespace std::literals;
 
 namespace {
 
+// A backend URL as an error shows it: user info, a query and a fragment,
+// which may hold a password or a key, each replaced by "…".
+std::string shown_url(const YAML::Node& node) {
+  if (!node.IsScalar()) return yaml::shown(node);
+  std::string url = node.Scalar();
+  const std::size_t scheme = url.find("://");
+  const std::size_t start = scheme == std::string::npos ? 0 : scheme + 3;
+  if (const std::size_t cut = url.find_first_of("?#", start); cut != std::string::npos)
+    url = url.substr(0, cut + 1) + "…";
+  const std::size_t end = url.find('/', start);
+  if (const std::size_t at = url.rfind('@', end); at != std::string::npos && at >= start)
+    url = url.substr(0, start) + "…" + url.substr(at);
+  return yaml::shown(YAML::Node(url));
+}
+
 using yaml::bound_text;
 using yaml::child;
 using yaml::Entry;
@@ -440,11 +455,12 @@ class Loader : private yaml::Reader {
           error(*e, child(path, "url"),
                 fmt::format("is this warden's own listen address: every request would come back "
                             "to it, got {}",
-                            shown(e->value)));
+                            shown_url(e->value)));
         } else if (parsed) {
           backend = std::move(*parsed);
         } else {
-          error(*e, child(path, "url"), fmt::format("{}, got {}", parsed.error(), shown(e->value)));
+          error(*e, child(path, "url"),
+                fmt::format("{}, got {}", parsed.error(), shown_url(e->value)));
         }
       }
     } else {

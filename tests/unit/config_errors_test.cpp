@@ -220,6 +220,13 @@ TEST(ConfigErrors, BackendUrls) {
   EXPECT_THAT(backend_error("http://127.0.0.1:8000/v1?x=1"), HasSubstr("must not have a query"));
   EXPECT_THAT(backend_error("http://user:pw@127.0.0.1:8000"),
               HasSubstr("must not carry credentials"));
+  // What may be a secret is not repeated: user info, a query, a fragment.
+  EXPECT_THAT(backend_error("http://admin:hunter2@127.0.0.1:8000/v1"),
+              HasSubstr("got \"http://…@127.0.0.1:8000/v1\""));
+  EXPECT_THAT(backend_error("http://gpu:8000/v1?api_key=hunter2"),
+              HasSubstr("got \"http://gpu:8000/v1?…\""));
+  EXPECT_THAT(backend_error("'http://p@ss:hunter2@gpu:8000/#hunter2'"),
+              HasSubstr("got \"http://…@gpu:8000/#…\""));
   EXPECT_THAT(backend_error("http://127.0.0.1:0"),
               HasSubstr("the port must be a number from 1 to 65535"));
   EXPECT_THAT(backend_error("'http://127.0.0.1:'"), HasSubstr("the port is empty"));
