@@ -110,11 +110,11 @@ std::string backend_at(const config::ListenAddress& address, const config::Confi
 
 // The configuration file with --listen applied, or why it cannot be used.
 // `in_force`, on a reload: the address the warden listens on, which a reload
-// does not change; no backend may be it. (The loader checks the file's own
-// listen address.)
+// does not change; no backend may be it (the loader checks it, as it checks
+// the file's own listen address).
 Result<config::Config, std::string> load(const ServeOptions& opts,
                                          const config::ListenAddress* in_force = nullptr) {
-  auto loaded = config::load_config_file(opts.config_path);
+  auto loaded = config::load_config_file(opts.config_path, in_force);
   if (!loaded) return unexpected("invalid configuration\n" + loaded.error().message());
   config::Config cfg = std::move(loaded).value();
   if (!opts.listen.empty()) {
@@ -126,11 +126,6 @@ Result<config::Config, std::string> load(const ServeOptions& opts,
       return unexpected("--listen " + opts.listen + ": " + loop +
                         " is that address: every request would come back to it");
   }
-  if (in_force)
-    if (const auto loop = backend_at(*in_force, cfg); !loop.empty())
-      return unexpected(loop + " is the address this warden listens on (" +
-                        host_port(in_force->host, in_force->port) +
-                        ", until a restart): every request would come back to it");
   return cfg;
 }
 
@@ -141,8 +136,19 @@ config::Millis reload(proxy::WardenRuntime& runtime, const ServeOptions& opts,
                       const config::ListenAddress& in_force, config::Millis grace) {
   auto cfg = load(opts, &in_force);
   if (!cfg) {
-    spdlog::error("reload of {} refused; still serving the previous configuration: {}",
-                  opts.config_path, cfg.error());
+    // One log line per problem, each with its time and level (the loader's
+    // "invalid configuration" heading dropped: the first line says it).
+    std::vector<std::string_view> problems;
+    for (std::string_view rest = cfg.error(); !rest.empty();) {
+      const std::size_t end = rest.find('\n');
+      problems.push_back(rest.substr(0, end));
+      rest = end == std::string_view::npos ? std::string_view{} : rest.substr(end + 1);
+    }
+    if (problems.size() > 1 && problems.front() == "invalid configuration")
+      problems.erase(problems.begin());
+    for (std::size_t i = 0; i < problems.size(); ++i)
+      spdlog::error("reload of {} refused{}: {}", opts.config_path,
+                    i == 0 ? "; still serving the previous configuration" : "", problems[i]);
     runtime.warden().reload_refused();
     return grace;
   }

@@ -18,6 +18,7 @@
 #include <optional>
 #include <sstream>
 
+#include "common/host_port.h"
 #include "config/yaml_reader.h"
 #include "homes/home_store.h"
 
@@ -68,7 +69,8 @@ std::string forwarded_route_list() {
 // The warden's file, section by section.
 class Loader : private yaml::Reader {
  public:
-  explicit Loader(std::string_view file) : Reader(file) {}
+  Loader(std::string_view file, const ListenAddress* listening)
+      : Reader(file), listening_(listening) {}
 
   ConfigResult load(std::string_view text) {
     Config config;
@@ -456,6 +458,11 @@ class Loader : private yaml::Reader {
                 fmt::format("is this warden's own listen address: every request would come back "
                             "to it, got {}",
                             shown_url(e->value)));
+        } else if (parsed && listening_ && is_own_address(*listening_, *parsed)) {
+          error(*e, child(path, "url"),
+                fmt::format("is the address this warden listens on ({}, until a restart): every "
+                            "request would come back to it, got {}",
+                            host_port(listening_->host, listening_->port), shown_url(e->value)));
         } else if (parsed) {
           backend = std::move(*parsed);
         } else {
@@ -509,6 +516,7 @@ class Loader : private yaml::Reader {
   }
 
   ListenAddress own_address_;
+  const ListenAddress* listening_;            // on a reload, the address in force
   std::optional<std::string> opening_model_;  // models[i] of the first `opening` source
   std::vector<std::pair<YAML::Node, std::string>> under_opening_keys_;  // body sources there
 };
@@ -537,11 +545,12 @@ std::string ConfigErrors::message() const {
 
 // ------------------------------------------------------------------ loading
 
-ConfigResult load_config_string(std::string_view text, std::string_view source_name) {
-  return Loader(source_name).load(text);
+ConfigResult load_config_string(std::string_view text, std::string_view source_name,
+                                const ListenAddress* listening) {
+  return Loader(source_name, listening).load(text);
 }
 
-ConfigResult load_config_file(const std::string& path) {
+ConfigResult load_config_file(const std::string& path, const ListenAddress* listening) {
   // (An ifstream opens a directory, and reads it as empty.)
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
@@ -554,7 +563,7 @@ ConfigResult load_config_file(const std::string& path) {
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) return unexpected(ConfigErrors{{{path, 0, "", "cannot read the file"}}});
-  return load_config_string(text.str(), path);
+  return load_config_string(text.str(), path, listening);
 }
 
 }  // namespace lmwarden::config

@@ -44,19 +44,22 @@ struct ConfigErrors {
 
 using ConfigResult = Result<Config, ConfigErrors>;
 
-// Reads and validates a file. `path` is how messages name it.
-ConfigResult load_config_file(const std::string& path);
-
-// Validates YAML text; `source_name` is how messages name it.
-ConfigResult load_config_string(std::string_view text, std::string_view source_name);
-
-// --- parsers shared with the command line (and tested on their own) ---
-
 struct ListenAddress {
   std::string host;  // an IP literal, IPv6 without brackets
   std::uint16_t port = 0;
   bool operator==(const ListenAddress&) const = default;
 };
+
+// Reads and validates a file. `path` is how messages name it. `listening`,
+// on a reload: the address the warden listens on (which a reload does not
+// change), refused as a backend like the file's own listen address.
+ConfigResult load_config_file(const std::string& path, const ListenAddress* listening = nullptr);
+
+// Validates YAML text; `source_name` is how messages name it.
+ConfigResult load_config_string(std::string_view text, std::string_view source_name,
+                                const ListenAddress* listening = nullptr);
+
+// --- parsers shared with the command line (and tested on their own) ---
 
 // "127.0.0.1:8080", "0.0.0.0:80", "[::1]:8080", "localhost:8080" (read as
 // 127.0.0.1, so the listener never depends on a resolver). Port 0 asks the OS

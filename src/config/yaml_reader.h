@@ -83,6 +83,10 @@ class Reader {
  protected:
   ConfigResult finish(Config config) {
     if (errors_.empty()) return config;
+    // In the file's order, to be worked through from the top (errors about
+    // the whole file, line 0, first); those of one line as they were found.
+    std::stable_sort(errors_.begin(), errors_.end(),
+                     [](const ConfigError& a, const ConfigError& b) { return a.line < b.line; });
     return unexpected(ConfigErrors{std::move(errors_)});
   }
 

@@ -343,13 +343,25 @@ TEST(ServeRestart, SighupReloadsWithoutDroppingConnectionsAndRefusesABrokenFile)
   EXPECT_NE(stream.read_until("[DONE]").find("[DONE]"), std::string::npos);
   EXPECT_TRUE(eventually([&] { return serve.card()["in_flight"] == 0; }));
 
-  // A broken file is refused; the configuration in force keeps serving.
-  serve.write_config("models:\n  - name: m\n    spill_treshold: 2\n");
+  // A broken file is refused; the configuration in force keeps serving. Each
+  // problem is a log line of its own, with its time and level.
+  serve.write_config("models:\n  - name: m\n    spill_treshold: 2\n    afinity: true\n");
   ::kill(serve.pid(), SIGHUP);
-  EXPECT_TRUE(eventually([&] { return serve.log().find("reload of") != std::string::npos; }));
+  EXPECT_TRUE(eventually([&] { return serve.log().find("afinity") != std::string::npos; }));
   const std::string log = serve.log();
   EXPECT_NE(log.find("refused; still serving the previous configuration"), std::string::npos) << log;
-  EXPECT_NE(log.find("spill_treshold"), std::string::npos) << "the log line should name the bad key";
+  const auto line_of = [&log](std::string_view text) {
+    const std::size_t at = log.find(text);
+    if (at == std::string::npos) return std::string();
+    const std::size_t start = log.rfind('\n', at);
+    return log.substr(start == std::string::npos ? 0 : start + 1,
+                      log.find('\n', at) - (start == std::string::npos ? 0 : start + 1));
+  };
+  for (const std::string key : {"models[0].spill_treshold: unknown key", "models[0].afinity"}) {
+    EXPECT_NE(line_of(key).find("] [error] reload of "), std::string::npos)
+        << key << " should be on a log line of its own:\n"
+        << log;
+  }
   EXPECT_EQ(serve.card()["spill_threshold"], 3);
   EXPECT_EQ(turn("alpha").status, 200u);
   EXPECT_TRUE(serve.process().running());
@@ -420,9 +432,9 @@ TEST(ServeRestart, AReloadThatMakesABackendTheWardenItselfIsRefused) {
              refused;
     })) << serve.log();
   }
-  EXPECT_NE(serve.log().find("model loop's backend http://127.0.0.1:" + self +
-                             " is the address this warden listens on (127.0.0.1:" + self +
-                             ", until a restart): every request would come back to it"),
+  EXPECT_NE(serve.log().find("lmwarden.yaml:11: models[1].backends[0].url: is the address this "
+                             "warden listens on (127.0.0.1:" +
+                             self + ", until a restart): every request would come back to it"),
             std::string::npos)
       << serve.log();
   EXPECT_EQ(http_request(serve.port(), http::verb::get, "/api/models/loop").status, 404u);

@@ -206,6 +206,21 @@ TEST(ConfigErrors, ListenAddress) {
               HasSubstr("listen: the port must be a number from 0 to 65535"));
 }
 
+// Every error at once, in the file's order, whatever order the keys are
+// read in (threads before models).
+TEST(ConfigErrors, AreListedInTheFilesOrder) {
+  const auto result = load_config_string(
+      "models:\n  - name: m\n    backends:\n      - url: ftp://gpu:8000\nthreads: -1\n",
+      "lmwarden.yaml");
+  ASSERT_FALSE(result);
+  const std::string errors = result.error().message();
+  const std::size_t url = errors.find("lmwarden.yaml:4: models[0].backends[0].url");
+  const std::size_t threads = errors.find("lmwarden.yaml:5: threads");
+  ASSERT_NE(url, std::string::npos) << errors;
+  ASSERT_NE(threads, std::string::npos) << errors;
+  EXPECT_LT(url, threads) << errors;
+}
+
 TEST(ConfigErrors, BackendUrls) {
   auto backend_error = [](std::string_view url) {
     return error_of(std::string("models:\n  - name: m\n    backends:\n      - url: ") +
