@@ -50,6 +50,10 @@ std::string allocator_name() {
               (purging_thread ? "" : " (checked only as the process allocates)");
   }
   return name;
+#elif defined(__SANITIZE_ADDRESS__)
+  return "AddressSanitizer's (a sanitizer build: not for production)";
+#elif defined(__SANITIZE_THREAD__)
+  return "ThreadSanitizer's (a sanitizer build: not for production)";
 #else
   return "system malloc";
 #endif

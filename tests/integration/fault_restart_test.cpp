@@ -411,6 +411,22 @@ TEST(ServeRestart, AListenAddressThatMakesABackendTheWardenItselfIsRefused) {
                       port + " is that address: every request would come back to it\n");
 }
 
+// The start log names the allocator the process runs on: a sanitizer
+// build's own (as this test is built, so is the warden it runs).
+TEST(ServeRestart, TheStartLogNamesTheAllocator) {
+  FakeVllm fake{1};
+  ServeProcess serve{serve_yaml(fake.port(), 1)};
+#if defined(__SANITIZE_ADDRESS__)
+  const std::string expected = "memory allocator: AddressSanitizer's";
+#elif defined(__SANITIZE_THREAD__)
+  const std::string expected = "memory allocator: ThreadSanitizer's";
+#else
+  const std::string expected = "memory allocator: ";  // jemalloc or system: tests/release
+#endif
+  EXPECT_TRUE(eventually([&] { return serve.log().find(expected) != std::string::npos; }))
+      << serve.log();
+}
+
 // A reload is checked against the address the warden listens on, which it
 // does not change: the port the OS picked for `listen: …:0`, whatever listen
 // address the new file names.
