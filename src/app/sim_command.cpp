@@ -11,6 +11,8 @@
 
 #include "app/cli_checks.h"
 #include "app/commands.h"
+#include "common/host_port.h"
+#include "config/config_loader.h"
 #include "engine/engine.h"
 #include "engine/hardware_profile.h"
 #include "sim/sim_server.h"
@@ -115,8 +117,16 @@ int run_sim(const SimArgs& args) {
     return 2;
   }
 
+  // Checked as serve checks its own: an address, never a name to resolve.
+  const auto address = config::parse_listen_address(args.listen);
+  if (!address) {
+    std::fprintf(stderr, "lmwarden sim: --listen %s: %s\n", args.listen.c_str(),
+                 address.error().c_str());
+    return 2;
+  }
+
   sim::SimServer server(options);
-  const sim::SimServer::Address bound = server.listen(args.listen);
+  const sim::SimServer::Address bound = server.listen(host_port(address->host, address->port));
   server.start();
   std::printf("lmwarden sim: %d rank(s) of %s, profile %s, time scale %g, seed %llu\n", args.dp,
               args.model.c_str(), args.profile.c_str(), args.time_scale,

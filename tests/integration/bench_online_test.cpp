@@ -515,6 +515,9 @@ TEST(BenchCommand, BadFlagsAreRefusedWithWhatWasWanted) {
       {"sim --dp abc", "--dp: abc is not a whole number from 1 to 64"},
       {"sim --seed -1", "--seed: -1 is not a whole number from 0"},
       {"sim --early-stop-prob 2", "--early-stop-prob: 2 is not a number from 0 to 1"},
+      {"sim --listen 127.0.0.1", "--listen 127.0.0.1: must be HOST:PORT"},
+      {"sim --listen 127.0.0.1:99999", "the port must be a number from 0 to 65535"},
+      {"sim --listen gpu-box:8000", "the host must be an IPv4 address, [IPv6] or localhost"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.args);
