@@ -69,6 +69,14 @@ Admission admit(const net::Request& request, Dialect dialect, const ModelSet& se
   // A stored response's routes read no body (nor does vLLM): one that is not
   // JSON is no error there.
   if (!stored.empty() && scan.error != core::BodyError::kNone) scan = core::BodyScan{};
+  // Every other inference route wants a JSON object, as vLLM does; an empty
+  // body (which scans as one naming nothing) would reach it only to be
+  // refused there.
+  if (stored.empty() && request.body().empty())
+    return {.refusal = error_response(dialect, http::status::bad_request,
+                                      "invalid request body: it is empty; a JSON object is "
+                                      "expected"),
+            .reason = "invalid_body"};
   if (scan.error != core::BodyError::kNone) {
     // A compressed body (vLLM decodes none either) is named as such, not as
     // bad JSON; asked only of a body that did not parse.

@@ -187,6 +187,10 @@ TEST(ProxyApi, RefusalsAreCountedByModelAndReason) {
   EXPECT_EQ(post(chat_body("nope")), 404u);
   EXPECT_EQ(post(chat_body("nope")), 404u);
   EXPECT_EQ(post("{\"model\":"), 400u);
+  const auto empty = http_request(warden.port(), http::verb::post, "/v1/chat/completions", "");
+  EXPECT_EQ(empty.status, 400u);
+  EXPECT_EQ(json::parse(empty.body)["error"]["message"],
+            "invalid request body: it is empty; a JSON object is expected");
   EXPECT_EQ(post(chat_body("m"), {{"X-data-parallel-rank", "7"}}), 400u);
   EXPECT_EQ(post(chat_body("m")), 200u);  // not a refusal
   // A gzip body (its magic bytes) is named as compressed, not as bad JSON.
@@ -206,7 +210,7 @@ TEST(ProxyApi, RefusalsAreCountedByModelAndReason) {
       << "U+FFFD in place of the byte: " << odd.body;
   const std::map<std::pair<std::string, std::string>, double> expected = {
       {{"", "unknown_model"}, 2},
-      {{"", "invalid_body"}, 1},
+      {{"", "invalid_body"}, 2},
       {{"m", "unknown_rank"}, 1},
       {{"", "unsupported_encoding"}, 2}};
   EXPECT_EQ(refused(warden.port()), expected);
@@ -219,7 +223,7 @@ TEST(ProxyApi, RefusalsAreCountedByModelAndReason) {
                        "      - url: http://127.0.0.1:" +
                        std::to_string(fake.port()) + "\n"));
   const std::map<std::pair<std::string, std::string>, double> without_m = {
-      {{"", "unknown_model"}, 2}, {{"", "invalid_body"}, 1}, {{"", "unsupported_encoding"}, 2}};
+      {{"", "unknown_model"}, 2}, {{"", "invalid_body"}, 2}, {{"", "unsupported_encoding"}, 2}};
   EXPECT_EQ(refused(warden.port()), without_m);
 }
 
