@@ -401,6 +401,21 @@ async function text(locator) {
   return (await locator.textContent()).replace(/\s+/g, ' ').trim();
 }
 
+// A model the warden does not serve: the page says so, and shows no empty
+// cards (no routing table, no admin token box, no charts) under it.
+test('the page of a model that is not served says so and nothing else', { timeout: 30000 }, async () => {
+  await withPage(browser, 'model-not-served', async (page, errors) => {
+    await page.goto(`${ui}/models/nope`);
+    const box = page.locator('.error-box');
+    await assertEventually(async () => (await box.isVisible()) &&
+      (await box.innerText()).includes('No model named “nope” on this warden.'), 'the notice');
+    assert.equal(await page.locator('section.card:visible').count(), 0);
+    assert.equal(await page.locator('[data-testid=token-form]:visible').count(), 0);
+    assert.equal(await page.locator('[role=alert]:visible').count(), 1, 'one error, the notice');
+    assert.ok(errors.every((e) => /404/.test(e)), errors.join('\n'));
+  });
+});
+
 // A reload that changes a model's replicas counts its tokens (and its card)
 // afresh: the token panels say so, rather than that the warden just started.
 test('after a reload that changed the replicas the token panels say since when they count', { timeout: 60000 }, async () => {

@@ -334,12 +334,20 @@ export function mountModel(root, { name }, ctx) {
     }));
   }
 
+  // The page's cards, shown only while the model exists (a reload can add
+  // or remove it).
+  const cards = [...root.querySelectorAll(':scope > section.card')];
+  const showCards = (shown) => { for (const c of cards) c.hidden = !shown; };
+
   async function refresh() {
     try {
       applyCard(await api.model(name));
+      errorBox.hidden = true;
+      showCards(true);
       ctx.ok();
     } catch (err) {
       if (err.status === 404) {
+        showCards(false);
         errorBox.hidden = false;
         errorBox.replaceChildren(`No model named “${name}” on this warden. `,
           el('a', { href: '/', 'data-link': true, text: 'See all models' }));
