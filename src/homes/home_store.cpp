@@ -178,10 +178,11 @@ struct HomeStore::State {
 };
 
 void HomeStore::State::run() {
-  // hiredis writes with write(2), not send(MSG_NOSIGNAL): a write to a
-  // connection Redis closed would raise SIGPIPE, whose default action ends
-  // the whole warden. Blocked on this thread, it leaves the write to fail
-  // with EPIPE, which is then an I/O error like any other.
+  // OpenSSL writes a TLS connection's records with write(2), not
+  // send(MSG_NOSIGNAL) as the plain connection does: a write to a connection
+  // Redis closed would raise SIGPIPE, whose default action ends the whole
+  // warden. Blocked on this thread, it leaves the write to fail with EPIPE,
+  // which is then an I/O error like any other.
   sigset_t pipe;
   sigemptyset(&pipe);
   sigaddset(&pipe, SIGPIPE);
