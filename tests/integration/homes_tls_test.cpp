@@ -50,6 +50,17 @@ class HomeStoreTls : public ::testing::Test {
     return "";
   }
 
+  // The outage a store with `options` logs, its lookup failing meanwhile.
+  static std::string refused(const HomeStoreOptions& options) {
+    CapturedLog log;
+    {
+      HomeStore store(options);
+      EXPECT_EQ(lookup(store, "conv:1"), "failed");
+      EXPECT_FALSE(store.stats().connected);
+    }
+    return outage(log);
+  }
+
   TestCertificates certs_;
   std::unique_ptr<RedisServer> redis_;
 };
@@ -76,14 +87,8 @@ TEST_F(HomeStoreTls, TheCertificateIsCheckedAgainstAHostName) {
 TEST_F(HomeStoreTls, ACertificateFromAnotherAuthorityIsRefused) {
   HomeStoreOptions options = tls_options();
   options.tls.ca_file = certs_.crt("other-ca");
-  CapturedLog log;
-  {
-    HomeStore store(options);
-    EXPECT_EQ(lookup(store, "conv:1"), "failed");
-    EXPECT_FALSE(store.stats().connected);
-  }
-  EXPECT_NE(outage(log).find("TLS: Redis's certificate is not trusted"), std::string::npos)
-      << outage(log);
+  const std::string why = refused(options);
+  EXPECT_NE(why.find("TLS: Redis's certificate is not trusted"), std::string::npos) << why;
 }
 
 // A certificate the CA signed, for another host: neither the address nor
@@ -91,25 +96,16 @@ TEST_F(HomeStoreTls, ACertificateFromAnotherAuthorityIsRefused) {
 TEST_F(HomeStoreTls, ACertificateForAnotherHostIsRefused) {
   redis(/*auth_clients=*/false, "elsewhere");
   for (const std::string host : {"127.0.0.1", "localhost"}) {
-    CapturedLog log;
-    {
-      HomeStore store(tls_options(host));
-      EXPECT_EQ(lookup(store, "conv:1"), "failed");
-    }
-    EXPECT_NE(outage(log).find("TLS: Redis's certificate is not trusted"), std::string::npos)
-        << host << ": " << outage(log);
-    EXPECT_NE(outage(log).find("mismatch"), std::string::npos) << host << ": " << outage(log);
+    const std::string why = refused(tls_options(host));
+    EXPECT_NE(why.find("TLS: Redis's certificate is not trusted"), std::string::npos)
+        << host << ": " << why;
+    EXPECT_NE(why.find("mismatch"), std::string::npos) << host << ": " << why;
   }
 }
 
 TEST_F(HomeStoreTls, ARedisThatAsksForACertificateGetsTheWardens) {
   redis(/*auth_clients=*/true);
-  CapturedLog log;
-  {
-    HomeStore without(tls_options());
-    EXPECT_EQ(lookup(without, "conv:1"), "failed");
-  }
-  EXPECT_NE(outage(log), "");
+  EXPECT_NE(refused(tls_options()), "");
   HomeStoreOptions options = tls_options();
   options.tls.cert_file = certs_.crt("client");
   options.tls.key_file = certs_.key("client");
@@ -121,13 +117,8 @@ TEST_F(HomeStoreTls, ARedisThatAsksForACertificateGetsTheWardens) {
 TEST_F(HomeStoreTls, AMissingCaFileIsTheOutagesReason) {
   HomeStoreOptions options = tls_options();
   options.tls.ca_file = certs_.crt("none");
-  CapturedLog log;
-  {
-    HomeStore store(options);
-    EXPECT_EQ(lookup(store, "conv:1"), "failed");
-  }
-  EXPECT_NE(outage(log).find("cannot read tls_ca_file " + certs_.crt("none")), std::string::npos)
-      << outage(log);
+  const std::string why = refused(options);
+  EXPECT_NE(why.find("cannot read tls_ca_file " + certs_.crt("none")), std::string::npos) << why;
 }
 
 // Plain RESP to the TLS port, and TLS to the plain one: no answer the store
