@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
@@ -198,7 +199,13 @@ class Reader {
       error(e, path, fmt::format("cannot read {}: {}", *text, std::strerror(errno)));
       return std::nullopt;
     }
+    struct stat st {};
+    const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
     ::close(fd);
+    if (!regular) {
+      error(e, path, fmt::format("{} is not a file", *text));
+      return std::nullopt;
+    }
     return text;
   }
 

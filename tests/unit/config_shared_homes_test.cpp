@@ -95,6 +95,9 @@ TEST(ConfigSharedHomes, TlsFilesGoWithARedissUrl) {
                      std::string(kMinimal)),
             "lmwarden.yaml:3: shared_homes.tls_ca_file: cannot read /nonexistent/ca.pem: No such "
             "file or directory");
+  EXPECT_EQ(
+      error_of("shared_homes:\n  redis: rediss://h\n  tls_ca_file: /tmp\n" + std::string(kMinimal)),
+      "lmwarden.yaml:3: shared_homes.tls_ca_file: /tmp is not a file");
   EXPECT_EQ(error_of("shared_homes:\n  redis: rediss://h\n  tls_key_file: " + readable + "\n" +
                      std::string(kMinimal)),
             "lmwarden.yaml:3: shared_homes.tls_key_file: set tls_cert_file and tls_key_file "
