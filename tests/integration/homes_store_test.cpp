@@ -220,9 +220,11 @@ TEST(HomeStoreStall, ARedisThatPausesIsUsedAgainAtOnce) {
   store.put("conv:1", "a", 60s);
   ASSERT_EQ(lookup(store, "conv:1"), "found:a");
   auto sleeping = std::async(std::launch::async, [&] {
-    return redis.command({"DEBUG", "SLEEP", "0.6"});
+    return redis.command({"DEBUG", "SLEEP", "0.7"});
   });
-  std::this_thread::sleep_for(50ms);  // DEBUG SLEEP under way
+  // Under way once Redis stops answering (on a busy machine the thread that
+  // sends it can start late, and a lookup made first would be answered).
+  ASSERT_TRUE(eventually([&] { return !testing::redis_answers_within(redis.port(), 50ms); }, 2s));
   EXPECT_EQ(lookup(store, "conv:1"), "failed");
   EXPECT_EQ(sleeping.get(), "+OK");
   EXPECT_EQ(lookup(store, "conv:1"), "found:a");

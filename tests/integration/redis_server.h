@@ -108,6 +108,28 @@ inline std::string redis_command(std::uint16_t port, const std::vector<std::stri
   return *reply;
 }
 
+// Whether a PING on a fresh connection is answered within `wait`: false
+// while the server is blocked (DEBUG SLEEP), or gone.
+inline bool redis_answers_within(std::uint16_t port, std::chrono::milliseconds wait) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const std::string ping = "*1\r\n$4\r\nPING\r\n";
+  bool answered = false;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+      ::send(fd, ping.data(), ping.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(ping.size())) {
+    pollfd p{fd, POLLIN, 0};
+    char buf[16];
+    answered =
+        ::poll(&p, 1, static_cast<int>(wait.count())) > 0 && ::recv(fd, buf, sizeof buf, 0) > 0;
+  }
+  ::close(fd);
+  return answered;
+}
+
 class RedisServer {
  public:
   explicit RedisServer(RedisServerOptions options = {}) : options_(std::move(options)) {
