@@ -36,12 +36,13 @@ std::optional<std::string> query_param(std::string_view target, std::string_view
 }
 
 // The methods a local route answers, for a 405's Allow; "" for no such route.
+// The warden's own GET routes answer HEAD too.
 std::string_view allowed_methods(std::string_view path) {
   if (path == "/health" || path == "/metrics" || path == "/v1/models" || path == "/api/models" ||
       path == "/api/stats")
-    return "GET";
-  if (path.starts_with("/api/models/")) return "GET, PATCH";
-  if (path.starts_with("/v1/models/")) return "GET";
+    return "GET, HEAD";
+  if (path.starts_with("/api/models/")) return "GET, HEAD, PATCH";
+  if (path.starts_with("/v1/models/")) return "GET, HEAD";
   if (!stored_response_of(path, http::verb::get).empty()) return "GET";
   if (!stored_response_of(path, http::verb::post).empty()) return "POST";
   return {};

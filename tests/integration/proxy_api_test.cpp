@@ -80,12 +80,12 @@ TEST(ProxyApi, AWrongMethodGets405WithTheMethodsThatWould) {
   const Case cases[] = {
       {http::verb::get, "/v1/chat/completions", 405, "POST"},
       {http::verb::put, "/v1/messages?beta=true", 405, "POST"},
-      {http::verb::put, "/v1/models", 405, "GET"},
-      {http::verb::delete_, "/v1/models/m", 405, "GET"},
-      {http::verb::delete_, "/metrics", 405, "GET"},
-      {http::verb::post, "/api/stats", 405, "GET"},
-      {http::verb::post, "/api/models/m", 405, "GET, PATCH"},
-      {http::verb::delete_, "/api/models/m", 405, "GET, PATCH"},
+      {http::verb::put, "/v1/models", 405, "GET, HEAD"},
+      {http::verb::delete_, "/v1/models/m", 405, "GET, HEAD"},
+      {http::verb::delete_, "/metrics", 405, "GET, HEAD"},
+      {http::verb::post, "/api/stats", 405, "GET, HEAD"},
+      {http::verb::post, "/api/models/m", 405, "GET, HEAD, PATCH"},
+      {http::verb::delete_, "/api/models/m", 405, "GET, HEAD, PATCH"},
       {http::verb::post, "/v1/nothing", 404, ""},
       {http::verb::get, "/api/nothing", 404, ""},
   };
@@ -93,6 +93,9 @@ TEST(ProxyApi, AWrongMethodGets405WithTheMethodsThatWould) {
     const auto r = http_request(warden.port(), c.method, c.target);
     EXPECT_EQ(r.status, c.status) << c.target;
     EXPECT_EQ(r.headers.contains("allow") ? r.headers.at("allow") : "", c.allow) << c.target;
+    // What Allow names is answered: HEAD as GET, without a body.
+    if (c.allow.find("HEAD") != std::string::npos)
+      EXPECT_EQ(http_request(warden.port(), http::verb::head, c.target).status, 200u) << c.target;
   }
   // In the client's dialect: an Anthropic route's error is Anthropic-shaped.
   const auto anthropic = http_request(warden.port(), http::verb::get, "/v1/messages");
