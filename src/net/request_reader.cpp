@@ -111,8 +111,10 @@ Awaitable<beast::error_code> read_sized_body(Socket& socket, beast::flat_buffer&
     const std::size_t mine = std::min(n, body.size() - got);
     got += mine;
     buffer.commit(n - mine);
-    if (rec == asio::error::eof) co_return http::error::partial_message;
-    if (rec) co_return rec;
+    if (rec) {
+      body.resize_for_overwrite(got);  // what came, for the refusal's log line
+      co_return rec == asio::error::eof ? beast::error_code(http::error::partial_message) : rec;
+    }
   }
   co_return beast::error_code{};
 }

@@ -31,10 +31,14 @@ std::string read_all(const std::string& path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
+// The log's whole lines: one the writer's thread is still writing (no
+// newline yet) is left for a later look.
 std::vector<json> lines_of(const std::string& path) {
   std::vector<json> out;
-  std::istringstream in(read_all(path));
-  for (std::string line; std::getline(in, line);) out.push_back(json::parse(line));
+  const std::string text = read_all(path);
+  for (std::size_t start = 0, end; (end = text.find('\n', start)) != std::string::npos;
+       start = end + 1)
+    out.push_back(json::parse(text.substr(start, end - start)));
   return out;
 }
 
@@ -249,6 +253,27 @@ TEST(AccessLog, ErrorsAnsweredBeforeAnyModelIsKnownAreLoggedAsRefused) {
   const std::map<std::string, double> expected_reasons = {
       {"body_too_large", 1}, {"header_too_large", 1}, {"method_not_allowed", 1}, {"no_route", 1}};
   EXPECT_EQ(refused, expected_reasons) << text;
+}
+
+// A body that stops coming is refused with 408 after client_read; its line
+// counts the bytes that came, not the length the header declared.
+TEST(AccessLog, ABodyThatTimedOutIsLoggedWithTheBytesThatCame) {
+  FakeVllm fake{1};
+  TempDir dir{"lmwarden-access"};
+  const std::string log = dir.file("access.log");
+  RunningWarden warden{make_config({{fake.port(), 1}}, std::nullopt, "access_log: " + log + "\n",
+                                   "", "  first_byte: 20s\n  client_read: 300ms\n")};
+  RawClient client{warden.port()};
+  ASSERT_TRUE(
+      client.send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n"
+                  "\r\n{\"model\":"));
+  ASSERT_TRUE(client.wait_closed(std::chrono::seconds(10)));
+  EXPECT_TRUE(client.unread().starts_with("HTTP/1.1 408")) << client.unread().substr(0, 100);
+  const auto lines = wait_for_lines(log, 1);
+  ASSERT_EQ(lines.size(), 1u) << read_all(log);
+  EXPECT_EQ(lines[0]["status"], 408) << lines[0];
+  EXPECT_EQ(lines[0]["body_bytes"], 9) << lines[0];
+  EXPECT_TRUE(fake.seen().empty());
 }
 
 TEST(AccessLog, LinesPastTheFirstFlushOfBytesFromEveryIoThreadAllReachTheFile) {
