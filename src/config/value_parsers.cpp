@@ -54,16 +54,6 @@ std::optional<std::uint16_t> parse_port(std::string_view s) noexcept {
   return static_cast<std::uint16_t>(*port);
 }
 
-bool is_ipv4(const std::string& s) noexcept {
-  in_addr addr{};
-  return inet_pton(AF_INET, s.c_str(), &addr) == 1;
-}
-
-bool is_ipv6(const std::string& s) noexcept {
-  in6_addr addr{};
-  return inet_pton(AF_INET6, s.c_str(), &addr) == 1;
-}
-
 // DNS names as found in container networks and /etc/hosts: letters, digits,
 // '-', '_' and '.'.
 bool is_hostname(std::string_view s) noexcept {

@@ -165,17 +165,22 @@ class Reader {
     return e.value.Scalar();
   }
 
-  // An absolute path (a service's working directory is rarely the config's)
-  // of a file that can be opened for appending, as it is at start and at
-  // each reload; created when missing. Checked here so that a bad path stops
-  // the start, or the reload, with its reason.
-  std::optional<std::string> read_log_path(const Entry& e, const std::string& path) {
+  // An absolute path: a service's working directory is rarely the config's.
+  std::optional<std::string> read_absolute_path(const Entry& e, const std::string& path) {
     auto text = read_string(e, path);
-    if (!text) return std::nullopt;
-    if (!text->starts_with('/')) {
+    if (text && !text->starts_with('/')) {
       error(e, path, fmt::format("must be an absolute path, got {}", shown(e.value)));
       return std::nullopt;
     }
+    return text;
+  }
+
+  // An absolute path of a file that can be opened for appending, as it is at start and at
+  // each reload; created when missing. Checked here so that a bad path stops
+  // the start, or the reload, with its reason.
+  std::optional<std::string> read_log_path(const Entry& e, const std::string& path) {
+    auto text = read_absolute_path(e, path);
+    if (!text) return std::nullopt;
     const int fd = ::open(text->c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
     if (fd < 0) {
       error(e, path, fmt::format("cannot open {} for appending: {}", *text, std::strerror(errno)));
@@ -188,12 +193,8 @@ class Reader {
   // An absolute path of a file that can be read now (a certificate, say),
   // so that a wrong path stops the start, or the reload, with its reason.
   std::optional<std::string> read_readable_file(const Entry& e, const std::string& path) {
-    auto text = read_string(e, path);
+    auto text = read_absolute_path(e, path);
     if (!text) return std::nullopt;
-    if (!text->starts_with('/')) {
-      error(e, path, fmt::format("must be an absolute path, got {}", shown(e.value)));
-      return std::nullopt;
-    }
     const int fd = ::open(text->c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
       error(e, path, fmt::format("cannot read {}: {}", *text, std::strerror(errno)));

@@ -167,10 +167,10 @@ struct HomeStore::State {
   LogLimit late_replies;
   // The claim script's SHA1 as this connection's Redis loaded it (SCRIPT
   // LOAD, sent ahead of the first claim); "" until then, or when refused.
+  // ("" too once Redis refused EVALSHA on this connection.)
   std::string script_sha;
   bool script_load_sent = false;
-  bool evalsha_refused = false;  // by this connection's Redis
-  bool eval_refused = false;     // by this connection's Redis
+  bool eval_refused = false;  // by this connection's Redis
   bool scripts_refusal_logged = false;
   std::vector<Command> refused_claims;  // to be sent again (resend_refused)
 
@@ -391,7 +391,7 @@ ClaimForm HomeStore::State::form_for(const Command& c) const {
   const auto refused = [&c](ClaimForm form) {
     return (c.refused_forms & static_cast<std::uint8_t>(form)) != 0;
   };
-  if (!script_sha.empty() && !evalsha_refused && !refused(ClaimForm::kSha)) return ClaimForm::kSha;
+  if (!script_sha.empty() && !refused(ClaimForm::kSha)) return ClaimForm::kSha;
   if (!eval_refused && !refused(ClaimForm::kScript)) return ClaimForm::kScript;
   return ClaimForm::kPlain;
 }
@@ -404,7 +404,7 @@ bool HomeStore::State::retry_in_another_form(Command& c, std::string_view error)
       // EVALSHA still.
       if (error.starts_with("NOSCRIPT")) break;
       if (!refuses_scripts(error)) return false;
-      evalsha_refused = true;
+      script_sha.clear();
       spdlog::debug("shared homes: {} refuses EVALSHA ({}); claims are sent with EVAL",
                     describe(options.address), error);
       break;
@@ -448,7 +448,6 @@ void HomeStore::State::connect() {
   }
   connected = true;
   // Asked again on each connection: the ACL, or the server, may have changed.
-  evalsha_refused = false;
   eval_refused = false;
   script_sha.clear();
   script_load_sent = false;

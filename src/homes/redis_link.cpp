@@ -1,6 +1,5 @@
 #include "homes/redis_link.h"
 
-#include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -14,6 +13,8 @@
 #include <cerrno>
 #include <cstring>
 #include <utility>
+
+#include "common/host_port.h"
 
 namespace lmwarden::homes {
 namespace {
@@ -68,12 +69,6 @@ Result<ContextPtr, std::string> make_context(const RedisTlsFiles& files) {
       return unexpected(tls_error("tls_key_file does not match tls_cert_file"));
   }
   return ctx;
-}
-
-bool is_ip_address(const std::string& host) {
-  in6_addr v6{};
-  in_addr v4{};
-  return inet_pton(AF_INET, host.c_str(), &v4) == 1 || inet_pton(AF_INET6, host.c_str(), &v6) == 1;
 }
 
 }  // namespace
@@ -192,7 +187,7 @@ std::optional<std::string> RedisLink::start_tls(const RedisAddress& address, ssl
   // The certificate must name the host the URL names: an address as an IP
   // entry, a name as a DNS one (and sent as SNI, for servers behind a proxy
   // that routes by it).
-  const bool by_ip = is_ip_address(address.host);
+  const bool by_ip = is_ipv4(address.host) || is_ipv6(address.host);
   const bool named =
       by_ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl_.get()), address.host.c_str()) == 1
             : SSL_set1_host(ssl_.get(), address.host.c_str()) == 1 &&

@@ -63,20 +63,20 @@ ModelState* holding_response(const ModelSet& set, std::uint64_t key) {
 // or "".
 Admission admit(const net::Request& request, Dialect dialect, const ModelSet& set,
                 std::string_view stored) {
+  // A stored response's routes carry no body. Every other inference route
+  // wants a JSON object, as vLLM does: an empty body (which would scan as one
+  // naming nothing) would reach it only to be refused there.
+  if (stored.empty() && request.body().empty())
+    return {.refusal = error_response(dialect, http::status::bad_request,
+                                      "invalid request body: it is empty; a JSON object is "
+                                      "expected"),
+            .reason = "invalid_body"};
   // One pass over the body collects the model's name and every field any
   // model's session sources read; the named model's sources then decide.
   core::BodyScan scan = core::scan_body(request.body(), request.body().capacity(), set.body_fields);
   // A stored response's routes read no body (nor does vLLM): one that is not
   // JSON is no error there.
   if (!stored.empty() && scan.error != core::BodyError::kNone) scan = core::BodyScan{};
-  // Every other inference route wants a JSON object, as vLLM does; an empty
-  // body (which scans as one naming nothing) would reach it only to be
-  // refused there.
-  if (stored.empty() && request.body().empty())
-    return {.refusal = error_response(dialect, http::status::bad_request,
-                                      "invalid request body: it is empty; a JSON object is "
-                                      "expected"),
-            .reason = "invalid_body"};
   if (scan.error != core::BodyError::kNone) {
     // A compressed body (vLLM decodes none either) is named as such, not as
     // bad JSON; asked only of a body that did not parse.

@@ -42,6 +42,19 @@ std::string claim(HomeStore& store, const std::string& key, const std::string& r
   return "?";
 }
 
+// Store options for a Redis user that may run every command but `denied`
+// (ACL names: "eval", "script|load"), made so.
+HomeStoreOptions options_for_user_without(const testing::RedisServer& redis,
+                                          const std::vector<std::string>& denied) {
+  std::vector<std::string> acl{"ACL", "SETUSER", "limited", "reset", "on", ">pw", "~*", "+@all"};
+  for (const auto& command : denied) acl.push_back("-" + command);
+  EXPECT_EQ(redis.command(acl), "+OK");
+  HomeStoreOptions options = options_for(redis.port(), /*retry_after=*/60s);
+  options.address.username = "limited";
+  options.address.password = "pw";
+  return options;
+}
+
 TEST_F(HomeStoreTest, AClaimTakesAnAbsentKeyAndYieldsToAnotherValue) {
   HomeStore store(options_for(redis_.port()));
   EXPECT_EQ(claim(store, "conv:1", "", "0 http://a:1", 60s), "taken");
@@ -117,12 +130,7 @@ TEST_F(HomeStoreTest, OfClaimsAtOnceOneValueWins) {
 // held), the refused first one sent again so, so that every home is still
 // shared; lookups and writes go on.
 TEST_F(HomeStoreTest, ARedisThatRefusesScriptsGetsPlainWrites) {
-  ASSERT_EQ(redis_.command(
-                {"ACL", "SETUSER", "noscript", "on", ">pw", "~*", "+@all", "-eval", "-evalsha"}),
-            "+OK");
-  HomeStoreOptions options = options_for(redis_.port(), /*retry_after=*/60s);
-  options.address.username = "noscript";
-  options.address.password = "pw";
+  const HomeStoreOptions options = options_for_user_without(redis_, {"eval", "evalsha"});
   CapturedLog log;
   {
     HomeStore store(options);
@@ -149,13 +157,7 @@ TEST_F(HomeStoreTest, ARedisThatRefusesScriptsGetsPlainWrites) {
 // Claims sent together before Redis's first refusal is seen (one pipeline)
 // are all refused, and all sent again as SETs.
 TEST_F(HomeStoreTest, ClaimsRefusedTogetherAreAllWritten) {
-  ASSERT_EQ(redis_.command(
-                {"ACL", "SETUSER", "noscript", "on", ">pw", "~*", "+@all", "-eval", "-evalsha"}),
-            "+OK");
-  HomeStoreOptions options = options_for(redis_.port(), /*retry_after=*/60s);
-  options.address.username = "noscript";
-  options.address.password = "pw";
-  HomeStore store(options);
+  HomeStore store(options_for_user_without(redis_, {"eval", "evalsha"}));
   std::vector<std::future<std::string>> answers;
   for (int i = 0; i < 8; ++i)
     answers.push_back(std::async(std::launch::async, [&store, i] {
@@ -207,13 +209,8 @@ TEST_F(HomeStoreTest, AScriptCacheEmptiedIsFilledAgain) {
 TEST_F(HomeStoreTest, AUserWithOneWayToRunScriptsClaimsThroughIt) {
   for (const std::string refused : {"eval", "evalsha", "script|load"}) {
     SCOPED_TRACE(refused);
-    ASSERT_EQ(redis_.command(
-                  {"ACL", "SETUSER", "oneway", "reset", "on", ">pw", "~*", "+@all", "-" + refused}),
-              "+OK");
+    const HomeStoreOptions options = options_for_user_without(redis_, {refused});
     ASSERT_EQ(redis_.command({"CONFIG", "RESETSTAT"}), "+OK");
-    HomeStoreOptions options = options_for(redis_.port(), /*retry_after=*/60s);
-    options.address.username = "oneway";
-    options.address.password = "pw";
     CapturedLog log;
     {
       HomeStore store(options);
