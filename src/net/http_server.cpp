@@ -477,6 +477,10 @@ Awaitable<void> HttpServer::serve_connection(Socket tcp_socket) {
   ClientRead client_read{stream.socket()};
   DrainState& drain_state = asio::use_service<DrainState>(stream.get_executor().context());
   bool first = true;
+  // When the request being read began: for the first, the accept; for a
+  // later one, its first bytes' arrival (or the previous reply's end, when
+  // they were already there). For the log of an error reply sent here.
+  auto began = std::chrono::steady_clock::now();
   // One request object for the connection: each request reuses its storage.
   Request request;
 
@@ -491,7 +495,7 @@ Awaitable<void> HttpServer::serve_connection(Socket tcp_socket) {
     stream.expires_after(std::chrono::seconds(5));
     auto [wec, wn] = co_await http::async_write(stream, res, kAsTuple);
     if (options_.on_error_reply)
-      options_.on_error_reply(request, remote.address, res.result_int(), wn);
+      options_.on_error_reply(request, remote.address, res.result_int(), wn, began);
     if (wec) co_return;
     // Lingering close: the client may still be sending the body we refused.
     // Closing now would reset the connection and lose our reply, so stop
@@ -554,6 +558,7 @@ Awaitable<void> HttpServer::serve_connection(Socket tcp_socket) {
       }
       if (buffer.size() == 0) break;  // closed, failed, or idle past the keep-alive timeout
     }
+    if (!first) began = std::chrono::steady_clock::now();
     deadline.arm(stream.socket(), options_.read_timeout);
     // A header already buffered (the usual case once a client is busy) is
     // parsed without a coroutine of its own.

@@ -72,9 +72,11 @@ struct ServerOptions {
       error_response;
   // Told of each of those replies once written: the request as far as it was
   // read (method and target empty when its first line was not), the client's
-  // address, the status and the bytes the socket took. For an access log.
+  // address, the status, the bytes the socket took, and when the request
+  // began (its first bytes were read; a connection's first request: when the
+  // connection was accepted). For an access log.
   std::function<void(const Request& request, std::string_view client, unsigned status,
-                     std::size_t sent_bytes)>
+                     std::size_t sent_bytes, std::chrono::steady_clock::time_point began)>
       on_error_reply;
 };
 

@@ -3,9 +3,11 @@
 // way. Apart from the server's I/O so that a fuzz target can drive it alone.
 #pragma once
 
+#include <boost/beast/core/string.hpp>
 #include <boost/beast/http/basic_parser.hpp>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "net/request.h"
@@ -13,6 +15,28 @@
 namespace lmwarden::net {
 
 namespace beast = boost::beast;
+
+// A request target in absolute form ("http://host:8080/v1/models?x=1", as a
+// client configured to use the warden as an HTTP proxy sends it) as its
+// origin form ("/v1/models?x=1"), which a server must accept (RFC 9112
+// 3.2.2) and the warden routes and forwards by; `scratch` holds it when it
+// is not a part of `target` (no path: "http://host?x" is "/?x"). Any other
+// target is returned as it is.
+inline std::string_view origin_form(std::string_view target, std::string& scratch) {
+  constexpr std::string_view kSchemes[] = {"http://", "https://"};
+  for (const std::string_view scheme : kSchemes) {
+    if (target.size() <= scheme.size() || !beast::iequals(target.substr(0, scheme.size()), scheme))
+      continue;
+    const std::string_view rest = target.substr(scheme.size());
+    const auto path = rest.find_first_of("/?#");
+    if (path == 0) return target;  // no authority: not a URI a server is sent
+    if (path == std::string_view::npos) return "/";
+    if (rest[path] == '/') return rest.substr(path);
+    scratch.assign("/").append(rest.substr(path));
+    return scratch;
+  }
+  return target;
+}
 
 // Beast's HTTP/1.1 request parser, writing into a Request (which the server
 // keeps per connection): the start line and each field as they are parsed,
@@ -46,7 +70,8 @@ class RequestParser final : public http::basic_parser<true> {
 
   void on_request_impl(http::verb method, string_view method_string, string_view target,
                        int version, beast::error_code&) override {
-    request_.set_start_line(method, view(method_string), view(target),
+    std::string scratch;
+    request_.set_start_line(method, view(method_string), origin_form(view(target), scratch),
                             static_cast<unsigned>(version));
   }
   void on_response_impl(int, string_view, int, beast::error_code&) override {}

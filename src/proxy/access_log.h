@@ -34,7 +34,9 @@ namespace lmwarden::proxy {
 
 // What one request's line says; filled in as the request goes.
 struct AccessRecord {
-  std::chrono::steady_clock::time_point received;  // its whole request was read
+  // Its whole request was read; for an error the server sent before that
+  // (400, 408, 413, 431), when the request began.
+  std::chrono::steady_clock::time_point received;
   std::string_view model;                     // empty: none matched
   std::optional<std::uint64_t> conversation;  // the conversation's hash, when it has one
   std::string_view route;                     // new, sticky, …; empty: not routed

@@ -43,6 +43,7 @@ std::string_view allowed_methods(std::string_view path) {
     return "GET, HEAD";
   if (path.starts_with("/api/models/")) return "GET, HEAD, PATCH";
   if (path.starts_with("/v1/models/")) return "GET, HEAD";
+  if (ui::asset_for_request_path(path)) return "GET, HEAD";  // the dashboard's pages and files
   if (!stored_response_of(path, http::verb::get).empty()) return "GET";
   if (!stored_response_of(path, http::verb::post).empty()) return "POST";
   return {};
@@ -154,14 +155,14 @@ net::Awaitable<void> Warden::respond_logged(net::Exchange& exchange, net::Respon
 }
 
 void Warden::log_server_error(const net::Request& request, std::string_view client, unsigned status,
-                              std::size_t sent_bytes) {
+                              std::size_t sent_bytes, std::chrono::steady_clock::time_point began) {
   const auto set = models();
   set->refusals->count("", status == 413   ? "body_too_large"
                            : status == 431 ? "header_too_large"
                            : status == 408 ? "timeout"
                                            : "bad_request");
   if (!set->access_log) return;
-  const AccessRecord record{.received = std::chrono::steady_clock::now(),
+  const AccessRecord record{.received = began,
                             .status = status,
                             .body_bytes = request.body().size(),
                             .sent_bytes = sent_bytes};

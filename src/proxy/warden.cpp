@@ -233,8 +233,8 @@ std::optional<SharedHomesStats> Warden::shared_homes_stats() const {
 net::ServerOptions Warden::server_options() {
   net::ServerOptions o = server_options_;
   o.on_error_reply = [this](const net::Request& request, std::string_view client, unsigned status,
-                            std::size_t sent_bytes) {
-    log_server_error(request, client, status, sent_bytes);
+                            std::size_t sent_bytes, std::chrono::steady_clock::time_point began) {
+    log_server_error(request, client, status, sent_bytes, began);
   };
   return o;
 }

@@ -209,9 +209,10 @@ class Warden {
   net::Awaitable<void> respond_logged(net::Exchange& exchange, net::Response res,
                                       std::string_view reason = {});
   // The access log's line of an error reply the HTTP server sent itself
-  // (400, 408, 413, 431: before a whole request was read).
+  // (400, 408, 413, 431: before a whole request was read); its duration
+  // runs from `began`, when the request's first bytes came.
   void log_server_error(const net::Request& request, std::string_view client, unsigned status,
-                        std::size_t sent_bytes);
+                        std::size_t sent_bytes, std::chrono::steady_clock::time_point began);
   net::Awaitable<void> run_attempts(Forward& f);
   net::Awaitable<void> handle_api(net::Exchange& exchange, std::string_view path);
   UpstreamPool& pool_for_this_thread(net::Exchange& exchange);

@@ -273,7 +273,38 @@ TEST(AccessLog, ABodyThatTimedOutIsLoggedWithTheBytesThatCame) {
   ASSERT_EQ(lines.size(), 1u) << read_all(log);
   EXPECT_EQ(lines[0]["status"], 408) << lines[0];
   EXPECT_EQ(lines[0]["body_bytes"], 9) << lines[0];
+  // Its duration is the time the client was given, from the connection's
+  // accept (client_read: 300ms), not a moment at the reply.
+  EXPECT_GE(lines[0]["duration_ms"].get<double>(), 250.0) << lines[0];
   EXPECT_TRUE(fake.seen().empty());
+}
+
+// On a kept-alive connection, a request that times out is timed from its own
+// first bytes, not from the connection's accept or the previous reply.
+TEST(AccessLog, ATimeoutOnAKeptAliveConnectionIsTimedFromItsOwnStart) {
+  FakeVllm fake{1};
+  TempDir dir{"lmwarden-access"};
+  const std::string log = dir.file("access.log");
+  RunningWarden warden{make_config({{fake.port(), 1}}, std::nullopt, "access_log: " + log + "\n",
+                                   "", "  first_byte: 20s\n  client_read: 300ms\n")};
+  RawClient client{warden.port()};
+  const std::string body = R"({"model":"m","messages":[]})";
+  ASSERT_TRUE(client.send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                          std::to_string(body.size()) + "\r\n\r\n" + body));
+  const auto first = client.read_response();
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->status, 200u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // idle, under keep_alive
+  ASSERT_TRUE(
+      client.send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n"
+                  "\r\n{\"model\":"));
+  ASSERT_TRUE(client.wait_closed(std::chrono::seconds(10)));
+  const auto lines = wait_for_lines(log, 2);
+  ASSERT_EQ(lines.size(), 2u) << read_all(log);
+  EXPECT_EQ(lines[1]["status"], 408) << lines[1];
+  const double ms = lines[1]["duration_ms"].get<double>();
+  EXPECT_GE(ms, 250.0) << lines[1];
+  EXPECT_LT(ms, 1400.0) << lines[1];  // not counted from the first request (1.5 s before)
 }
 
 TEST(AccessLog, LinesPastTheFirstFlushOfBytesFromEveryIoThreadAllReachTheFile) {

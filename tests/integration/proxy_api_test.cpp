@@ -86,6 +86,10 @@ TEST(ProxyApi, AWrongMethodGets405WithTheMethodsThatWould) {
       {http::verb::post, "/api/stats", 405, "GET, HEAD"},
       {http::verb::post, "/api/models/m", 405, "GET, HEAD, PATCH"},
       {http::verb::delete_, "/api/models/m", 405, "GET, HEAD, PATCH"},
+      {http::verb::post, "/", 405, "GET, HEAD"},  // the dashboard
+      {http::verb::delete_, "/models/m", 405, "GET, HEAD"},
+      {http::verb::put, "/ui/app.js", 405, "GET, HEAD"},
+      {http::verb::post, "/ui/nothing.js", 404, ""},
       {http::verb::post, "/v1/nothing", 404, ""},
       {http::verb::get, "/api/nothing", 404, ""},
   };
@@ -94,8 +98,9 @@ TEST(ProxyApi, AWrongMethodGets405WithTheMethodsThatWould) {
     EXPECT_EQ(r.status, c.status) << c.target;
     EXPECT_EQ(r.headers.contains("allow") ? r.headers.at("allow") : "", c.allow) << c.target;
     // What Allow names is answered: HEAD as GET, without a body.
-    if (c.allow.find("HEAD") != std::string::npos)
+    if (c.allow.find("HEAD") != std::string::npos) {
       EXPECT_EQ(http_request(warden.port(), http::verb::head, c.target).status, 200u) << c.target;
+    }
   }
   // In the client's dialect: an Anthropic route's error is Anthropic-shaped.
   const auto anthropic = http_request(warden.port(), http::verb::get, "/v1/messages");

@@ -303,6 +303,23 @@ TEST(ProxyRouting, AliasRoutesToTheModelAndLocalRoutesAnswer) {
   EXPECT_EQ(fake.seen().back().forwarded_for, "127.0.0.1");
 }
 
+// A client that takes the warden for an HTTP proxy sends the absolute form
+// ("POST http://host/v1/…"), which a server must accept (RFC 9112 3.2.2):
+// it is routed by its path, and the backend is sent the origin form.
+TEST(ProxyRouting, AnAbsoluteFormTargetIsRoutedByItsPath) {
+  FakeVllm fake{1};
+  RunningWarden warden{make_config({{fake.port(), 1}})};
+  const std::string origin = "http://127.0.0.1:" + std::to_string(warden.port());
+  const auto r = http_request(warden.port(), http::verb::post, origin + "/v1/chat/completions",
+                              R"({"model":"m","messages":[]})");
+  EXPECT_EQ(r.status, 200u) << r.body;
+  ASSERT_FALSE(fake.seen().empty());
+  EXPECT_EQ(fake.seen().back().path, "/v1/chat/completions");
+  EXPECT_EQ(http_request(warden.port(), http::verb::get, origin + "/health").status, 200u);
+  EXPECT_EQ(http_request(warden.port(), http::verb::get, "HTTP://warden.example/v1/models").status,
+            200u);
+}
+
 // A streamed reply's header comes at once and its first event after the
 // engine's queue and prefill: that wait is the first-byte timeout's, not the
 // idle timeout's (which is for the silences between events).

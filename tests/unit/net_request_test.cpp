@@ -169,6 +169,29 @@ TEST(RequestParser, TellsTheDeclaredLengthOnceTheHeadIsParsed) {
   EXPECT_EQ(declared("GET / HTTP/1.1\r\nHost: a\r\n\r\n"), RequestParser::kNoDeclaredLength);
 }
 
+TEST(RequestParser, AnAbsoluteFormTargetIsTakenInItsOriginForm) {
+  // RFC 9112 3.2.2: a server accepts the absolute form (a client that takes
+  // the warden for an HTTP proxy sends it); the warden routes by the path.
+  const std::pair<std::string_view, std::string_view> cases[] = {
+      {"http://127.0.0.1:8080/v1/chat/completions", "/v1/chat/completions"},
+      {"HTTP://gpu-box/v1/messages?beta=true", "/v1/messages?beta=true"},
+      {"https://[::1]:8443/health", "/health"},
+      {"http://warden", "/"},
+      {"http://warden?x=1", "/?x=1"},
+      {"/v1/models", "/v1/models"},                // origin form: as it is
+      {"*", "*"},                                  // asterisk form: as it is
+      {"http:///v1/models", "http:///v1/models"},  // no authority: left for a 404
+      {"httpx://a/b", "httpx://a/b"},
+  };
+  for (const auto& [sent, taken] : cases) {
+    Request request;
+    const std::string head = "GET " + std::string(sent) + " HTTP/1.1\r\nHost: h\r\n\r\n";
+    ASSERT_FALSE(parse_into(request, head)) << sent;
+    EXPECT_EQ(request.target(), taken) << sent;
+    EXPECT_EQ(request["host"], "h") << sent;  // the fields are parsed on as before
+  }
+}
+
 TEST(Request, AnUnknownMethodKeepsItsSpelling) {
   Request request;
   ASSERT_FALSE(parse_into(request, "BREW /pot HTTP/1.1\r\n\r\n"));
