@@ -140,7 +140,9 @@ export class TokensChart {
     });
     const timeAxis = {
       stroke: colors.text, grid: { stroke: colors.grid, width: 1 }, ticks: { stroke: colors.grid, width: 1 },
-      font: '11px system-ui, sans-serif', size: 28,
+      // Room for an "HH:MM:SS" label and a gap (uPlot's default of 50 px
+      // ran the labels together when ticks came every few seconds).
+      font: '11px system-ui, sans-serif', size: 28, space: 72,
       values: (u, splits, _axis, _space, incr) => splits.map((ts) => tickLabel(ts, incr)),
     };
     const common = (height) => ({
