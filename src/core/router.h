@@ -226,6 +226,19 @@ class Router final : private SessionTable::Listener {
   // TTL) while keeping its conversations, counts and health. The caller has
   // checked that the replica layout is unchanged.
   void reconfigure(const config::ModelConfig& model) noexcept;
+  // After a reload that changed the model's replicas, this router replacing
+  // `before`: takes `before`'s conversations and stored responses whose home
+  // is a replica this router has too (`home_in[r]`: this router's replica for
+  // `before`'s replica r, the same server and rank; -1 where there is none),
+  // each with its last use and in the same order of use, so that they stay
+  // with the cache they built. Those idle past this router's TTL are not
+  // taken; nor is anything with affinity off.
+  struct Carried {
+    std::size_t conversations = 0;  // taken, each on the same server and rank
+    std::size_t responses = 0;
+    std::size_t left = 0;  // conversations whose replica is gone: placed again
+  };
+  Carried carry_homes(const Router& before, const std::vector<int>& home_in, TimePoint now);
 
   bool affinity() const noexcept { return affinity_; }
   int spill_threshold() const noexcept { return spill_threshold_.value_or(config::kAutoSpillThreshold); }

@@ -58,6 +58,15 @@ class SessionTable {
   void touch(std::uint64_t key, int home, TimePoint now);
   // Forgets conversations idle longer than the TTL.
   void expire(TimePoint now);
+  // Each conversation, least recently used first: f(key, home, last_seen).
+  // Assigning them in this order to another table, each at its last_seen,
+  // keeps their order there (and so which are forgotten first).
+  template <class F>
+  void for_each_oldest_first(F&& f) const {
+    for (std::uint32_t s = tail_; s != kNil; s = slots_[s].prev)
+      f(slots_[s].key, static_cast<int>(slots_[s].home),
+        TimePoint{Clock::duration{slots_[s].last_seen}});
+  }
 
   std::size_t size() const noexcept { return index_.size(); }
   std::size_t capacity() const noexcept { return capacity_; }

@@ -1,9 +1,14 @@
 // The models of a configuration, and what a reload does to their routing
-// state: carried on where a model keeps its replicas, replaced (its requests
-// still in flight counted where they run) where they changed.
+// state: carried on where a model keeps its replicas; where they changed,
+// replaced, with the conversations on servers and ranks it keeps taken over
+// and its requests still in flight counted where they run.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdlib>
+#include <mutex>
 
+#include "common/coarse_clock.h"
 #include "proxy/warden.h"
 
 namespace lmwarden::proxy {
@@ -117,6 +122,25 @@ const ModelState* predecessor(const config::ModelConfig& m, const config::Config
   return nullptr;
 }
 
+// The conversations and stored responses of `from` (a model whose replicas
+// a reload changed) whose replica `to` still has, by server URL and rank,
+// taken into `to`'s fresh routing state before it is published.
+core::Router::Carried carry_homes(const ModelState& from, ModelState& to) {
+  std::scoped_lock lock{from.mutex, to.mutex};
+  std::vector<int> home_in;
+  for (int r = 0; r < from.router.replica_count(); ++r) {
+    const std::string& url =
+        from.config.backends[static_cast<std::size_t>(from.router.replica_backend(r))].url;
+    const auto b =
+        std::ranges::find_if(to.config.backends, [&](const auto& n) { return n.url == url; });
+    home_in.push_back(b == to.config.backends.end()
+                          ? -1
+                          : to.router.replica_at(static_cast<int>(b - to.config.backends.begin()),
+                                                 from.router.replica_rank(r)));
+  }
+  return to.router.carry_homes(from.router, home_in, coarse_steady_now());
+}
+
 }  // namespace
 
 std::shared_ptr<ModelSet> make_model_set(config::Config config, const ModelSet* previous) {
@@ -133,6 +157,7 @@ std::shared_ptr<ModelSet> make_model_set(config::Config config, const ModelSet* 
       set->models.push_back(std::make_shared<ModelState>(m));
     }
     ModelState* state = set->models.back().get();
+    if (replaced && !before) state->carried = carry_homes(*replaced, *state);
     // Its routing states before, while their requests run: those it carried
     // on, and the one a change of replicas replaced.
     if (replaced) {
@@ -165,15 +190,12 @@ std::vector<std::string> routing_notes(const ModelSet& before, const ModelSet& a
                                            ", which keeps the old name as an alias"
                                      : "model " + m->config.name;
     if (p->routing != m->routing) {
-      // With shared homes, Redis still has the homes, named by server and
-      // rank: each conversation's next request finds its home there.
-      notes.push_back(what + (renamed ? "; " : ": ") +
-                      "its replicas changed, so its conversations, stored responses, counters "
-                      "and chart start afresh" +
-                      (after.config.shared_homes
-                           ? std::string(" (conversations and stored responses on servers it "
-                                         "still lists are found again in Redis: shared_homes)")
-                           : std::string()));
+      const core::Router::Carried& c = m->carried;
+      notes.push_back(fmt::format(
+          "{}{}its replicas changed: {} conversations and {} stored responses on servers and "
+          "ranks it still has stay there, {} conversations on replicas it no longer has are "
+          "placed again at their next request; its counters and chart start afresh",
+          what, renamed ? "; " : ": ", c.conversations, c.responses, c.left));
       continue;
     }
     if (renamed)

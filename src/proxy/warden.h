@@ -83,6 +83,9 @@ struct ModelState {
   // The model's routing states before reloads that changed its replicas,
   // while requests they sent still run. Set before the model is published.
   std::vector<RetiredRouting> retired;
+  // What the reload that made this state, changing the model's replicas,
+  // took from the one before (for its log line). Set before publishing.
+  core::Router::Carried carried;
 
   // The router's view (takes the lock), with the requests still in flight
   // from retired routing states counted where they run: on the replica of

@@ -381,9 +381,10 @@ TEST(ServeRestart, SighupReloadsWithoutDroppingConnectionsAndRefusesABrokenFile)
   EXPECT_EQ(last_ok(), 1) << "an applied reload clears the refused one";
   EXPECT_GT(loaded_at(), applied_at) << "more than a second after the last one applied";
   EXPECT_TRUE(eventually([&] {
-    return serve.log().find(
-               "reload: model m: its replicas changed, so its conversations, "
-               "stored responses, counters and chart start afresh") != std::string::npos;
+    const std::string log = serve.log();
+    const auto at = log.find("reload: model m: its replicas changed: ");
+    return at != std::string::npos &&
+           log.find("its counters and chart start afresh", at) != std::string::npos;
   })) << serve.log();
   EXPECT_EQ(turn("alpha").status, 200u);
   EXPECT_EQ(serve.card()["in_flight"], 0);

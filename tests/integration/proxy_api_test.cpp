@@ -274,6 +274,54 @@ TEST(ProxyApi, AModelRenamedWithItsOldNameAsAnAliasKeepsItsConversations) {
   EXPECT_EQ(warden.card("m-other")["conversations"], 0);
 }
 
+// A reload that changes a model's replicas keeps each conversation whose
+// server and rank the model still has on that rank (its cache is there),
+// whatever index the replica has now; those whose server went are placed
+// again. The reload's note counts both.
+TEST(ProxyApi, ConversationsKeepTheirRankWhenAReloadAddsOrRemovesAServer) {
+  FakeVllm fake{2}, other{1};
+  RunningWarden warden{make_config({{fake.port(), 2}})};
+  const auto turn = [&](const std::string& id) {
+    return http_request(warden.port(), http::verb::post, "/v1/chat/completions", chat_body("m"),
+                        {{"session-id", id}});
+  };
+  std::map<std::string, int> rank;
+  for (int i = 0; i < 6; ++i) {
+    const std::string id = "conv-" + std::to_string(i);
+    ASSERT_EQ(turn(id).status, 200u);
+    rank[id] = fake.seen().back().rank;
+  }
+  // The new server first: the fake's ranks are replicas 1 and 2 now.
+  const auto added = warden.reload(make_config({{other.port(), 1}, {fake.port(), 2}}));
+  EXPECT_NE(std::ranges::find(added,
+                              "model m: its replicas changed: 6 conversations and 0 stored "
+                              "responses on servers and ranks it still has stay there, 0 "
+                              "conversations on replicas it no longer has are placed again at "
+                              "their next request; its counters and chart start afresh"),
+            added.end())
+      << ::testing::PrintToString(added);
+  EXPECT_EQ(warden.card()["conversations"], 6);
+  for (const auto& [id, r] : rank) {
+    const std::size_t before = fake.seen().size();
+    ASSERT_EQ(turn(id).status, 200u);
+    ASSERT_EQ(fake.seen().size(), before + 1) << id << " went to the new server";
+    EXPECT_EQ(fake.seen().back().rank, r) << id;
+  }
+  json card = warden.card();
+  int sticky = 0;
+  for (const auto& replica : card["replicas"]) sticky += replica["sticky"].get<int>();
+  EXPECT_EQ(sticky, 6) << card;
+  EXPECT_EQ(card["replicas"][0]["live_conversations"], 0) << card;
+
+  const auto removed = warden.reload(make_config({{other.port(), 1}}));
+  EXPECT_TRUE(std::ranges::any_of(removed, [](const std::string& n) {
+    return n.starts_with("model m: its replicas changed: 0 conversations and 0 stored responses") &&
+           n.find(", 6 conversations on replicas it no longer has are placed again") !=
+               std::string::npos;
+  })) << ::testing::PrintToString(removed);
+  EXPECT_EQ(warden.card()["conversations"], 0);
+}
+
 // lmwarden_in_flight of one model, summed over its series.
 double in_flight_metric(std::uint16_t port) {
   double sum = 0;
@@ -324,8 +372,10 @@ TEST(ProxyApi, RequestsStillRunningAfterAChangeOfReplicasAreCountedWhereTheyRun)
       std::to_string(other.port()) + "\n"));
   EXPECT_NE(std::ranges::find(notes,
                               "model m renamed m2, which keeps the old name as an alias; its "
-                              "replicas changed, so its conversations, stored responses, "
-                              "counters and chart start afresh"),
+                              "replicas changed: 0 conversations and 0 stored responses on "
+                              "servers and ranks it still has stay there, 0 conversations on "
+                              "replicas it no longer has are placed again at their next "
+                              "request; its counters and chart start afresh"),
             notes.end())
       << ::testing::PrintToString(notes);
   EXPECT_EQ(warden.card("m2")["replicas"][rank]["in_flight"], 1);

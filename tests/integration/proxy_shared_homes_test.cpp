@@ -137,23 +137,5 @@ TEST(ProxySharedHomes, AReloadThatChangesTheSectionSaysItWaitsForARestart) {
   EXPECT_FALSE(shared_homes_metrics(warden.port()).empty());
 }
 
-// A reload that changes a model's replicas starts its table afresh; with
-// shared homes the note says the homes are found again in Redis.
-TEST(ProxySharedHomes, AReloadThatChangesTheReplicasSaysRedisStillHasTheHomes) {
-  FakeVllm fake{2}, other{1};
-  const std::uint16_t redis = closed_port();
-  RunningWarden warden{sharing_config(fake.port(), redis)};
-  const auto two_servers =
-      make_config({{fake.port(), 2}, {other.port(), 1}}, std::nullopt,
-                  "shared_homes:\n  redis: redis://127.0.0.1:" + std::to_string(redis) +
-                      "\n  key_prefix: \"t/\"\n");
-  const auto notes = warden.reload(two_servers);
-  EXPECT_TRUE(std::ranges::any_of(notes, [](const std::string& n) {
-    return n.find(
-               "start afresh (conversations and stored responses on servers it still lists "
-               "are found again in Redis: shared_homes)") != std::string::npos;
-  })) << ::testing::PrintToString(notes);
-}
-
 }  // namespace
 }  // namespace lmwarden::testing

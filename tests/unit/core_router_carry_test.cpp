@@ -1,0 +1,123 @@
+// A reload that changes a model's replicas: the new router takes the
+// conversations and stored responses whose server and rank it still has
+// (Router::carry_homes), in their order of use, so that they keep the cache
+// they built; those on a replica gone are placed again.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "common/hash.h"
+#include "core/router.h"
+#include "core_router_test_util.h"
+
+namespace lmwarden::core {
+namespace {
+
+Identity session(const std::string& id) {
+  return {.kind = IdentityKind::kSession, .session_hash = stable_hash(id)};
+}
+
+const TimePoint t0{};
+
+// Places `id` (a new conversation) and ends its request; its home.
+int place(Router& router, const std::string& id, TimePoint now = t0) {
+  const RouteDecision d = router.route(session(id), now);
+  EXPECT_TRUE(d.ok());
+  router.finish(d, now);
+  return d.home;
+}
+
+TEST(RouterCarry, ConversationsOnReplicasKeptStayThereAndTheOthersArePlacedAgain) {
+  // Two servers of two ranks; the reload drops the first and adds a third:
+  // the second's ranks (2 and 3 before) are 0 and 1 now.
+  Router before = make_router(servers(2, 2));
+  std::vector<int> homes;
+  for (int i = 0; i < 8; ++i) homes.push_back(place(before, "conv-" + std::to_string(i)));
+  config::ModelConfig next = servers(3, 2);
+  next.backends.erase(next.backends.begin());
+  Router after = make_router(next);
+  const Router::Carried carried = after.carry_homes(before, {-1, -1, 0, 1}, t0);
+
+  int kept = 0;
+  for (int i = 0; i < 8; ++i) {
+    const RouteDecision d = after.route(session("conv-" + std::to_string(i)), t0);
+    ASSERT_TRUE(d.ok());
+    if (homes[static_cast<std::size_t>(i)] >= 2) {
+      ++kept;
+      EXPECT_EQ(d.kind, RouteKind::kSticky) << i;
+      EXPECT_EQ(d.replica, homes[static_cast<std::size_t>(i)] - 2) << i;
+    } else {
+      EXPECT_EQ(d.kind, RouteKind::kNew) << i;
+    }
+    after.finish(d, t0);
+  }
+  ASSERT_GT(kept, 0);
+  ASSERT_LT(kept, 8);  // the first placements spread over both servers
+  EXPECT_EQ(carried.conversations, static_cast<std::size_t>(kept));
+  EXPECT_EQ(carried.left, static_cast<std::size_t>(8 - kept));
+}
+
+TEST(RouterCarry, LiveCountsFollowTheConversationsTaken) {
+  Router before = make_router(servers(2));
+  for (int i = 0; i < 6; ++i) place(before, "conv-" + std::to_string(i));
+  ASSERT_EQ(before.view().replicas[0].live_conversations, 3);
+  ASSERT_EQ(before.view().replicas[1].live_conversations, 3);
+  Router after = make_router(servers(3));  // one server more, the two kept in place
+  after.carry_homes(before, {0, 1}, t0);
+  const RouterView v = after.view();
+  EXPECT_EQ(v.replicas[0].live_conversations, 3);
+  EXPECT_EQ(v.replicas[1].live_conversations, 3);
+  EXPECT_EQ(v.replicas[2].live_conversations, 0);
+  // So the next new conversation goes to the new server, the least loaded.
+  EXPECT_EQ(place(after, "conv-new"), 2);
+}
+
+TEST(RouterCarry, IdleOnesAreLeftAndASmallerTableKeepsTheMostRecent) {
+  config::ModelConfig m = servers(1);
+  m.session_ttl = std::chrono::seconds(60);
+  Router before = make_router(m);
+  for (int i = 0; i < 5; ++i)
+    place(before, "conv-" + std::to_string(i), t0 + std::chrono::seconds(i * 20));
+  // At t0 + 90 s, conv-0 (t0) and conv-1 (t0 + 20 s) are idle past the TTL.
+  const TimePoint now = t0 + std::chrono::seconds(90);
+  m.max_conversations = 2;
+  Router after = make_router(m);
+  const Router::Carried carried = after.carry_homes(before, {0}, now);
+  EXPECT_EQ(carried.conversations, 2u);
+  EXPECT_EQ(after.conversations(), 2u);
+  EXPECT_FALSE(after.knows_conversation(stable_hash("conv-2"), now));  // older than conv-3 and 4
+  // So the two are conv-3 and conv-4, and they keep their last use (a lookup
+  // would touch them): conv-3 (t0 + 60 s) expires before conv-4 (t0 + 80 s).
+  EXPECT_FALSE(after.knows_conversation(stable_hash("conv-3"), t0 + std::chrono::seconds(125)));
+  EXPECT_TRUE(after.knows_conversation(stable_hash("conv-4"), t0 + std::chrono::seconds(125)));
+}
+
+TEST(RouterCarry, StoredResponsesAreTakenToo) {
+  Router before = make_router(servers(2));
+  const RouteDecision a = before.route({}, t0), b = before.route({}, t0);
+  ASSERT_NE(a.replica, b.replica);
+  before.remember_response(stable_hash("resp_a"), a, t0);
+  before.remember_response(stable_hash("resp_b"), b, t0);
+  before.finish(a, t0);
+  before.finish(b, t0);
+  Router after = make_router(servers(1));  // the first server only
+  const Router::Carried carried = after.carry_homes(before, {0, -1}, t0);
+  EXPECT_EQ(carried.responses, 1u);
+  EXPECT_EQ(after.holds_response(stable_hash(a.replica == 0 ? "resp_a" : "resp_b"), t0), true);
+  EXPECT_EQ(after.holds_response(stable_hash(a.replica == 0 ? "resp_b" : "resp_a"), t0), false);
+}
+
+TEST(RouterCarry, NothingIsTakenWithAffinityOff) {
+  Router before = make_router(servers(2));
+  place(before, "conv-a");
+  config::ModelConfig off = servers(2);
+  off.affinity = false;
+  Router after = make_router(off);
+  const Router::Carried carried = after.carry_homes(before, {0, 1}, t0);
+  EXPECT_EQ(carried.conversations, 0u);
+  EXPECT_EQ(after.conversations(), 0u);
+}
+
+}  // namespace
+}  // namespace lmwarden::core
