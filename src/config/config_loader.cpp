@@ -184,12 +184,14 @@ class Loader : private yaml::Reader {
     SharedHomes homes;
     const std::size_t errors_before = errors_.size();
     bool tls = false;
+    bool user_without_password = false;
     if (const Entry* e = map->find("redis")) {
       if (auto text = read_string(*e, "shared_homes.redis")) {
         // The error never quotes the URL: it may hold a password.
         if (auto address = homes::parse_redis_url(*text)) {
           homes.redis = *text;
           tls = address->tls;
+          user_without_password = !address->username.empty() && address->password.empty();
         } else {
           error(*e, "shared_homes.redis", address.error());
         }
@@ -205,6 +207,11 @@ class Loader : private yaml::Reader {
           homes.password = std::move(*password);
         homes.password_env = *v;
       }
+    if (user_without_password && !map->find("password_env"))
+      error(*map->find("redis"), "shared_homes.redis",
+            "the redis URL names a user but no password: write it after the ':' "
+            "(redis://USER:PASSWORD@HOST), or name the variable that holds it in "
+            "shared_homes.password_env (redis://USER:@HOST)");
     if (const Entry* e = map->find("key_prefix"))
       if (auto v = read_string(*e, "shared_homes.key_prefix")) homes.key_prefix = *v;
     if (const Entry* e = map->find("timeout"))

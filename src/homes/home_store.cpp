@@ -100,11 +100,21 @@ bool breaks_connection(std::string_view error) {
   return false;
 }
 
+// Whether Redis's ACL refused the user a key (NOPERM for a key names no
+// command: "NOPERM No permissions to access a key", or in Redis 7.0 "… to
+// access one of the keys used as arguments"); one that refused a command
+// names it ("… to run the 'eval' command").
+bool refuses_keys(std::string_view error) {
+  return error.starts_with("NOPERM") && error.find("command") == std::string_view::npos;
+}
+
 // Error replies that say Redis will not run the claim's script at all: an
-// ACL without EVAL (NOPERM), or EVAL renamed away. Other errors (OOM, a
-// script that failed) are about one command.
+// ACL without EVAL (NOPERM for the command), or EVAL renamed away. Other
+// errors (OOM, a script that failed, an ACL refusing the key) are about one
+// command.
 bool refuses_scripts(std::string_view error) {
-  return error.starts_with("NOPERM") || error.find("unknown command") != std::string_view::npos;
+  return (error.starts_with("NOPERM") && !refuses_keys(error)) ||
+         error.find("unknown command") != std::string_view::npos;
 }
 
 }  // namespace
@@ -118,6 +128,7 @@ struct HomeStore::State {
   void connect();
   // Ends the connection after a failure and closes the retry gate.
   void fail_connection(const std::string& error);
+  std::string connect_hint(std::string_view error) const;
   // Ends a connection whose pipeline was answered late: what it carried
   // failed, and the next turn connects again at once.
   void drop_late_connection(const std::string& error);
@@ -162,7 +173,10 @@ struct HomeStore::State {
   RedisLink link;
   Clock::time_point retry_at = Clock::time_point::min();
   bool in_outage = false;
-  std::string outage_error;
+  // The causes this outage has logged (each once, at most this many).
+  static constexpr std::size_t kOutageCausesLogged = 4;
+  std::vector<std::string> outage_errors;
+  bool connected_before = false;  // the first connection is logged at info
   LogLimit refusals;
   LogLimit late_replies;
   // The claim script's SHA1 as this connection's Redis loaded it (SCRIPT
@@ -379,10 +393,18 @@ void HomeStore::State::refused(const Command& c, std::string_view error) {
   const std::string_view what = c.kind == Command::Kind::kGet   ? "a lookup"
                                 : c.kind == Command::Kind::kPut ? "a write"
                                                                 : "a claim";
+  const std::string_view counted =
+      c.kind == Command::Kind::kGet   ? "lmwarden_shared_homes_lookups_total"
+      : c.kind == Command::Kind::kPut ? "lmwarden_shared_homes_writes_total"
+                                      : "lmwarden_shared_homes_claims_total and _writes_total";
   spdlog::warn(
-      "shared homes: {} refused {}: {}{}; such homes are not shared "
-      "(lmwarden_shared_homes_writes_total and _lookups_total count each as failed)",
+      "shared homes: {} refused {}: {}{}; such homes are not shared ({} count each as "
+      "failed){}",
       describe(options.address), what, error,
+      refuses_keys(error) ? " (the Redis user's ACL must allow the keys under "
+                            "shared_homes.key_prefix, e.g. ~lmwarden:* for the default prefix)"
+                          : "",
+      counted,
       unlogged == 0 ? std::string{}
                     : fmt::format(" ({} more refused since the last line)", unlogged));
 }
@@ -437,7 +459,8 @@ void HomeStore::State::refuse_scripts(std::string_view error) {
       "shared homes: {} refuses the claim's script (EVAL): {}; homes are written with a plain "
       "SET instead, so two wardens that place a conversation apart do not settle on one home "
       "(lmwarden_shared_homes_claims_total{{result=\"unchecked\"}}). Let the wardens' Redis user "
-      "run EVALSHA and SCRIPT LOAD, or EVAL, to share homes fully",
+      "run EVALSHA and SCRIPT LOAD, or EVAL, to share homes fully; the warden asks again at its "
+      "next connection to Redis (a restart of the warden, or CLIENT KILL USER on Redis)",
       describe(options.address), error);
 }
 
@@ -456,29 +479,51 @@ void HomeStore::State::connect() {
         "shared homes: {} answers again; conversations placed by other wardens are found "
         "again",
         describe(options.address));
+  } else if (!connected_before) {
+    spdlog::info("shared homes: connected to {}", describe(options.address));
   } else {
     spdlog::debug("shared homes: connected to {}", describe(options.address));
   }
+  connected_before = true;
   in_outage = false;
+}
+
+// What an operator can do about a failed connection, where its reason
+// says: " (…)", or "".
+std::string HomeStore::State::connect_hint(std::string_view error) const {
+  if (error.find("certificate required") != std::string_view::npos)
+    return " (Redis asks for the warden's own certificate: set shared_homes.tls_cert_file and "
+           "tls_key_file)";
+  if (!options.address.tls && (error.find("reset by peer") != std::string_view::npos ||
+                               error.find("closed the connection") != std::string_view::npos))
+    return " (if that port serves TLS, the URL must be rediss://)";
+  return {};
 }
 
 void HomeStore::State::fail_connection(const std::string& error) {
   link.close();
   connected = false;
   retry_at = Clock::now() + options.retry_after;
-  // Once per outage, and again only when its cause changes (Redis came back
-  // with another password, say): a Redis that stays down for hours must not
-  // write a line each `retry_after`.
+  // Once per outage, and again only for a cause not yet logged in it (Redis
+  // came back with another password, say): a Redis that stays down for
+  // hours must not write a line each `retry_after`, nor one whose failures
+  // take turns between two causes (a TLS server refusing a warden without a
+  // certificate resets some connections and alerts on others).
   if (!in_outage) {
+    outage_errors.clear();
     spdlog::warn(
-        "shared homes: cannot use {} ({}); conversations are placed by this warden alone "
+        "shared homes: cannot use {} ({}){}; conversations are placed by this warden alone "
         "until Redis answers again",
-        describe(options.address), error);
-  } else if (error != outage_error) {
-    spdlog::warn("shared homes: still cannot use {}, now: {}", describe(options.address), error);
+        describe(options.address), error, connect_hint(error));
+  } else if (std::ranges::find(outage_errors, error) == outage_errors.end() &&
+             outage_errors.size() < kOutageCausesLogged) {
+    spdlog::warn("shared homes: still cannot use {}, now: {}{}", describe(options.address), error,
+                 connect_hint(error));
   }
   in_outage = true;
-  outage_error = error;
+  if (std::ranges::find(outage_errors, error) == outage_errors.end() &&
+      outage_errors.size() < kOutageCausesLogged)
+    outage_errors.push_back(error);
 }
 
 void HomeStore::State::drop_late_connection(const std::string& error) {

@@ -199,8 +199,9 @@ std::optional<std::string> RedisLink::start_tls(const RedisAddress& address, ssl
     if (rc == 1) return std::nullopt;
     const int reason = SSL_get_error(ssl_.get(), rc);
     if (reason == SSL_ERROR_WANT_READ || reason == SSL_ERROR_WANT_WRITE) {
+      // A plain Redis reads the ClientHello as a command and waits for more.
       if (auto late = wait_ready(reason == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline))
-        return late;
+        return "TLS handshake: " + *late + " (is that port Redis's tls-port?)";
       continue;
     }
     const long verified = SSL_get_verify_result(ssl_.get());

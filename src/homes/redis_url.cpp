@@ -92,8 +92,8 @@ Result<RedisAddress, std::string> parse_redis_url(std::string_view url) {
     } else {
       address.password = percent_decoded(userinfo);
     }
-    if (!address.username.empty() && address.password.empty())
-      return unexpected(std::string("the redis URL names a user but no password (user:password@)"));
+    // "user:" with no password: the password comes from password_env (the
+    // configuration checks that it does).
   }
 
   const std::size_t slash = rest.find('/');
@@ -139,8 +139,8 @@ Result<RedisAddress, std::string> parse_redis_url(std::string_view url) {
     long long database = 0;
     if (!whole_number(path, 0, INT_MAX, database)) {
       return unexpected(std::string(
-          "the redis URL's database (after the host: /3) must be a whole number from 0, and "
-          "nothing may follow it"));
+          "the redis URL's database, the part after the host and port, must be a whole number "
+          "from 0 (redis://HOST:6379/3), and nothing may follow it (no ?query or #fragment)"));
     }
     address.database = static_cast<int>(database);
   }

@@ -23,6 +23,7 @@ namespace beast = boost::beast;
 // is not a part of `target` (no path: "http://host?x" is "/?x"). Any other
 // target is returned as it is.
 inline std::string_view origin_form(std::string_view target, std::string& scratch) {
+  if (target.empty() || target.front() == '/') return target;  // origin form: nearly every request
   constexpr std::string_view kSchemes[] = {"http://", "https://"};
   for (const std::string_view scheme : kSchemes) {
     if (target.size() <= scheme.size() || !beast::iequals(target.substr(0, scheme.size()), scheme))

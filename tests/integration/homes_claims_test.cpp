@@ -229,5 +229,32 @@ TEST_F(HomeStoreTest, AUserWithOneWayToRunScriptsClaimsThroughIt) {
   }
 }
 
+// An ACL that lets the user run every command but not on the warden's keys
+// (a key pattern that key_prefix does not match): the claims are refused as
+// they come, not taken for a refusal of scripts (no plain SET is tried), and
+// the warning names the keys, not the script.
+TEST_F(HomeStoreTest, AnAclThatRefusesTheKeysIsNotTakenForARefusalOfScripts) {
+  ASSERT_EQ(
+      redis_.command({"ACL", "SETUSER", "elsewhere", "reset", "on", ">pw", "~other:*", "+@all"}),
+      "+OK");
+  HomeStoreOptions options = options_for(redis_.port(), /*retry_after=*/60s);
+  options.address.username = "elsewhere";
+  options.address.password = "pw";
+  CapturedLog log;
+  {
+    HomeStore store(options);
+    EXPECT_EQ(claim(store, "conv:1", "", "0 http://a:1"), "refused");
+    EXPECT_EQ(claim(store, "conv:2", "", "0 http://a:1"), "refused");
+    const HomeStoreStats stats = store.stats();
+    EXPECT_EQ(stats.claims_unchecked, 0u);
+    EXPECT_EQ(stats.writes_failed, 2u);
+    EXPECT_TRUE(stats.connected);
+  }
+  EXPECT_EQ(log.count("refuses the claim's script"), 0u) << ::testing::PrintToString(log.lines());
+  EXPECT_EQ(log.count("must allow the keys under shared_homes.key_prefix"), 1u)
+      << ::testing::PrintToString(log.lines());
+  EXPECT_EQ(redis_.command({"EXISTS", "conv:1"}), ":0");
+}
+
 }  // namespace
 }  // namespace lmwarden::homes

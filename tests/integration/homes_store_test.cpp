@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -497,10 +498,78 @@ TEST_F(HomeStoreTest, OutageIsLoggedOnceAndItsEndOnce) {
             1u);
   EXPECT_EQ(log.count("placed by this warden alone"), 1u);
   EXPECT_LE(log.count("warn"), 2u);
-  EXPECT_EQ(log.count("info"), 1u);
+  EXPECT_EQ(log.count("info"), 2u);  // the first connection, and Redis answering again
+  EXPECT_EQ(log.count("info shared homes: connected to redis://127.0.0.1:" +
+                      std::to_string(redis_.port()) + "/0"),
+            1u);
   EXPECT_EQ(log.count("info shared homes: redis://127.0.0.1:" + std::to_string(redis_.port()) +
                       "/0 answers again"),
             1u);
+}
+
+// Accepts connections and fails each in turn one of two ways: closed at
+// once, or answered "-LOADING" (a Redis loading its data).
+class FickleServer {
+ public:
+  FickleServer() : listener_(testing::loopback_listener(64, port_)) {
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~FickleServer() {
+    stop_ = true;
+    thread_.join();
+    ::close(listener_);
+  }
+  FickleServer(const FickleServer&) = delete;
+  FickleServer& operator=(const FickleServer&) = delete;
+  std::uint16_t port() const { return port_; }
+  int connections() const { return connections_.load(); }
+
+ private:
+  void serve() {
+    while (!stop_) {
+      pollfd p{listener_, POLLIN, 0};
+      if (::poll(&p, 1, 10) <= 0) continue;
+      const int fd = ::accept(listener_, nullptr, nullptr);
+      if (fd < 0) continue;
+      if (connections_++ % 2 == 1) {
+        pollfd c{fd, POLLIN, 0};
+        char buf[512];
+        if (::poll(&c, 1, 1000) > 0 && ::recv(fd, buf, sizeof buf, 0) > 0) {
+          static constexpr std::string_view kLoading = "-LOADING Redis is loading the dataset\r\n";
+          ::send(fd, kLoading.data(), kLoading.size(), MSG_NOSIGNAL);
+        }
+      }
+      ::close(fd);
+    }
+  }
+
+  std::uint16_t port_ = 0;
+  int listener_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> connections_{0};
+  std::thread thread_;
+};
+
+// An outage whose connections fail one way, then another, in turn, logs each
+// cause once, not a line per connection.
+TEST(HomeStoreUnreachable, AnOutageWhoseCausesTakeTurnsLogsEachOnce) {
+  FickleServer fickle;
+  CapturedLog log;
+  {
+    HomeStore store(options_for(fickle.port(), /*retry_after=*/10ms));
+    const auto until = Clock::now() + 1500ms;
+    while (Clock::now() < until && fickle.connections() < 12) {
+      EXPECT_EQ(lookup(store, "conv:1"), "failed");
+      std::this_thread::sleep_for(15ms);
+    }
+  }
+  ASSERT_GE(fickle.connections(), 6) << "too few connections to see causes take turns";
+  // Closed at once reads as "closed" or as a reset, as the race goes.
+  const auto lines = ::testing::PrintToString(log.lines());
+  EXPECT_EQ(log.count("LOADING"), 1u) << lines;
+  EXPECT_LE(log.count("Server closed the connection"), 1u) << lines;
+  EXPECT_LE(log.count("reset by peer"), 1u) << lines;
+  EXPECT_LE(log.count("cannot use"), 3u) << lines;
 }
 
 }  // namespace

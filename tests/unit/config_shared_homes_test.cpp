@@ -7,6 +7,7 @@
 #include <string>
 
 #include "config_test_util.h"
+#include "homes/home_store.h"
 
 namespace lmwarden::config {
 namespace {
@@ -66,6 +67,24 @@ TEST(ConfigSharedHomes, MistakesAreNamedByKey) {
                      std::string(kMinimal)),
             "lmwarden.yaml:3: shared_homes.password_env: the environment variable "
             "LMWARDEN_TEST_UNSET is not set: Redis would be sent an empty password");
+}
+
+// An ACL user whose password is in the environment: "USER:" in the URL,
+// password_env beside it. Without password_env the user has no password.
+TEST(ConfigSharedHomes, AUserInTheUrlTakesThePasswordFromTheEnvironment) {
+  ::setenv("LMWARDEN_TEST_REDIS_PASSWORD", "s3cret", 1);
+  const Config c = load_ok(
+      "shared_homes:\n  redis: redis://warden:@h:1\n"
+      "  password_env: LMWARDEN_TEST_REDIS_PASSWORD\n" +
+      std::string(kMinimal));
+  ::unsetenv("LMWARDEN_TEST_REDIS_PASSWORD");
+  ASSERT_TRUE(c.shared_homes);
+  EXPECT_EQ(c.shared_homes->password, "s3cret");
+  EXPECT_EQ(homes::parse_redis_url(c.shared_homes->redis)->username, "warden");
+  EXPECT_EQ(error_of("shared_homes:\n  redis: redis://warden:@h:1\n" + std::string(kMinimal)),
+            "lmwarden.yaml:2: shared_homes.redis: the redis URL names a user but no password: "
+            "write it after the ':' (redis://USER:PASSWORD@HOST), or name the variable that "
+            "holds it in shared_homes.password_env (redis://USER:@HOST)");
 }
 
 // rediss://: the PEM files, absolute and readable when the file is loaded

@@ -126,8 +126,17 @@ TEST(ParseRedisUrl, BareIpv6NeedsBrackets) {
   EXPECT_NE(error_of("redis://::1:6379").find("brackets"), std::string::npos);
 }
 
-TEST(ParseRedisUrl, UserWithoutPassword) {
-  EXPECT_NE(error_of("redis://warden:@cache").find("no password"), std::string::npos);
+// "user:" leaves the password to password_env (the configuration requires
+// one or the other); "word@" alone is a password, as redis-cli reads it.
+TEST(ParseRedisUrl, AUserWithoutAPasswordKeepsTheUser) {
+  const auto a = parse_redis_url("redis://warden:@cache");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->username, "warden");
+  EXPECT_EQ(a->password, "");
+  const auto b = parse_redis_url("redis://s3cret@cache");
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->username, "");
+  EXPECT_EQ(b->password, "s3cret");
 }
 
 // A config error is printed and logged: the password must not go with it,
