@@ -170,6 +170,10 @@ class Router final : private SessionTable::Listener {
   bool knows_conversation(std::uint64_t conversation, TimePoint now) {
     return sessions_.find(conversation, now).has_value();
   }
+  // The home of a conversation this router knows (touching it), or nullopt.
+  std::optional<int> home_of(std::uint64_t conversation, TimePoint now) {
+    return sessions_.find(conversation, now);
+  }
   bool adopt_home(std::uint64_t conversation, int replica, TimePoint now) noexcept;
   bool adopt_response(std::uint64_t response, int replica, TimePoint now) noexcept;
   // Another warden's home (`replica`) for a conversation whose home was

@@ -103,7 +103,14 @@ net::Awaitable<void> SharedHomes::learn(ModelState& model, const core::Identity&
     if (!model.router.affinity()) co_return;  // nothing is followed
     const auto now = coarse_steady_now();
     ask_response = chained && !model.router.holds_response(identity.previous_response, now);
-    ask_conversation = conversation && !model.router.knows_conversation(identity.session_hash, now);
+    // Not known here; or known, with a home that takes no new work here, so
+    // that this request would move it: another warden may have moved it
+    // already, and it then follows there rather than to a replica of this
+    // warden's choosing (one cold prefill for the move, not one per warden).
+    if (conversation) {
+      const std::optional<int> home = model.router.home_of(identity.session_hash, now);
+      ask_conversation = !home || !model.router.healthy(*home);
+    }
   }
   // Known here, but its last claim failed: asked again once Redis answers.
   if (conversation && !ask_conversation && unsettled_count_.load(std::memory_order_relaxed) > 0 &&

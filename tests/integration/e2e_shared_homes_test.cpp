@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <future>
@@ -63,6 +64,11 @@ class SharedFleet {
 
   std::uint16_t warden(int i) const { return i % 2 == 0 ? w1_.port() : w2_.port(); }
   RedisServer& redis() { return redis_; }
+  // Kills the server of replica i (one rank each, in the file's order).
+  void kill_server(int i) {
+    SimProcess& server = i == 0 ? a_ : i == 1 ? b_ : c_;
+    ::kill(server.pid(), SIGKILL);
+  }
   json card(int i) { return json::parse(http_request(warden(i), "GET", "/api/models/m").body); }
   // Waits until warden i has sent `n` homes to Redis, so that the other
   // warden can find them.
@@ -284,6 +290,43 @@ TEST(EndToEndSharedHomes, AConversationFollowsTheHomeAnotherWardenMovedItTo) {
   const Reply fourth = chat_turn(fleet.warden(1), "moved", 4);
   ASSERT_EQ(fourth.status, 200);
   EXPECT_GE(fourth.cached_tokens, third.prompt_tokens - 32);
+}
+
+// A warden that sees a conversation's home down asks Redis before it moves
+// the conversation: the home another warden moved it to is followed, rather
+// than a replica of this warden's choosing (which would read the history
+// once more, and then be yielded).
+TEST(EndToEndSharedHomes, AHomeSeenDownIsAskedForBeforeTheConversationMoves) {
+  SharedFleet fleet;
+  ASSERT_EQ(chat_turn(fleet.warden(0), "down", 1).status, 200);
+  fleet.written(0, 1);
+  ASSERT_EQ(chat_turn(fleet.warden(1), "down", 2).status, 200);  // warden 1 learns its home
+  const json before = fleet.card(1);
+  int home = -1;
+  for (const auto& r : before["replicas"])
+    if (r["live_conversations"] == 1) home = r["index"].get<int>();
+  ASSERT_GE(home, 0) << before.dump();
+  const int moved_to = (home + 1) % 3;
+  fleet.kill_server(home);
+  const auto down = [&] { return fleet.card(1)["replicas"][home]["healthy"] == false; };
+  for (int i = 0; i < 200 && !down(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(down()) << fleet.card(1).dump();
+  // As the other warden would have moved it, on a request of its own.
+  const std::string to_url = before["replicas"][moved_to]["url"].get<std::string>();
+  ASSERT_EQ(fleet.redis().command({"SET", conversation_key("down"), "0 " + to_url, "PX", "600000"}),
+            "+OK");
+  const double found =
+      metric_of(fleet.warden(1), "lmwarden_shared_homes_lookups_total", {{"result", "found"}});
+
+  ASSERT_EQ(chat_turn(fleet.warden(1), "down", 3).status, 200);
+  const json after = fleet.card(1);
+  EXPECT_EQ(after["replicas"][moved_to]["sticky"], 1) << after.dump();
+  EXPECT_EQ(after["replicas"][moved_to]["live_conversations"], 1) << after.dump();
+  EXPECT_EQ(route_total(after, "rehomed"), 0) << after.dump();
+  EXPECT_EQ(
+      metric_of(fleet.warden(1), "lmwarden_shared_homes_lookups_total", {{"result", "found"}}),
+      found + 1);
 }
 
 // A Responses chain (store on, no session id, as the OpenAI SDK sends it)
