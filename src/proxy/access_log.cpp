@@ -174,9 +174,8 @@ AccessLog::~AccessLog() {
     stopping_ = true;
   }
   wake_.notify_one();
-  flusher_.join();  // its last round wrote what was buffered
+  flusher_.join();  // its last round wrote what was buffered, and closed the file
   closed_dropped.fetch_add(dropped_, std::memory_order_relaxed);
-  ::close(fd_);
 }
 
 void AccessLog::write(std::uint64_t id, std::string_view client, std::string_view method,
@@ -215,7 +214,15 @@ void AccessLog::run_flusher() {
     writing.clear();
     lock.lock();
     dropped_ += lost;
-    if (last) return;
+    if (last) {
+      // Closed here, in the descriptor table that opened it: the log is
+      // destroyed by whichever thread lets go of it last, often an I/O
+      // thread (a reload's old log, when its last request ends), whose
+      // table of its own may hold anything under this number (its listening
+      // socket, say).
+      ::close(fd_);
+      return;
+    }
   }
 }
 

@@ -68,7 +68,7 @@ core::RouterView ModelState::view() const {
       if (r.in_flight == 0) continue;
       const std::string& url = retired_routing.urls[static_cast<std::size_t>(r.backend)];
       const auto now = std::ranges::find_if(v.replicas, [&](const core::ReplicaView& n) {
-        return n.rank == r.rank && config.backends[static_cast<std::size_t>(n.backend)].url == url;
+        return n.rank == r.rank && routing->servers[static_cast<std::size_t>(n.backend)] == url;
       });
       if (now == v.replicas.end()) continue;
       now->in_flight += r.in_flight;
@@ -76,10 +76,9 @@ core::RouterView ModelState::view() const {
     }
     // Sent without a rank: counted on their server, while the model has it.
     for (std::size_t b = 0; b < before.unassigned_in_flight.size(); ++b) {
-      const auto now = std::ranges::find_if(
-          config.backends, [&](const auto& n) { return n.url == retired_routing.urls[b]; });
-      if (now == config.backends.end()) continue;
-      v.unassigned_in_flight[static_cast<std::size_t>(now - config.backends.begin())] +=
+      const auto now = std::ranges::find(routing->servers, retired_routing.urls[b]);
+      if (now == routing->servers.end()) continue;
+      v.unassigned_in_flight[static_cast<std::size_t>(now - routing->servers.begin())] +=
           before.unassigned_in_flight[b];
       v.in_flight += before.unassigned_in_flight[b];
     }
@@ -95,11 +94,12 @@ ModelState* ModelSet::find(std::string_view name) const noexcept {
 namespace {
 
 // Same servers with the same ranks, in the same order: replica indices, and so
-// conversations' homes and counters, mean the same thing in both.
+// conversations' homes and counters, mean the same thing in both. A server
+// is known by its URL however it is written (a trailing '/', a default port).
 bool same_layout(const config::ModelConfig& a, const config::ModelConfig& b) {
   if (a.backends.size() != b.backends.size()) return false;
   for (std::size_t i = 0; i < a.backends.size(); ++i)
-    if (a.backends[i].url != b.backends[i].url ||
+    if (server_name(a.backends[i]) != server_name(b.backends[i]) ||
         a.backends[i].data_parallel_size != b.backends[i].data_parallel_size)
       return false;
   return true;
@@ -128,15 +128,15 @@ const ModelState* predecessor(const config::ModelConfig& m, const config::Config
 core::Router::Carried carry_homes(const ModelState& from, ModelState& to) {
   std::scoped_lock lock{from.mutex, to.mutex};
   std::vector<int> home_in;
+  // Servers by name, so that a URL written another way is the same server.
+  const std::vector<std::string>& before = from.routing->servers;
+  const std::vector<std::string>& after = to.routing->servers;
   for (int r = 0; r < from.router.replica_count(); ++r) {
-    const std::string& url =
-        from.config.backends[static_cast<std::size_t>(from.router.replica_backend(r))].url;
-    const auto b =
-        std::ranges::find_if(to.config.backends, [&](const auto& n) { return n.url == url; });
-    home_in.push_back(b == to.config.backends.end()
-                          ? -1
-                          : to.router.replica_at(static_cast<int>(b - to.config.backends.begin()),
-                                                 from.router.replica_rank(r)));
+    const std::string& server = before[static_cast<std::size_t>(from.router.replica_backend(r))];
+    const auto b = std::ranges::find(after, server);
+    home_in.push_back(b == after.end() ? -1
+                                       : to.router.replica_at(static_cast<int>(b - after.begin()),
+                                                              from.router.replica_rank(r)));
   }
   return to.router.carry_homes(from.router, home_in, coarse_steady_now());
 }
@@ -165,7 +165,7 @@ std::shared_ptr<ModelSet> make_model_set(config::Config config, const ModelSet* 
         if (!r.routing.expired()) state->retired.push_back(r);
       if (replaced->routing != state->routing) {
         RetiredRouting r{replaced->routing, {}};
-        for (const auto& b : replaced->config.backends) r.urls.push_back(b.url);
+        r.urls = replaced->routing->servers;
         state->retired.push_back(std::move(r));
       }
     }

@@ -54,7 +54,7 @@ struct RoutingState {
 // requests it sent may still run, on servers the model may still have.
 struct RetiredRouting {
   std::weak_ptr<RoutingState> routing;  // expires with its last request
-  std::vector<std::string> urls;        // its backend servers, by index
+  std::vector<std::string> urls;        // its backend servers, by index (server_name)
 };
 
 // One configured model: its settings as loaded, and its routing state.

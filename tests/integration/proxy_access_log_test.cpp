@@ -416,5 +416,43 @@ TEST(AccessLog, AReloadReopensTheFileSoARotatedLogIsFollowed) {
   EXPECT_EQ(lines_of(log).size(), 1u);
 }
 
+// Descriptors of this process's (main) table open on `path`.
+int descriptors_open_on(const std::string& path) {
+  const auto target = std::filesystem::canonical(path);
+  int n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    const auto points_to = std::filesystem::read_symlink(entry.path(), ec);
+    n += !ec && points_to == target;
+  }
+  return n;
+}
+
+// The log a reload replaced is closed when the last request that began
+// under it ends, on that request's I/O thread: closed in the table that
+// opened it, not under the same number in the I/O thread's own table (where
+// it was once the listening socket, and the warden then refused every
+// connection after a logrotate's SIGHUP under streaming traffic).
+TEST(AccessLog, TheLogAReloadReplacedIsClosedWhereItWasOpened) {
+  FakeVllm fake{1};
+  TempDir dir{"lmwarden-access"};
+  const std::string log = dir.file("access.log");
+  RunningWarden warden{logged_config(fake.port(), 1, log)};
+  HttpConnection stream{warden.port()};
+  stream.send(http::verb::post, "/v1/chat/completions", chat_body("m", "hi"),
+              {{"x-fake-hold", "1"}});
+  ASSERT_EQ(stream.read_header().status, 200u);
+  stream.read_until("first");
+  EXPECT_TRUE(warden.reload(logged_config(fake.port(), 1, log)).empty());
+  EXPECT_EQ(descriptors_open_on(log), 2) << "the old log stays open for the stream";
+  fake.release();
+  EXPECT_NE(stream.read_until("[DONE]").find("[DONE]"), std::string::npos);
+  EXPECT_TRUE(eventually([&] { return descriptors_open_on(log) == 1; }))
+      << "the old log was not closed in the table that opened it";
+  for (const char* id : {"after-1", "after-2", "after-3"})
+    EXPECT_EQ(chat_status(warden.port(), id), 200u) << "the warden still takes connections";
+  EXPECT_EQ(wait_for_lines(log, 4).size(), 4u);
+}
+
 }  // namespace
 }  // namespace lmwarden::testing

@@ -313,6 +313,20 @@ TEST(ProxyApi, ConversationsKeepTheirRankWhenAReloadAddsOrRemovesAServer) {
   EXPECT_EQ(sticky, 6) << card;
   EXPECT_EQ(card["replicas"][0]["live_conversations"], 0) << card;
 
+  // The same servers, their URLs written with a trailing '/': the same
+  // layout, so the model's conversations and counters carry on as they are.
+  const auto slashed = warden.reload(load_test_config(
+      "listen: 127.0.0.1:0\nmodels:\n  - name: m\n    backends:\n      - url: http://127.0.0.1:" +
+      std::to_string(other.port()) + "/\n      - url: http://127.0.0.1:" +
+      std::to_string(fake.port()) + "/\n        data_parallel_size: 2\n"));
+  EXPECT_FALSE(std::ranges::any_of(slashed, [](const std::string& n) {
+    return n.find("replicas changed") != std::string::npos;
+  })) << ::testing::PrintToString(slashed);
+  card = warden.card();
+  sticky = 0;
+  for (const auto& replica : card["replicas"]) sticky += replica["sticky"].get<int>();
+  EXPECT_EQ(sticky, 6) << "counters carried on: " << card;
+
   const auto removed = warden.reload(make_config({{other.port(), 1}}));
   EXPECT_TRUE(std::ranges::any_of(removed, [](const std::string& n) {
     return n.starts_with("model m: its replicas changed: 0 conversations and 0 stored responses") &&
