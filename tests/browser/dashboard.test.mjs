@@ -427,6 +427,15 @@ test('after a reload that changed the replicas the token panels say since when t
     await eventually(async () => (await getJson(`${r.base}/api/stats`)).now >= before.started + 3,
       { what: 'three seconds of the warden' });
     await r.reload(1);
+    // No tokens since: not "no traffic yet", which the hour before belies.
+    await withPage(browser, 'tokens-after-reload-empty', async (page, errors) => {
+      await page.goto(`${r.base}/stats?window=900`);
+      const summary = page.locator('[data-testid=tokens-summary]');
+      await assertEventually(async () => /no tokens since a reload changed the replicas, \d+ s ago/.test(await summary.innerText()),
+        'the empty panel says since when it counts');
+      assert.doesNotMatch(await page.locator('main').innerText(), /No traffic yet/);
+      assert.deepEqual(errors, []);
+    });
     await driveTraffic(r.base, 'R', { sessions: 2, turns: 2, tag: 'after' });
     const after = await getJson(`${r.base}/api/stats?window=900`);
     const card = await getJson(`${r.base}/api/models/R`);
@@ -445,6 +454,10 @@ test('after a reload that changed the replicas the token panels say since when t
         const now = (await getJson(`${r.base}/api/stats`)).now;
         assert.ok(Math.abs(counted - (now - after.counted_since)) <= 3, `${where}: "${text}"`);
       }
+      // The models page's hour share says it is only since then, too.
+      await page.goto(`${r.base}/`);
+      await assertEventually(async () => /since a reload, \d+ s ago/.test(await page.locator('table').first().innerText()),
+        'the models table says the share is since the reload');
       assert.deepEqual(errors, []);
     });
   } finally {

@@ -81,25 +81,31 @@ export class TokensPanel {
     this.empty.hidden = any;
     this.chartBox.hidden = !any;
     const span = WINDOWS.find((w) => w.s === s.window_s)?.label ?? duration(s.window_s);
+    // A reload that changed the replicas starts the count again: "no
+    // traffic yet" would then be wrong.
+    const since = s.counted_since ?? s.started;
+    const reset = since > s.started;
     if (!any) {
       const url = `${location.protocol}//${location.host}/v1`;
-      const key = `empty|${url}|${this.model}`;
+      const key = `empty|${url}|${this.model}|${reset}`;
       if (this.empty.dataset.key !== key) {
         this.empty.dataset.key = key;
         this.empty.replaceChildren(
-          el('strong', { text: `No traffic yet — point a client at ${url}` }),
+          el('strong', { text: reset ? `No tokens since a reload changed the replicas, ${duration(s.now - since)} ago`
+            : `No traffic yet — point a client at ${url}` }),
           el('span', {}, this.model
             ? ['Requests with ', el('code', { text: `"model": "${this.model}"` }), ' will show here within a second or two.']
             : ['Prompt tokens (cached and computed) and completion tokens will show here within a second or two.']));
       }
-      this.summary.replaceChildren(el('span', { class: 'muted', text: `Last ${span}: no tokens` }));
+      this.summary.replaceChildren(el('span', { class: 'muted', text: reset
+        ? `Last ${span}: no tokens since a reload changed the replicas, ${duration(s.now - since)} ago`
+        : `Last ${span}: no tokens` }));
     } else {
       // Tokens are counted from the warden's start, or for a model from the
       // reload that changed its replicas (GET /api/stats, counted_since).
-      const since = s.counted_since ?? s.started;
       this.chart.update(s, since);
       const young = !since || s.now - since >= s.window_s ? ''
-        : since > s.started ? ` (counted since a reload changed the replicas, ${duration(s.now - since)} ago)`
+        : reset ? ` (counted since a reload changed the replicas, ${duration(s.now - since)} ago)`
           : ` (the warden started ${duration(s.now - since)} ago)`;
       this.renderSummary(s, span + young);
     }

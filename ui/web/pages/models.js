@@ -1,7 +1,7 @@
 // Models page: every configured model, its replicas and how the warden routes it.
 import { api, modelPath } from '../api.js';
 import { poll } from '../poll.js';
-import { el, int, pct, si, setText, tableScroll } from '../format.js';
+import { duration, el, int, pct, si, setText, tableScroll } from '../format.js';
 
 export function mountModels(root, _params, ctx) {
   document.title = 'Models · LM Warden';
@@ -140,6 +140,14 @@ export function mountModels(root, _params, ctx) {
   }
   let lastHit = 0;
 
+  // Tokens count from a model's last reload that changed its replicas, when
+  // that was within the hour (counted_since): said, so that a share or "no
+  // traffic" is not read as the whole hour's.
+  const sinceReload = (s) => {
+    const since = s.counted_since ?? s.started;
+    return since > s.started && s.now - since < 3600 ? ` since a reload, ${duration(s.now - since)} ago` : '';
+  };
+
   // The hour's cache share is slower-moving: fetched less often, and hidden
   // gracefully where the stats API is unavailable.
   async function refreshHit() {
@@ -148,7 +156,7 @@ export function mountModels(root, _params, ctx) {
       const t = s.totals;
       const prompt = t.prompt_cached + t.prompt_computed;
       tileCells.hit.replaceChildren(prompt ? pct(s.cache_hit_ratio) : '—',
-        el('small', { text: prompt ? ` of ${si(prompt)} tokens` : ' no traffic yet' }));
+        el('small', { text: (prompt ? ` of ${si(prompt)} tokens` : ' no traffic yet') + sinceReload(s) }));
     } catch { setText(tileCells.hit, '—'); return; }
     // Per model, for a fleet of a reasonable size.
     if (rows.size > 20) return;
@@ -156,7 +164,7 @@ export function mountModels(root, _params, ctx) {
       try {
         const m = await api.stats(name, 3600);
         const p = m.totals.prompt_cached + m.totals.prompt_computed;
-        setText(r.hit, p ? `${pct(m.cache_hit_ratio)} of ${si(p)}` : 'no traffic');
+        setText(r.hit, (p ? `${pct(m.cache_hit_ratio)} of ${si(p)}` : 'no traffic') + sinceReload(m));
         r.hit.classList.toggle('zero', !p);
       } catch { setText(r.hit, '—'); }
     }));
