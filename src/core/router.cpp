@@ -317,24 +317,25 @@ Router::Carried Router::carry_homes(const Router& before, const std::vector<int>
   Carried carried;
   if (!affinity_) return carried;
   const auto carry = [&](const SessionTable& from, SessionTable& to, std::size_t& taken,
-                         std::size_t* left) {
+                         std::size_t& left) {
     const TimePoint oldest = now - to.ttl();
     from.for_each_oldest_first([&](std::uint64_t key, int home, TimePoint last_seen) {
       if (last_seen < oldest) return;
       const int replica =
           home < static_cast<int>(home_in.size()) ? home_in[static_cast<std::size_t>(home)] : -1;
       if (replica < 0 || replica >= replica_count()) {
-        if (left) ++*left;
+        ++left;
         return;
       }
       to.assign(key, replica, last_seen);
       ++taken;
     });
   };
-  carry(before.sessions_, sessions_, carried.conversations, &carried.left);
-  carry(before.responses_, responses_, carried.responses, nullptr);
+  carry(before.sessions_, sessions_, carried.conversations, carried.left);
+  carry(before.responses_, responses_, carried.responses, carried.responses_left);
   // A table smaller than the one before keeps the most recent.
-  carried.conversations = std::min(carried.conversations, sessions_.size());
+  carried.over_capacity = carried.conversations - std::min(carried.conversations, sessions_.size());
+  carried.conversations -= carried.over_capacity;
   carried.responses = std::min(carried.responses, responses_.size());
   return carried;
 }

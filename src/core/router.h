@@ -240,7 +240,9 @@ class Router final : private SessionTable::Listener {
   struct Carried {
     std::size_t conversations = 0;  // taken, each on the same server and rank
     std::size_t responses = 0;
-    std::size_t left = 0;  // conversations whose replica is gone: placed again
+    std::size_t left = 0;            // conversations whose replica is gone: placed again
+    std::size_t responses_left = 0;  // stored responses whose replica is gone
+    std::size_t over_capacity = 0;   // taken, then forgotten: a smaller max_conversations
   };
   Carried carry_homes(const Router& before, const std::vector<int>& home_in, TimePoint now);
 

@@ -193,9 +193,14 @@ std::vector<std::string> routing_notes(const ModelSet& before, const ModelSet& a
       const core::Router::Carried& c = m->carried;
       notes.push_back(fmt::format(
           "{}{}its replicas changed: {} conversations and {} stored responses on servers and "
-          "ranks it still has stay there, {} conversations on replicas it no longer has are "
-          "placed again at their next request; its counters and chart start afresh",
-          what, renamed ? "; " : ": ", c.conversations, c.responses, c.left));
+          "ranks it still has stay there; {} conversations on replicas it no longer has are "
+          "placed again at their next request, and {} stored responses there are forgotten{}; "
+          "its counters and chart start afresh",
+          what, renamed ? "; " : ": ", c.conversations, c.responses, c.left, c.responses_left,
+          c.over_capacity == 0 ? std::string()
+                               : fmt::format("; {} conversations over max_conversations are "
+                                             "forgotten (the least recently used)",
+                                             c.over_capacity)));
       continue;
     }
     if (renamed)

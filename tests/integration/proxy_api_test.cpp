@@ -295,9 +295,10 @@ TEST(ProxyApi, ConversationsKeepTheirRankWhenAReloadAddsOrRemovesAServer) {
   const auto added = warden.reload(make_config({{other.port(), 1}, {fake.port(), 2}}));
   EXPECT_NE(std::ranges::find(added,
                               "model m: its replicas changed: 6 conversations and 0 stored "
-                              "responses on servers and ranks it still has stay there, 0 "
+                              "responses on servers and ranks it still has stay there; 0 "
                               "conversations on replicas it no longer has are placed again at "
-                              "their next request; its counters and chart start afresh"),
+                              "their next request, and 0 stored responses there are "
+                              "forgotten; its counters and chart start afresh"),
             added.end())
       << ::testing::PrintToString(added);
   EXPECT_EQ(warden.card()["conversations"], 6);
@@ -330,7 +331,7 @@ TEST(ProxyApi, ConversationsKeepTheirRankWhenAReloadAddsOrRemovesAServer) {
   const auto removed = warden.reload(make_config({{other.port(), 1}}));
   EXPECT_TRUE(std::ranges::any_of(removed, [](const std::string& n) {
     return n.starts_with("model m: its replicas changed: 0 conversations and 0 stored responses") &&
-           n.find(", 6 conversations on replicas it no longer has are placed again") !=
+           n.find("; 6 conversations on replicas it no longer has are placed again") !=
                std::string::npos;
   })) << ::testing::PrintToString(removed);
   EXPECT_EQ(warden.card()["conversations"], 0);
@@ -387,9 +388,10 @@ TEST(ProxyApi, RequestsStillRunningAfterAChangeOfReplicasAreCountedWhereTheyRun)
   EXPECT_NE(std::ranges::find(notes,
                               "model m renamed m2, which keeps the old name as an alias; its "
                               "replicas changed: 0 conversations and 0 stored responses on "
-                              "servers and ranks it still has stay there, 0 conversations on "
+                              "servers and ranks it still has stay there; 0 conversations on "
                               "replicas it no longer has are placed again at their next "
-                              "request; its counters and chart start afresh"),
+                              "request, and 0 stored responses there are forgotten; its "
+                              "counters and chart start afresh"),
             notes.end())
       << ::testing::PrintToString(notes);
   EXPECT_EQ(warden.card("m2")["replicas"][rank]["in_flight"], 1);

@@ -85,6 +85,7 @@ TEST(RouterCarry, IdleOnesAreLeftAndASmallerTableKeepsTheMostRecent) {
   Router after = make_router(m);
   const Router::Carried carried = after.carry_homes(before, {0}, now);
   EXPECT_EQ(carried.conversations, 2u);
+  EXPECT_EQ(carried.over_capacity, 1u);  // conv-2: taken, then pushed out by conv-3 and 4
   EXPECT_EQ(after.conversations(), 2u);
   EXPECT_FALSE(after.knows_conversation(stable_hash("conv-2"), now));  // older than conv-3 and 4
   // So the two are conv-3 and conv-4, and they keep their last use (a lookup
@@ -104,6 +105,7 @@ TEST(RouterCarry, StoredResponsesAreTakenToo) {
   Router after = make_router(servers(1));  // the first server only
   const Router::Carried carried = after.carry_homes(before, {0, -1}, t0);
   EXPECT_EQ(carried.responses, 1u);
+  EXPECT_EQ(carried.responses_left, 1u);
   EXPECT_EQ(after.holds_response(stable_hash(a.replica == 0 ? "resp_a" : "resp_b"), t0), true);
   EXPECT_EQ(after.holds_response(stable_hash(a.replica == 0 ? "resp_b" : "resp_a"), t0), false);
 }
