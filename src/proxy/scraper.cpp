@@ -55,6 +55,16 @@ std::string missing_ranks(const telemetry::VllmSnapshot& snapshot, int ranks) {
   return text;
 }
 
+// The ranks at or above `ranks` a server's /metrics has engines for (a
+// data_parallel_size smaller than the server's), as "2-3" or "1"; empty
+// when there are none.
+std::string extra_ranks(const telemetry::VllmSnapshot& snapshot, int ranks) {
+  int top = ranks - 1;
+  for (const auto& m : snapshot.ranks) top = std::max(top, m.rank);
+  if (top < ranks) return {};
+  return top == ranks ? std::to_string(ranks) : std::to_string(ranks) + "-" + std::to_string(top);
+}
+
 }  // namespace
 
 void Scraper::start(net::asio::io_context& io) {
@@ -88,6 +98,7 @@ net::Awaitable<void> Scraper::watch(std::shared_ptr<ModelState> model_ptr, int b
   const std::string health_target = backend.base_path + "/health";
   const std::string metrics_target = backend.base_path + "/metrics";
   std::string missing_said;  // the ranks last logged as missing from /metrics
+  std::string extra_said;    // the ranks last logged as more than data_parallel_size
 
   while (warden_.models()->generation == generation) {
     const auto round_start = std::chrono::steady_clock::now();
@@ -116,6 +127,17 @@ net::Awaitable<void> Scraper::watch(std::shared_ptr<ModelState> model_ptr, int b
                 "data_parallel_size to the server's --data-parallel-size",
                 model.config.name, backend.url, ranks, missing);
           missing_said = std::move(missing);
+        }
+        if (auto extra = extra_ranks(snapshot, ranks); extra != extra_said) {
+          if (!extra.empty())
+            spdlog::warn(
+                "model={} backend={}: data_parallel_size is {}, but its /metrics has engines for "
+                "rank {} too; {}: set data_parallel_size to the server's --data-parallel-size",
+                model.config.name, backend.url, ranks, extra,
+                ranks == 1 ? "a server of one rank is sent no rank, so the server's own balancer "
+                             "spreads each conversation over all its ranks"
+                           : "the warden pins requests to the ranks it knows only");
+          extra_said = std::move(extra);
         }
         std::lock_guard lock{model.mutex};
         for (const auto& m : snapshot.ranks) {

@@ -479,5 +479,23 @@ TEST(ServeRestart, RanksTheServersMetricsDoNotHaveAreNamedOnce) {
                                                                    << log;
 }
 
+// A data_parallel_size smaller than the server's: with 1, no rank is sent,
+// and the server's own balancer spreads each conversation over its ranks.
+// Said once.
+TEST(ServeRestart, RanksBeyondDataParallelSizeAreNamedOnce) {
+  FakeVllm fake{4};
+  for (int rank = 0; rank < 4; ++rank) fake.set_engine(rank, 0, 0, 0, 0, 0);
+  ServeProcess serve{serve_yaml(fake.port(), 1, "", "scrape_interval: 100ms\n")};
+  const std::string said = "model=m backend=http://127.0.0.1:" + std::to_string(fake.port()) +
+                           ": data_parallel_size is 1, but its /metrics has engines for rank "
+                           "1-3 too; a server of one rank is sent no rank";
+  ASSERT_TRUE(eventually([&] { return serve.log().find(said) != std::string::npos; }))
+      << serve.log();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // five more rounds
+  const std::string log = serve.log();
+  EXPECT_EQ(log.find(said, log.find(said) + 1), std::string::npos) << "said more than once:\n"
+                                                                   << log;
+}
+
 }  // namespace
 }  // namespace lmwarden::testing
