@@ -460,41 +460,36 @@ TEST(ServeRestart, AReloadThatMakesABackendTheWardenItselfIsRefused) {
       200u);
 }
 
+// A warden of `ranks` in front of a server of `engines` ranks, scraped every
+// 100 ms: `said` comes in its log, once in the five rounds after.
+void expect_said_once_of_ranks(int engines, int ranks, const std::string& said) {
+  FakeVllm fake{engines};
+  for (int rank = 0; rank < engines; ++rank) fake.set_engine(rank, 0, 0, 0, 0, 0);
+  ServeProcess serve{serve_yaml(fake.port(), ranks, "", "scrape_interval: 100ms\n")};
+  const std::string line = "model=m backend=http://127.0.0.1:" + std::to_string(fake.port()) + said;
+  ASSERT_TRUE(eventually([&] { return serve.log().find(line) != std::string::npos; }))
+      << serve.log();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // five more rounds
+  const std::string log = serve.log();
+  EXPECT_EQ(log.find(line, log.find(line) + 1), std::string::npos) << "said more than once:\n"
+                                                                   << log;
+}
+
 // A data_parallel_size larger than the server runs loads (the server may be
 // starting), but the first scrape that shows the missing engines says so,
 // once: vLLM refuses every request for those ranks.
 TEST(ServeRestart, RanksTheServersMetricsDoNotHaveAreNamedOnce) {
-  FakeVllm fake{2};
-  fake.set_engine(0, 0, 0, 0, 0, 0);
-  fake.set_engine(1, 0, 0, 0, 0, 0);
-  ServeProcess serve{serve_yaml(fake.port(), 4, "", "scrape_interval: 100ms\n")};
-  const std::string said = "model=m backend=http://127.0.0.1:" + std::to_string(fake.port()) +
-                           ": data_parallel_size is 4, but its /metrics has no engine for rank "
-                           "2-3; vLLM refuses requests for a rank it does not have";
-  ASSERT_TRUE(eventually([&] { return serve.log().find(said) != std::string::npos; }))
-      << serve.log();
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // five more rounds
-  const std::string log = serve.log();
-  EXPECT_EQ(log.find(said, log.find(said) + 1), std::string::npos) << "said more than once:\n"
-                                                                   << log;
+  expect_said_once_of_ranks(2, 4,
+                            ": data_parallel_size is 4, but its /metrics has no engine for rank "
+                            "2-3; vLLM refuses requests for a rank it does not have");
 }
 
 // A data_parallel_size smaller than the server's: with 1, no rank is sent,
 // and the server's own balancer spreads each conversation over its ranks.
-// Said once.
 TEST(ServeRestart, RanksBeyondDataParallelSizeAreNamedOnce) {
-  FakeVllm fake{4};
-  for (int rank = 0; rank < 4; ++rank) fake.set_engine(rank, 0, 0, 0, 0, 0);
-  ServeProcess serve{serve_yaml(fake.port(), 1, "", "scrape_interval: 100ms\n")};
-  const std::string said = "model=m backend=http://127.0.0.1:" + std::to_string(fake.port()) +
-                           ": data_parallel_size is 1, but its /metrics has engines for rank "
-                           "1-3 too; a server of one rank is sent no rank";
-  ASSERT_TRUE(eventually([&] { return serve.log().find(said) != std::string::npos; }))
-      << serve.log();
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // five more rounds
-  const std::string log = serve.log();
-  EXPECT_EQ(log.find(said, log.find(said) + 1), std::string::npos) << "said more than once:\n"
-                                                                   << log;
+  expect_said_once_of_ranks(4, 1,
+                            ": data_parallel_size is 1, but its /metrics has engines for rank "
+                            "1-3 too; a server of one rank is sent no rank");
 }
 
 }  // namespace

@@ -355,6 +355,14 @@ TEST(AccessLog, LinesPastTheFirstFlushOfBytesFromEveryIoThreadAllReachTheFile) {
   EXPECT_NE(metrics.find("lmwarden_access_log_dropped_total 0\n"), std::string::npos) << metrics;
 }
 
+// A stream the fake holds after its first event, that event read.
+void start_held_stream(HttpConnection& client) {
+  client.send(http::verb::post, "/v1/chat/completions", chat_body("m", "hi"),
+              {{"x-fake-hold", "1"}});
+  ASSERT_EQ(client.read_header().status, 200u);
+  client.read_until("first");
+}
+
 TEST(AccessLog, AClientThatLeftMidReplyIsLoggedAsGone) {
   FakeVllm fake{1};
   TempDir dir{"lmwarden-access"};
@@ -362,10 +370,7 @@ TEST(AccessLog, AClientThatLeftMidReplyIsLoggedAsGone) {
   RunningWarden warden{logged_config(fake.port(), 1, log)};
   {
     HttpConnection client{warden.port()};
-    client.send(http::verb::post, "/v1/chat/completions", chat_body("m", "hi"),
-                {{"x-fake-hold", "1"}});
-    ASSERT_EQ(client.read_header().status, 200u);
-    client.read_until("first");
+    ASSERT_NO_FATAL_FAILURE(start_held_stream(client));
     client.close();
   }
   const auto lines = wait_for_lines(log, 1);
@@ -439,10 +444,7 @@ TEST(AccessLog, TheLogAReloadReplacedIsClosedWhereItWasOpened) {
   const std::string log = dir.file("access.log");
   RunningWarden warden{logged_config(fake.port(), 1, log)};
   HttpConnection stream{warden.port()};
-  stream.send(http::verb::post, "/v1/chat/completions", chat_body("m", "hi"),
-              {{"x-fake-hold", "1"}});
-  ASSERT_EQ(stream.read_header().status, 200u);
-  stream.read_until("first");
+  ASSERT_NO_FATAL_FAILURE(start_held_stream(stream));
   EXPECT_TRUE(warden.reload(logged_config(fake.port(), 1, log)).empty());
   EXPECT_EQ(descriptors_open_on(log), 2) << "the old log stays open for the stream";
   fake.release();
