@@ -29,6 +29,7 @@ proxy::AccessRecord record(bool relayed) {
   r.conversation = 0x9f2c4a1e5b6d7c8aull;
   r.route = "sticky";
   r.replica = 2;
+  r.rank = 1;
   r.attempts = 1;
   r.outcome = "relayed";
   r.first_byte = r.received + 212400us;

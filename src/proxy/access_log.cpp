@@ -131,6 +131,7 @@ void format_line(std::string& out, std::uint64_t id, std::string_view client,
   line.key("route").text_or_null(r.route);
   line.key("replica").number_or_null(when(r.replica >= 0, r.replica));
   line.key("server").text_or_null(r.server);
+  line.key("rank").number_or_null(when(r.rank >= 0, r.rank));
   line.key("attempts").number(r.attempts);
   line.key("status").number_or_null(when(r.status != 0, r.status));
   line.key("outcome").text(r.outcome);

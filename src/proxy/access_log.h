@@ -41,6 +41,7 @@ struct AccessRecord {
   std::optional<std::uint64_t> conversation;  // the conversation's hash, when it has one
   std::string_view route;                     // new, sticky, …; empty: not routed
   int replica = -1;                           // the last replica tried; -1: none, or no rank
+  int rank = -1;                              // that replica's rank on its server; -1 likewise
   std::string_view server;                    // its server's configured URL; empty: none tried
   int attempts = 0;                           // replicas tried
   unsigned status = 0;                        // the status the client got; 0: none (it left first)

@@ -557,6 +557,8 @@ net::Awaitable<void> Warden::run_attempts(Forward& f) {
     const auto& backend = f.model.config.backends[static_cast<std::size_t>(decision.backend)];
     f.log.route = core::to_string(decision.kind);
     f.log.replica = decision.replica;
+    // The layout is fixed for the router's life: read without the lock.
+    f.log.rank = decision.replica >= 0 ? f.model.router.replica_rank(decision.replica) : -1;
     f.log.server = backend.url;
     f.log.attempts = attempt + 1;
     f.log.status = 0;

@@ -129,6 +129,7 @@ TEST(AccessLog, OneLinePerRequestWithWhereItWentWhatTheClientGotAndItsTokens) {
   EXPECT_EQ(second["route"], "sticky");
   EXPECT_EQ(second["replica"], first["replica"]);
   EXPECT_EQ(first["server"], "http://127.0.0.1:" + std::to_string(fake.port()));
+  EXPECT_EQ(first["rank"], fake.seen()[0].rank);  // the rank header the server was sent
   EXPECT_EQ(second["conversation"], first["conversation"]);
 
   const json& unknown = lines[2];
@@ -138,6 +139,7 @@ TEST(AccessLog, OneLinePerRequestWithWhereItWentWhatTheClientGotAndItsTokens) {
   EXPECT_TRUE(unknown["user_agent"].is_null()) << "the test client sends none";
   EXPECT_TRUE(unknown["route"].is_null());
   EXPECT_TRUE(unknown["replica"].is_null());
+  EXPECT_TRUE(unknown["rank"].is_null());
   EXPECT_TRUE(unknown["server"].is_null());
   EXPECT_EQ(unknown["attempts"], 0);
   EXPECT_TRUE(unknown["prompt_tokens"].is_null());

@@ -61,6 +61,7 @@ AccessRecord relayed() {
   r.conversation = 0x9f2c4a1e00000000ull;
   r.route = "sticky";
   r.replica = 2;
+  r.rank = 1;
   r.server = "http://127.0.0.1:8000";
   r.attempts = 1;
   r.status = 200;
@@ -87,17 +88,29 @@ TEST(AccessLogLine, HasEveryFieldInTheDocumentedOrder) {
   const auto line = ordered_json::parse(lines[0]);
   std::vector<std::string> keys;
   for (const auto& [key, value] : line.items()) keys.push_back(key);
-  EXPECT_EQ(keys, (std::vector<std::string>{"time",          "id",
-                                            "client",        "method",
-                                            "target",        "user_agent",
-                                            "model",         "conversation",
-                                            "route",         "replica",
-                                            "server",        "attempts",
-                                            "status",        "outcome",
-                                            "error",         "first_byte_ms",
-                                            "duration_ms",   "body_bytes",
-                                            "sent_bytes",    "prompt_tokens",
-                                            "cached_tokens", "completion_tokens"}));
+  EXPECT_EQ(keys, (std::vector<std::string>{"time",
+                                            "id",
+                                            "client",
+                                            "method",
+                                            "target",
+                                            "user_agent",
+                                            "model",
+                                            "conversation",
+                                            "route",
+                                            "replica",
+                                            "server",
+                                            "rank",
+                                            "attempts",
+                                            "status",
+                                            "outcome",
+                                            "error",
+                                            "first_byte_ms",
+                                            "duration_ms",
+                                            "body_bytes",
+                                            "sent_bytes",
+                                            "prompt_tokens",
+                                            "cached_tokens",
+                                            "completion_tokens"}));
   EXPECT_EQ(line["id"], 17);
   EXPECT_EQ(line["client"], "127.0.0.1");
   EXPECT_EQ(line["target"], "/v1/messages?beta=true");
@@ -107,6 +120,7 @@ TEST(AccessLogLine, HasEveryFieldInTheDocumentedOrder) {
   EXPECT_EQ(line["route"], "sticky");
   EXPECT_EQ(line["replica"], 2);
   EXPECT_EQ(line["server"], "http://127.0.0.1:8000");
+  EXPECT_EQ(line["rank"], 1);
   EXPECT_EQ(line["status"], 200);
   EXPECT_EQ(line["outcome"], "relayed");
   EXPECT_TRUE(line["error"].is_null());
@@ -129,7 +143,7 @@ TEST(AccessLogLine, ARequestRefusedBeforeRoutingHasNullsWhereItHasNoValue) {
   ASSERT_EQ(lines.size(), 1u);
   const auto line = ordered_json::parse(lines[0]);
   for (const char* key :
-       {"user_agent", "model", "conversation", "route", "replica", "server", "error",
+       {"user_agent", "model", "conversation", "route", "replica", "server", "rank", "error",
         "first_byte_ms", "prompt_tokens", "cached_tokens", "completion_tokens"})
     EXPECT_TRUE(line[key].is_null()) << key << ": " << line[key];
   EXPECT_EQ(line["attempts"], 0);
