@@ -509,21 +509,20 @@ void HomeStore::State::fail_connection(const std::string& error) {
   // hours must not write a line each `retry_after`, nor one whose failures
   // take turns between two causes (a TLS server refusing a warden without a
   // certificate resets some connections and alerts on others).
+  if (!in_outage) outage_errors.clear();
+  const bool new_cause = std::ranges::find(outage_errors, error) == outage_errors.end() &&
+                         outage_errors.size() < kOutageCausesLogged;
   if (!in_outage) {
-    outage_errors.clear();
     spdlog::warn(
         "shared homes: cannot use {} ({}){}; conversations are placed by this warden alone "
         "until Redis answers again",
         describe(options.address), error, connect_hint(error));
-  } else if (std::ranges::find(outage_errors, error) == outage_errors.end() &&
-             outage_errors.size() < kOutageCausesLogged) {
+  } else if (new_cause) {
     spdlog::warn("shared homes: still cannot use {}, now: {}{}", describe(options.address), error,
                  connect_hint(error));
   }
   in_outage = true;
-  if (std::ranges::find(outage_errors, error) == outage_errors.end() &&
-      outage_errors.size() < kOutageCausesLogged)
-    outage_errors.push_back(error);
+  if (new_cause) outage_errors.push_back(error);
 }
 
 void HomeStore::State::drop_late_connection(const std::string& error) {

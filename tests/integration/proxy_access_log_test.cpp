@@ -257,18 +257,25 @@ TEST(AccessLog, ErrorsAnsweredBeforeAnyModelIsKnownAreLoggedAsRefused) {
   EXPECT_EQ(refused, expected_reasons) << text;
 }
 
+// An access log at `log` and client_read 300ms, for the 408 tests.
+config::Config short_read_config(std::uint16_t backend, const std::string& log) {
+  return make_config({{backend, 1}}, std::nullopt, "access_log: " + log + "\n", "",
+                     "  first_byte: 20s\n  client_read: 300ms\n");
+}
+
+// A request whose body stops after 9 of the 100 bytes it declared.
+constexpr std::string_view kBodyThatStops =
+    "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"model\":";
+
 // A body that stops coming is refused with 408 after client_read; its line
 // counts the bytes that came, not the length the header declared.
 TEST(AccessLog, ABodyThatTimedOutIsLoggedWithTheBytesThatCame) {
   FakeVllm fake{1};
   TempDir dir{"lmwarden-access"};
   const std::string log = dir.file("access.log");
-  RunningWarden warden{make_config({{fake.port(), 1}}, std::nullopt, "access_log: " + log + "\n",
-                                   "", "  first_byte: 20s\n  client_read: 300ms\n")};
+  RunningWarden warden{short_read_config(fake.port(), log)};
   RawClient client{warden.port()};
-  ASSERT_TRUE(
-      client.send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n"
-                  "\r\n{\"model\":"));
+  ASSERT_TRUE(client.send(kBodyThatStops));
   ASSERT_TRUE(client.wait_closed(std::chrono::seconds(10)));
   EXPECT_TRUE(client.unread().starts_with("HTTP/1.1 408")) << client.unread().substr(0, 100);
   const auto lines = wait_for_lines(log, 1);
@@ -287,8 +294,7 @@ TEST(AccessLog, ATimeoutOnAKeptAliveConnectionIsTimedFromItsOwnStart) {
   FakeVllm fake{1};
   TempDir dir{"lmwarden-access"};
   const std::string log = dir.file("access.log");
-  RunningWarden warden{make_config({{fake.port(), 1}}, std::nullopt, "access_log: " + log + "\n",
-                                   "", "  first_byte: 20s\n  client_read: 300ms\n")};
+  RunningWarden warden{short_read_config(fake.port(), log)};
   RawClient client{warden.port()};
   const std::string body = R"({"model":"m","messages":[]})";
   ASSERT_TRUE(client.send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
@@ -297,9 +303,7 @@ TEST(AccessLog, ATimeoutOnAKeptAliveConnectionIsTimedFromItsOwnStart) {
   ASSERT_TRUE(first);
   EXPECT_EQ(first->status, 200u);
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // idle, under keep_alive
-  ASSERT_TRUE(
-      client.send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n"
-                  "\r\n{\"model\":"));
+  ASSERT_TRUE(client.send(kBodyThatStops));
   ASSERT_TRUE(client.wait_closed(std::chrono::seconds(10)));
   const auto lines = wait_for_lines(log, 2);
   ASSERT_EQ(lines.size(), 2u) << read_all(log);
