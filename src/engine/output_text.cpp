@@ -45,36 +45,32 @@ const PieceTable& table() {
   return t;
 }
 
+std::uint64_t piece_hash(std::uint64_t output_seed, std::int32_t index) noexcept {
+  return mix(output_seed ^ mix(static_cast<std::uint64_t>(index)));
+}
+
+// About one sentence end per 14 tokens and one comma per 20.
+std::string_view drawn_mark(std::uint64_t h) noexcept {
+  const std::uint64_t r = h % 140;
+  if (r < 10) return ".";
+  if (r < 17) return ",";
+  return {};
+}
+
 }  // namespace
 
 std::string_view output_piece(std::uint64_t output_seed, std::int32_t index) noexcept {
-  const std::uint64_t h = mix(output_seed ^ mix(static_cast<std::uint64_t>(index)));
+  const std::uint64_t h = piece_hash(output_seed, index);
   const std::size_t word = (h >> 8) % kWords.size();
   if (index == 0) return kWords[word];
-  // About one sentence end per 14 tokens and one comma per 20.
-  switch (h % 140) {
-    case 0:
-    case 1:
-    case 2:
-    case 3:
-    case 4:
-    case 5:
-    case 6:
-    case 7:
-    case 8:
-    case 9:
-      return ".";
-    case 10:
-    case 11:
-    case 12:
-    case 13:
-    case 14:
-    case 15:
-    case 16:
-      return ",";
-    default:
-      return table().spaced[word];
-  }
+  // Two marks in a row would tokenize as one piece (".,"), so the reply sent
+  // back would stop matching the generated ids there. A mark is drawn only
+  // where the previous position drew a word; that decides from the draws
+  // alone, and a demoted mark is a word, so no two marks are ever adjacent.
+  const std::string_view mark = drawn_mark(h);
+  if (!mark.empty() && (index == 1 || drawn_mark(piece_hash(output_seed, index - 1)).empty()))
+    return mark;
+  return table().spaced[word];
 }
 
 TokenId output_token(std::uint64_t output_seed, std::int32_t index) noexcept {

@@ -126,6 +126,30 @@ TEST_F(SimServerTest, ChatCompletionReportsUsageAndCachedTokensOnTheSameRank) {
   EXPECT_TRUE(c["usage"]["prompt_tokens_details"].is_null()) << "rank 1 never saw this prompt";
 }
 
+TEST_F(SimServerTest, ALongReplySentBackAsHistoryIsCachedToItsLastFullBlock) {
+  constexpr int kReply = 1500;
+  Json body = chat_body("Write a long design note about the request router, turn one.", kReply);
+  const Headers rank0{{"X-data-parallel-rank", "0"}};
+  const HttpResponse first = post("/v1/chat/completions", body, rank0);
+  ASSERT_EQ(first.status, 200) << first.body;
+  const Json a = Json::parse(first.body);
+  ASSERT_EQ(a["usage"]["completion_tokens"], kReply);
+  const int prompt = a["usage"]["prompt_tokens"];
+
+  body["messages"].push_back(
+      {{"role", "assistant"}, {"content", a["choices"][0]["message"]["content"]}});
+  body["messages"].push_back({{"role", "user"}, {"content", "Now shorten it."}});
+  body["max_tokens"] = 4;
+  const Json b = Json::parse(post("/v1/chat/completions", body, rank0).body);
+  // The turn-one prompt and every generated token but the last have KV; the
+  // reply's last block may end in the message's closing text, so one block
+  // of slack.
+  const int computed = prompt + kReply - 1;
+  EXPECT_GE(b["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(),
+            computed / 16 * 16 - 16)
+      << "prompt " << prompt << ", reply " << kReply;
+}
+
 TEST_F(SimServerTest, ChatCompletionStreamsChunksThenUsageThenDone) {
   Json body = chat_body("Stream a short answer about chunked prefill and budgets, please.", 6);
   const std::string expected =
