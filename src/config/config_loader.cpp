@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "common/host_port.h"
+#include "config/yaml_quotes.h"
 #include "config/yaml_reader.h"
 #include "homes/home_store.h"
 
@@ -80,7 +81,17 @@ class Loader : private yaml::Reader {
       try {
         root = YAML::Load(std::string(text));
       } catch (const YAML::ParserException& e) {
-        add(e.mark.line + 1, "", fmt::format("invalid YAML: {}", e.msg));
+        std::string message = fmt::format("invalid YAML: {}", e.msg);
+        if (const auto open = yaml::quote_left_open_before(text, e.mark.line + 1))
+          message += fmt::format(
+              " (line {} opens a quoted string that does not close on that line: is its closing "
+              "quote missing?)",
+              *open);
+        add(e.mark.line + 1, "", message);
+        return finish(std::move(config));
+      }
+      if (const auto line = yaml::unclosed_quote_line(root, text)) {
+        add(*line, "", "invalid YAML: a quoted string opens on this line and is never closed");
         return finish(std::move(config));
       }
       read_root(root, config);

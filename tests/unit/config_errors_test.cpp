@@ -468,6 +468,29 @@ TEST(ConfigErrors, InvalidYamlSyntax) {
   EXPECT_THAT(error_of("models: [\n  {name: m\n"), HasSubstr("invalid YAML"));
 }
 
+// yaml-cpp reads a quoted string left open on the last line as if it were
+// closed at the end of the line; earlier in the file, its error comes lines
+// later, about a mapping. Both name the line where the quote opens.
+TEST(ConfigErrors, AQuotedStringLeftOpenIsNamedWhereItOpens) {
+  EXPECT_EQ(error_of(std::string(kMinimal) + "admin_token: \"sekret\n"),
+            "lmwarden.yaml:6: invalid YAML: a quoted string opens on this line and is never "
+            "closed");
+  EXPECT_EQ(error_of(std::string(kMinimal) + "access_log: 'log.jsonl\n"),
+            "lmwarden.yaml:6: invalid YAML: a quoted string opens on this line and is never "
+            "closed");
+  const std::string early =
+      "admin_token: \"sekret\n" + std::string(kMinimal) + "  - name: \"m2\"\n";
+  EXPECT_THAT(error_of(early),
+              HasSubstr("(line 1 opens a quoted string that does not close on that line: is its "
+                        "closing quote missing?)"));
+  // Quotes closed, escaped or doubled, and in plain text, are no such thing.
+  EXPECT_TRUE(load_config_string(
+      std::string(kMinimal) + "admin_token: \"a \\\" b\"\naccess_log: '/var/log/it''s.jsonl'\n",
+      "lmwarden.yaml"));
+  // A parse error with every quote closed has no hint.
+  EXPECT_THAT(error_of("models: [\n  {name: \"m\"\n"), Not(HasSubstr("closing quote")));
+}
+
 TEST(ConfigErrors, AllProblemsAreReportedTogether) {
   auto result = load_config_string(R"(threads: -1
 models:
