@@ -28,6 +28,7 @@
 #include <system_error>
 #include <utility>
 
+#include "common/coarse_clock.h"
 #include "net/drain_state.h"
 #include "net/read_available.h"
 #include "net/request_reader.h"
@@ -479,8 +480,10 @@ Awaitable<void> HttpServer::serve_connection(Socket tcp_socket) {
   bool first = true;
   // When the request being read began: for the first, the accept; for a
   // later one, its first bytes' arrival (or the previous reply's end, when
-  // they were already there). For the log of an error reply sent here.
-  auto began = std::chrono::steady_clock::now();
+  // they were already there). For the log of an error reply sent here, to
+  // the kernel's tick: a precise read would cost every request for the
+  // rare one that needs it.
+  auto began = coarse_steady_now();
   // One request object for the connection: each request reuses its storage.
   Request request;
 
@@ -558,7 +561,7 @@ Awaitable<void> HttpServer::serve_connection(Socket tcp_socket) {
       }
       if (buffer.size() == 0) break;  // closed, failed, or idle past the keep-alive timeout
     }
-    if (!first) began = std::chrono::steady_clock::now();
+    if (!first) began = coarse_steady_now();
     deadline.arm(stream.socket(), options_.read_timeout);
     // A header already buffered (the usual case once a client is busy) is
     // parsed without a coroutine of its own.
