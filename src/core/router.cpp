@@ -340,6 +340,24 @@ Router::Carried Router::carry_homes(const Router& before, const std::vector<int>
   return carried;
 }
 
+void Router::carry_state(const Router& before, const std::vector<int>& home_in,
+                         bool counters) noexcept {
+  for (int r = 0; r < before.replica_count() && r < static_cast<int>(home_in.size()); ++r) {
+    const int now = home_in[static_cast<std::size_t>(r)];
+    if (now < 0 || now >= replica_count()) continue;
+    const Replica& from = before.replicas_[static_cast<std::size_t>(r)];
+    Replica& to = replicas_[static_cast<std::size_t>(now)];
+    to.probed = from.probed;
+    to.ejected = from.ejected;
+    to.ejected_until = from.ejected_until;
+    if (to.ejected) next_ejection_end_ = std::min(next_ejection_end_, to.ejected_until);
+    to.engine = from.engine;
+    if (counters && now == r) to.counters = from.counters;
+    set_taking_work(now);
+  }
+  if (counters) unassigned_counters_ = before.unassigned_counters_;
+}
+
 int Router::replica_at(int backend, int rank) const noexcept {
   if (backend < 0 || backend >= backend_count()) return -1;
   const Backend& b = backends_[static_cast<std::size_t>(backend)];

@@ -245,6 +245,13 @@ class Router final : private SessionTable::Listener {
     std::size_t over_capacity = 0;   // taken, then forgotten: a smaller max_conversations
   };
   Carried carry_homes(const Router& before, const std::vector<int>& home_in, TimePoint now);
+  // With carry_homes: takes each shared replica's health, ejection and last
+  // engine figures, so that a server that is down stays out of service and
+  // the load scores hold until the next probe. With `counters`, also the
+  // route counters of each replica whose index is the same in both (the
+  // `replica` label is an index, so a counter may only continue under it)
+  // and the unassigned ones.
+  void carry_state(const Router& before, const std::vector<int>& home_in, bool counters) noexcept;
 
   bool affinity() const noexcept { return affinity_; }
   int spill_threshold() const noexcept { return spill_threshold_.value_or(config::kAutoSpillThreshold); }

@@ -128,7 +128,8 @@ std::string warden_metrics_text(const ModelSet& models, const ConfigReloads& rel
   family("lmwarden_time_to_first_byte_seconds");
   for (const auto& [m, v] : snaps) {
     const Label labels[] = {{"model", m->config.name}};
-    w.histogram("lmwarden_time_to_first_byte_seconds", labels, m->telemetry.time_to_first_byte.snapshot());
+    w.histogram("lmwarden_time_to_first_byte_seconds", labels,
+                m->telemetry.time_to_first_byte().snapshot());
   }
 
   auto gauge = [&](std::string_view name, auto value_of) {
@@ -224,7 +225,7 @@ std::string stats_json(const ModelSet& models, std::string_view model, std::chro
   std::uint64_t open_requests = 0;
   for (const auto& m : models.models) {
     if (!model.empty() && m->config.name != model) continue;
-    const auto open = m->telemetry.open_requests.snapshot(now);
+    const auto open = m->telemetry.open_requests().snapshot(now);
     if (open.oldest_unix_s) settled_until = std::min(settled_until, *open.oldest_unix_s);
     open_requests += open.count;
   }

@@ -31,21 +31,20 @@ std::vector<ModelTelemetry::Server> telemetry_servers(const config::ModelConfig&
 }  // namespace
 
 ModelState::ModelState(const config::ModelConfig& model)
-    : config(model),
-      identity{.sources = model.session_sources, .honor_client_rank = model.honor_client_rank},
-      api_keys(resolve_api_keys(model)),
-      routing(std::make_shared<RoutingState>(model)),
-      telemetry_owner(std::make_shared<ModelTelemetry>(model.name, telemetry_servers(model))),
-      mutex(routing->mutex),
-      router(routing->router),
-      telemetry(*telemetry_owner) {}
+    : ModelState(model, std::make_shared<RoutingState>(model),
+                 std::make_shared<ModelTelemetry>(model.name, telemetry_servers(model))) {}
 
 ModelState::ModelState(const config::ModelConfig& model, const ModelState& previous)
+    : ModelState(model, previous.routing, previous.telemetry_owner) {}
+
+ModelState::ModelState(const config::ModelConfig& model,
+                       std::shared_ptr<RoutingState> routing_state,
+                       std::shared_ptr<ModelTelemetry> model_telemetry)
     : config(model),
       identity{.sources = model.session_sources, .honor_client_rank = model.honor_client_rank},
       api_keys(resolve_api_keys(model)),
-      routing(previous.routing),
-      telemetry_owner(previous.telemetry_owner),
+      routing(std::move(routing_state)),
+      telemetry_owner(std::move(model_telemetry)),
       mutex(routing->mutex),
       router(routing->router),
       telemetry(*telemetry_owner) {}
@@ -122,23 +121,68 @@ const ModelState* predecessor(const config::ModelConfig& m, const config::Config
   return nullptr;
 }
 
-// The conversations and stored responses of `from` (a model whose replicas
-// a reload changed) whose replica `to` still has, by server URL and rank,
-// taken into `to`'s fresh routing state before it is published.
-core::Router::Carried carry_homes(const ModelState& from, ModelState& to) {
-  std::scoped_lock lock{from.mutex, to.mutex};
-  std::vector<int> home_in;
-  // Servers by name, so that a URL written another way is the same server.
-  const std::vector<std::string>& before = from.routing->servers;
-  const std::vector<std::string>& after = to.routing->servers;
-  for (int r = 0; r < from.router.replica_count(); ++r) {
-    const std::string& server = before[static_cast<std::size_t>(from.router.replica_backend(r))];
-    const auto b = std::ranges::find(after, server);
-    home_in.push_back(b == after.end() ? -1
-                                       : to.router.replica_at(static_cast<int>(b - after.begin()),
-                                                              from.router.replica_rank(r)));
+// The replica of `model` at `rank` of the server named `server` (server_name),
+// -1 where it has none.
+int replica_of(const config::ModelConfig& model, const std::string& server, int rank) {
+  int first = 0;
+  for (const auto& b : model.backends) {
+    if (server_name(b) == server) return rank < b.data_parallel_size ? first + rank : -1;
+    first += b.data_parallel_size;
   }
-  return to.router.carry_homes(from.router, home_in, coarse_steady_now());
+  return -1;
+}
+
+// The state of `m`, which continues `from` with other replicas. Taken over
+// before it is published: the conversations and stored responses whose
+// server and rank `m` still has (by server name, so a URL written another
+// way is the same server), those replicas' health and engine figures, and
+// each server's failed probes. The counters and the chart continue too when
+// every replica kept has the same index in both, as after servers or ranks
+// added or removed at the end of the list: the `replica` label of /metrics
+// is an index, so a counter whose replica moved must start again (as it
+// does, with the model's other counters, when one has).
+std::shared_ptr<ModelState> continue_with_new_replicas(const ModelState& from,
+                                                       const config::ModelConfig& m) {
+  std::vector<int> home_in;
+  bool kept = false;
+  bool same_indices = true;
+  {
+    std::lock_guard lock{from.mutex};
+    for (int r = 0; r < from.router.replica_count(); ++r) {
+      const std::string& server =
+          from.routing->servers[static_cast<std::size_t>(from.router.replica_backend(r))];
+      home_in.push_back(replica_of(m, server, from.router.replica_rank(r)));
+      kept = kept || home_in.back() >= 0;
+      same_indices = same_indices && (home_in.back() < 0 || home_in.back() == r);
+    }
+  }
+  const bool counters = kept && same_indices;
+  std::shared_ptr<ModelTelemetry> telemetry;
+  if (counters) {
+    std::vector<int> same_as(static_cast<std::size_t>(m.replica_count()), -1);
+    for (std::size_t r = 0; r < home_in.size(); ++r)
+      if (home_in[r] >= 0) same_as[static_cast<std::size_t>(home_in[r])] = static_cast<int>(r);
+    telemetry = std::make_shared<ModelTelemetry>(m.name, telemetry_servers(m),
+                                                 *from.telemetry_owner, same_as);
+  } else {
+    telemetry = std::make_shared<ModelTelemetry>(m.name, telemetry_servers(m));
+  }
+  auto to =
+      std::make_shared<ModelState>(m,
+                                   counters ? std::make_shared<RoutingState>(m, from.routing->since)
+                                            : std::make_shared<RoutingState>(m),
+                                   std::move(telemetry));
+  std::scoped_lock lock{from.mutex, to->mutex};
+  to->carried = to->router.carry_homes(from.router, home_in, coarse_steady_now());
+  to->counters_carried = counters;
+  to->router.carry_state(from.router, home_in, counters);
+  for (std::size_t b = 0; b < to->routing->servers.size(); ++b) {
+    const auto& before = from.routing->servers;
+    if (const auto it = std::ranges::find(before, to->routing->servers[b]); it != before.end())
+      to->routing->failed_probes[b] =
+          from.routing->failed_probes[static_cast<std::size_t>(it - before.begin())];
+  }
+  return to;
 }
 
 }  // namespace
@@ -153,11 +197,12 @@ std::shared_ptr<ModelSet> make_model_set(config::Config config, const ModelSet* 
     const ModelState* before = replaced && same_layout(replaced->config, m) ? replaced : nullptr;
     if (before) {
       set->models.push_back(std::make_shared<ModelState>(m, *before));
+    } else if (replaced) {
+      set->models.push_back(continue_with_new_replicas(*replaced, m));
     } else {
       set->models.push_back(std::make_shared<ModelState>(m));
     }
     ModelState* state = set->models.back().get();
-    if (replaced && !before) state->carried = carry_homes(*replaced, *state);
     // Its routing states before, while their requests run: those it carried
     // on, and the one a change of replicas replaced.
     if (replaced) {
@@ -195,12 +240,17 @@ std::vector<std::string> routing_notes(const ModelSet& before, const ModelSet& a
           "{}{}its replicas changed: {} conversations and {} stored responses on servers and "
           "ranks it still has stay there; {} conversations on replicas it no longer has are "
           "placed again at their next request, and {} stored responses there are forgotten{}; "
-          "its counters and chart start afresh",
+          "{}",
           what, renamed ? "; " : ": ", c.conversations, c.responses, c.left, c.responses_left,
           c.over_capacity == 0 ? std::string()
                                : fmt::format("; {} conversations over max_conversations are "
                                              "forgotten (the least recently used)",
-                                             c.over_capacity)));
+                                             c.over_capacity),
+          m->counters_carried
+              ? "the counters and chart of the replicas it keeps carry on, as each keeps its "
+                "index"
+              : "its counters and chart start afresh, as a replica it keeps has a new index, or "
+                "it keeps none"));
       continue;
     }
     if (renamed)

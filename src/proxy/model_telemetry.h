@@ -38,7 +38,10 @@ struct ReplicaTelemetry {
     return errors;
   }
 
-  // Scraper-owned: counter deltas since the warden started.
+  // Scraper-owned: counter deltas since the warden started (or the reload
+  // that started the replica's counters afresh), under scrape_mutex: the
+  // scrapers of two configurations may share a replica for a moment.
+  std::mutex scrape_mutex;
   telemetry::RankCounters engine_counters;
   std::atomic<double> prefix_hit_rate{-1.0};  // -1: nothing measured yet
 
@@ -100,28 +103,31 @@ struct ModelTelemetry {
   };
 
   ModelTelemetry(std::string model_name, const std::vector<Server>& servers)
-      : name(std::move(model_name)) {
-    for (const auto& s : servers) {
-      servers_.push_back(
-          std::make_unique<ServerState>(s.url, replica_count(), s.data_parallel_size));
-      for (int rank = 0; rank < s.data_parallel_size; ++rank)
-        replicas_.push_back(std::make_unique<ReplicaTelemetry>());
-    }
-  }
+      : ModelTelemetry(std::move(model_name), servers, nullptr, {}) {}
+  // After a reload that changed the model's replicas: continues `previous`
+  // (its time to first byte, open requests, the unassigned bucket and each
+  // server's cached-count check, by URL) and, for each replica i with
+  // same_as[i] >= 0, that replica of `previous`, shared: requests still
+  // running under the old configuration book their tokens where the new one
+  // reads them.
+  ModelTelemetry(std::string model_name, const std::vector<Server>& servers,
+                 const ModelTelemetry& previous, const std::vector<int>& same_as)
+      : ModelTelemetry(std::move(model_name), servers, &previous, same_as) {}
+
   // Replica `index`, or the "unassigned" bucket (index -1: requests whose rank
   // vLLM's own balancer picked, with affinity off).
   ReplicaTelemetry& replica(int index) {
-    return index < 0 ? unassigned_ : *replicas_[static_cast<std::size_t>(index)];
+    return index < 0 ? *unassigned_ : *replicas_[static_cast<std::size_t>(index)];
   }
   const ReplicaTelemetry& replica(int index) const {
-    return index < 0 ? unassigned_ : *replicas_[static_cast<std::size_t>(index)];
+    return index < 0 ? *unassigned_ : *replicas_[static_cast<std::size_t>(index)];
   }
   int replica_count() const noexcept { return static_cast<int>(replicas_.size()); }
 
   // The model's window: the sum of its replicas' (and the unassigned bucket).
   telemetry::TokenWindow window(telemetry::WallTime now, std::chrono::seconds window,
                                 std::chrono::seconds step) const {
-    telemetry::TokenWindow total = unassigned_.series.query(now, window, step);
+    telemetry::TokenWindow total = unassigned_->series.query(now, window, step);
     for (const auto& r : replicas_) total.add(r->series.query(now, window, step));
     return total;
   }
@@ -133,7 +139,7 @@ struct ModelTelemetry {
   // replies seem not to say how much of the prompt was cached.
   bool count_usage(int server, bool cached_count) noexcept {
     ServerState& s = *servers_[static_cast<std::size_t>(server)];
-    return s.cached_count.count(cached_count, [&] { return engine_cached_nothing(s); });
+    return s.cached_count->count(cached_count, [&] { return engine_cached_nothing(s); });
   }
   const std::string& server_url(int server) const {
     return servers_[static_cast<std::size_t>(server)]->url;
@@ -142,23 +148,41 @@ struct ModelTelemetry {
   std::vector<std::string> cached_count_missing() const {
     std::vector<std::string> urls;
     for (const auto& s : servers_)
-      if (s->cached_count.missing(engine_cached_nothing(*s))) urls.push_back(s->url);
+      if (s->cached_count->missing(engine_cached_nothing(*s))) urls.push_back(s->url);
     return urls;
   }
 
-  telemetry::Histogram time_to_first_byte;
+  telemetry::Histogram& time_to_first_byte() noexcept { return model_wide_->time_to_first_byte; }
+  const telemetry::Histogram& time_to_first_byte() const noexcept {
+    return model_wide_->time_to_first_byte;
+  }
   // Successful replies under way whose tokens are booked when they end: where
   // the chart's seconds stop being final (GET /api/stats, settled_until).
-  telemetry::OpenRequests open_requests;
+  telemetry::OpenRequests& open_requests() noexcept { return model_wide_->open_requests; }
+  const telemetry::OpenRequests& open_requests() const noexcept {
+    return model_wide_->open_requests;
+  }
 
  private:
+  ModelTelemetry(std::string model_name, const std::vector<Server>& servers,
+                 const ModelTelemetry* previous, const std::vector<int>& same_as);
+
+  // What is the model's as a whole, which a reload keeping its counters
+  // shares with the configuration before.
+  struct ModelWide {
+    telemetry::Histogram time_to_first_byte;
+    telemetry::OpenRequests open_requests;
+  };
   struct ServerState {
-    ServerState(std::string address, int first, int count)
-        : url(std::move(address)), first_replica(first), replicas(count) {}
+    ServerState(std::string address, int first, int count, std::shared_ptr<CachedCountCheck> check)
+        : url(std::move(address)),
+          first_replica(first),
+          replicas(count),
+          cached_count(std::move(check)) {}
     const std::string url;
     const int first_replica;  // its ranks are replicas first_replica .. + replicas - 1
     const int replicas;
-    CachedCountCheck cached_count;
+    const std::shared_ptr<CachedCountCheck> cached_count;
   };
   // Whether the scraper has read prompts on every rank of the server, and no
   // prefix-cache hit on any.
@@ -168,9 +192,33 @@ struct ModelTelemetry {
     return s.replicas > 0;
   }
 
+  std::shared_ptr<ModelWide> model_wide_;
   std::vector<std::unique_ptr<ServerState>> servers_;
-  std::vector<std::unique_ptr<ReplicaTelemetry>> replicas_;
-  ReplicaTelemetry unassigned_;
+  std::vector<std::shared_ptr<ReplicaTelemetry>> replicas_;
+  std::shared_ptr<ReplicaTelemetry> unassigned_;
 };
+
+inline ModelTelemetry::ModelTelemetry(std::string model_name, const std::vector<Server>& servers,
+                                      const ModelTelemetry* previous,
+                                      const std::vector<int>& same_as)
+    : name(std::move(model_name)),
+      model_wide_(previous ? previous->model_wide_ : std::make_shared<ModelWide>()),
+      unassigned_(previous ? previous->unassigned_ : std::make_shared<ReplicaTelemetry>()) {
+  for (const auto& s : servers) {
+    std::shared_ptr<CachedCountCheck> check;
+    if (previous)
+      for (const auto& p : previous->servers_)
+        if (p->url == s.url) check = p->cached_count;
+    if (!check) check = std::make_shared<CachedCountCheck>();
+    servers_.push_back(std::make_unique<ServerState>(s.url, replica_count(), s.data_parallel_size,
+                                                     std::move(check)));
+    for (int rank = 0; rank < s.data_parallel_size; ++rank) {
+      const auto i = replicas_.size();
+      const int from = previous && i < same_as.size() ? same_as[i] : -1;
+      replicas_.push_back(from >= 0 ? previous->replicas_[static_cast<std::size_t>(from)]
+                                    : std::make_shared<ReplicaTelemetry>());
+    }
+  }
+}
 
 }  // namespace lmwarden::proxy

@@ -35,9 +35,9 @@ std::span<const std::string_view> RequestAccounting::on_body(std::string_view by
     first_byte_ = coarse_system_now();  // a stamp for the per-second chart
     const auto now = std::chrono::steady_clock::now();
     const std::chrono::duration<double> ttfb = now - sent_;
-    model_.time_to_first_byte.observe(ttfb.count());
+    model_.time_to_first_byte().observe(ttfb.count());
     // Only a successful reply books tokens, so only one holds the chart open.
-    if (ok_status_ && tap_) open_second_ = model_.open_requests.open(*first_byte_);
+    if (ok_status_ && tap_) open_second_ = model_.open_requests().open(*first_byte_);
     if (record_) record_->first_byte = now;
   }
   if (tap_) tap_->feed(bytes);
@@ -87,7 +87,7 @@ RequestAccounting::~RequestAccounting() { book(); }
 
 void RequestAccounting::close_open() noexcept {
   if (!open_second_) return;
-  model_.open_requests.close(*open_second_);
+  model_.open_requests().close(*open_second_);
   open_second_.reset();
 }
 

@@ -148,6 +148,7 @@ net::Awaitable<void> Scraper::watch(std::shared_ptr<ModelState> model_ptr, int b
           stats.waiting = m.waiting ? as_count(*m.waiting) : -1;
           stats.kv_used = m.kv_cache_usage.value_or(std::nan(""));
           auto& rt = model.telemetry.replica(replica);
+          std::lock_guard counters_lock{rt.scrape_mutex};
           rt.engine_counters.observe(m);
           rt.prefix_hit_rate.store(rt.engine_counters.totals().prefix_cache_hit_rate().value_or(-1.0));
         }

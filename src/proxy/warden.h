@@ -36,15 +36,21 @@ namespace lmwarden::proxy {
 // replica layout stays the same: the router (conversations, in-flight counts,
 // health) with the lock that guards it, and the telemetry.
 struct RoutingState {
-  explicit RoutingState(const config::ModelConfig& model)
-      : router(model), failed_probes(model.backends.size(), 0), servers(server_names(model)) {}
+  explicit RoutingState(
+      const config::ModelConfig& model,
+      std::chrono::system_clock::time_point counted_since = std::chrono::system_clock::now())
+      : router(model),
+        failed_probes(model.backends.size(), 0),
+        since(counted_since),
+        servers(server_names(model)) {}
   std::mutex mutex;
   core::Router router;  // guarded by mutex
   // Per backend server, guarded by mutex: the scraper's failed rounds in a
   // row, kept here so that a reload does not start the count again.
   std::vector<int> failed_probes;
-  // When its counters began: the warden's start, or the reload that made it.
-  const std::chrono::system_clock::time_point since = std::chrono::system_clock::now();
+  // When its counters began: the warden's start, or the reload that started
+  // them afresh.
+  const std::chrono::system_clock::time_point since;
   // Each backend as shared homes name it (server_name): fixed, as the
   // router's replicas are, for the state's life.
   const std::vector<std::string> servers;
@@ -62,6 +68,10 @@ struct ModelState {
   explicit ModelState(const config::ModelConfig& model);
   // A reloaded model that keeps the routing state and telemetry of `previous`.
   ModelState(const config::ModelConfig& model, const ModelState& previous);
+  // One with this routing state and telemetry (a reload that changed the
+  // model's replicas makes them: model_set.cpp).
+  ModelState(const config::ModelConfig& model, std::shared_ptr<RoutingState> routing_state,
+             std::shared_ptr<ModelTelemetry> model_telemetry);
 
   const config::ModelConfig config;
   const core::IdentityOptions identity;
@@ -86,6 +96,9 @@ struct ModelState {
   // What the reload that made this state, changing the model's replicas,
   // took from the one before (for its log line). Set before publishing.
   core::Router::Carried carried;
+  // Whether that reload continued the counters and chart (each replica kept
+  // kept its index).
+  bool counters_carried = false;
 
   // The router's view (takes the lock), with the requests still in flight
   // from retired routing states counted where they run: on the replica of

@@ -419,7 +419,9 @@ test('the page of a model that is not served says so and nothing else', { timeou
 // A reload that changes a model's replicas counts its tokens (and its card)
 // afresh: the token panels say so, rather than that the warden just started.
 test('after a reload that changed the replicas the token panels say since when they count', { timeout: 60000 }, async () => {
-  const r = await startFleet({ model: 'R', dp: 2 });
+  // Two servers of two ranks, then of one: the second server's rank 0 moves
+  // from replica 2 to replica 1, so the model's counters start afresh.
+  const r = await startFleet({ model: 'R', dp: 2, servers: 2 });
   try {
     await driveTraffic(r.base, 'R', { sessions: 2, turns: 2, tag: 'before' });
     const before = await getJson(`${r.base}/api/stats?window=900`);

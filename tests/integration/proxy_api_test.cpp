@@ -3,9 +3,11 @@
 // retries and the server's own balancing are counted.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 
 #include "fake_vllm.h"
 #include "http_test_client.h"
@@ -298,7 +300,8 @@ TEST(ProxyApi, ConversationsKeepTheirRankWhenAReloadAddsOrRemovesAServer) {
                               "responses on servers and ranks it still has stay there; 0 "
                               "conversations on replicas it no longer has are placed again at "
                               "their next request, and 0 stored responses there are "
-                              "forgotten; its counters and chart start afresh"),
+                              "forgotten; its counters and chart start afresh, as a replica "
+                              "it keeps has a new index, or it keeps none"),
             added.end())
       << ::testing::PrintToString(added);
   EXPECT_EQ(warden.card()["conversations"], 6);
@@ -335,6 +338,89 @@ TEST(ProxyApi, ConversationsKeepTheirRankWhenAReloadAddsOrRemovesAServer) {
                std::string::npos;
   })) << ::testing::PrintToString(removed);
   EXPECT_EQ(warden.card()["conversations"], 0);
+}
+
+// The counters and the chart of a replica continue through a reload that
+// changes the model's replicas when that replica keeps its index (a server
+// added at the end), since /metrics labels them by index; a reload that
+// moves one starts them afresh.
+TEST(ProxyApi, CountersCarryOnWhenAReloadAddsAServerAtTheEnd) {
+  FakeVllm fake{2}, other{1};
+  RunningWarden warden{make_config({{fake.port(), 2}})};
+  for (int i = 0; i < 4; ++i)
+    ASSERT_EQ(http_request(warden.port(), http::verb::post, "/v1/chat/completions", chat_body("m"),
+                           {{"session-id", "conv-" + std::to_string(i)}})
+                  .status,
+              200u);
+  const json before = warden.card();
+  const auto tokens = [&] {
+    return json::parse(http_request(warden.port(), http::verb::get, "/api/stats?model=m&window=900")
+                           .body)["totals"];
+  };
+  const json tokens_before = tokens();
+  ASSERT_EQ(tokens_before["prompt_cached"], 4 * 64) << tokens_before;
+  ASSERT_EQ(routed(warden.port())["new"], 4);
+
+  const auto added = warden.reload(make_config({{fake.port(), 2}, {other.port(), 1}}));
+  EXPECT_TRUE(std::ranges::any_of(added, [](const std::string& n) {
+    return n.starts_with("model m: its replicas changed: 4 conversations") &&
+           n.ends_with(
+               "; the counters and chart of the replicas it keeps carry on, as each "
+               "keeps its index");
+  })) << ::testing::PrintToString(added);
+  json card = warden.card();
+  ASSERT_EQ(card["replicas"].size(), 3u);
+  EXPECT_EQ(card["since"], before["since"]);
+  for (int r = 0; r < 2; ++r)
+    EXPECT_EQ(card["replicas"][r]["new"], before["replicas"][r]["new"]) << card;
+  EXPECT_EQ(card["replicas"][2]["new"], 0);
+  EXPECT_EQ(tokens(), tokens_before);
+  EXPECT_EQ(routed(warden.port())["new"], 4);
+  // Counting goes on where it was.
+  ASSERT_EQ(http_request(warden.port(), http::verb::post, "/v1/chat/completions", chat_body("m"),
+                         {{"session-id", "conv-0"}})
+                .status,
+            200u);
+  EXPECT_EQ(tokens()["prompt_cached"], 5 * 64);
+  EXPECT_EQ(routed(warden.port())["sticky"], 1);
+
+  // The new server first: the fake's ranks are replicas 1 and 2, so their
+  // series would continue under another replica's label.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // `since` has whole seconds
+  const auto moved = warden.reload(make_config({{other.port(), 1}, {fake.port(), 2}}));
+  EXPECT_TRUE(std::ranges::any_of(moved, [](const std::string& n) {
+    return n.ends_with(
+        "; its counters and chart start afresh, as a replica it keeps has a new "
+        "index, or it keeps none");
+  })) << ::testing::PrintToString(moved);
+  EXPECT_EQ(tokens()["prompt_cached"], 0);
+  EXPECT_GT(warden.card()["since"].get<std::string>(), before["since"].get<std::string>());
+  double requests = 0;
+  for (const auto& [route, n] : routed(warden.port())) requests += n;
+  EXPECT_EQ(requests, 0);
+  EXPECT_EQ(warden.card()["conversations"], 4) << "the conversations stay all the same";
+}
+
+// A server that fails its probes stays out of service through a reload that
+// changes the model's replicas: a fresh routing state would take it for
+// healthy until its probes failed again, and send it new conversations.
+TEST(ProxyApi, AServerDownStaysOutThroughAReloadThatChangesTheReplicas) {
+  FakeVllm up{1}, down{1}, added{1};
+  down.set_healthy(false);
+  const std::string probes = "scrape_interval: 100ms\nunhealthy_after: 2\n";
+  RunningWarden warden{make_config({{up.port(), 1}, {down.port(), 1}}, std::nullopt, probes), true};
+  ASSERT_TRUE(eventually([&] { return warden.card()["replicas"][1]["healthy"] == false; }));
+
+  warden.reload(
+      make_config({{down.port(), 1}, {added.port(), 1}, {up.port(), 1}}, std::nullopt, probes));
+  EXPECT_EQ(warden.card()["replicas"][0]["healthy"], false);
+  for (int i = 0; i < 6; ++i)
+    ASSERT_EQ(http_request(warden.port(), http::verb::post, "/v1/chat/completions", chat_body("m"),
+                           {{"session-id", "after-" + std::to_string(i)}})
+                  .status,
+              200u);
+  EXPECT_TRUE(down.seen().empty()) << down.seen().size() << " requests reached the server down";
+  EXPECT_EQ(up.seen().size() + added.seen().size(), 6u);
 }
 
 // lmwarden_in_flight of one model, summed over its series.
@@ -390,8 +476,9 @@ TEST(ProxyApi, RequestsStillRunningAfterAChangeOfReplicasAreCountedWhereTheyRun)
                               "replicas changed: 0 conversations and 0 stored responses on "
                               "servers and ranks it still has stay there; 0 conversations on "
                               "replicas it no longer has are placed again at their next "
-                              "request, and 0 stored responses there are forgotten; its "
-                              "counters and chart start afresh"),
+                              "request, and 0 stored responses there are forgotten; the "
+                              "counters and chart of the replicas it keeps carry on, as each "
+                              "keeps its index"),
             notes.end())
       << ::testing::PrintToString(notes);
   EXPECT_EQ(warden.card("m2")["replicas"][rank]["in_flight"], 1);

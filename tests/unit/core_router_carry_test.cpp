@@ -121,5 +121,60 @@ TEST(RouterCarry, NothingIsTakenWithAffinityOff) {
   EXPECT_EQ(after.conversations(), 0u);
 }
 
+TEST(RouterCarryState, AServerDownOrEjectedStaysOutAndEngineFiguresAreKept) {
+  // Three servers; the reload drops the first: the second and third are
+  // replicas 0 and 1 now.
+  Router before = make_router(servers(3));
+  before.set_backend_healthy(1, false);
+  ASSERT_TRUE(before.eject(2, t0 + std::chrono::seconds(30)));
+  EngineStats busy;
+  busy.running = 7;
+  busy.waiting = 2;
+  busy.kv_used = 0.5;
+  before.set_engine_stats(2, busy);
+  config::ModelConfig next = servers(3);
+  next.backends.erase(next.backends.begin());
+  Router after = make_router(next);
+  after.carry_state(before, {-1, 0, 1}, false);
+
+  const RouterView v = after.view();
+  EXPECT_FALSE(v.replicas[0].healthy) << "down before the reload";
+  EXPECT_FALSE(after.backend_healthy(0));
+  EXPECT_FALSE(v.replicas[1].healthy);
+  EXPECT_TRUE(v.replicas[1].ejected);
+  EXPECT_EQ(v.replicas[1].engine.running, 7);
+  EXPECT_EQ(v.replicas[1].engine.waiting, 2);
+  // The ejection still ends when it was due.
+  after.expire(t0 + std::chrono::seconds(31));
+  EXPECT_TRUE(after.view().replicas[1].healthy);
+  EXPECT_FALSE(after.view().replicas[0].healthy);
+}
+
+TEST(RouterCarryState, CountersContinueOnlyUnderTheSameIndex) {
+  Router before = make_router(servers(2));
+  for (int i = 0; i < 4; ++i) place(before, "conv-" + std::to_string(i));
+  const RouterView was = before.view();
+  ASSERT_EQ(was.replicas[0].counters.count(RouteKind::kNew), 2u);
+  ASSERT_EQ(was.replicas[1].counters.count(RouteKind::kNew), 2u);
+
+  // A server added at the end: both keep their index and their counters.
+  Router grown = make_router(servers(3));
+  grown.carry_state(before, {0, 1}, true);
+  EXPECT_EQ(grown.view().replicas[0].counters.count(RouteKind::kNew), 2u);
+  EXPECT_EQ(grown.view().replicas[1].counters.count(RouteKind::kNew), 2u);
+  EXPECT_EQ(grown.view().replicas[2].counters.count(RouteKind::kNew), 0u);
+
+  // Without `counters`, none continue, though health would.
+  Router fresh = make_router(servers(3));
+  fresh.carry_state(before, {0, 1}, false);
+  EXPECT_EQ(fresh.view().replicas[0].counters.count(RouteKind::kNew), 0u);
+
+  // A replica whose index moved starts afresh even with `counters`.
+  Router swapped = make_router(servers(2));
+  swapped.carry_state(before, {1, 0}, true);
+  EXPECT_EQ(swapped.view().replicas[0].counters.count(RouteKind::kNew), 0u);
+  EXPECT_EQ(swapped.view().replicas[1].counters.count(RouteKind::kNew), 0u);
+}
+
 }  // namespace
 }  // namespace lmwarden::core
