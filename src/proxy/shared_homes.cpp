@@ -92,7 +92,8 @@ homes::HomeStoreOptions store_options(const config::SharedHomes& config) {
 SharedHomes::SharedHomes(const config::SharedHomes& config)
     : prefix_(config.key_prefix), timeout_(config.timeout), store_(store_options(config)) {}
 
-net::Awaitable<void> SharedHomes::learn(ModelState& model, const core::Identity& identity) {
+net::Awaitable<void> SharedHomes::learn(ModelState& model, const core::Identity& identity,
+                                        int failed_backend) {
   const bool conversation = identity.kind == core::IdentityKind::kSession;
   const bool chained = identity.previous_response != 0;
   if (!conversation && !chained) co_return;
@@ -103,13 +104,15 @@ net::Awaitable<void> SharedHomes::learn(ModelState& model, const core::Identity&
     if (!model.router.affinity()) co_return;  // nothing is followed
     const auto now = coarse_steady_now();
     ask_response = chained && !model.router.holds_response(identity.previous_response, now);
-    // Not known here; or known, with a home that takes no new work here, so
-    // that this request would move it: another warden may have moved it
-    // already, and it then follows there rather than to a replica of this
-    // warden's choosing (one cold prefill for the move, not one per warden).
+    // Not known here; or known, with a home that takes no new work here or
+    // that this request could not reach, so that this request would move
+    // it: another warden may have moved it already, and it then follows
+    // there rather than to a replica of this warden's choosing (one cold
+    // prefill for the move, not one per warden).
     if (conversation) {
       const std::optional<int> home = model.router.home_of(identity.session_hash, now);
-      ask_conversation = !home || !model.router.healthy(*home);
+      ask_conversation = !home || !model.router.healthy(*home) ||
+                         model.router.replica_backend(*home) == failed_backend;
     }
   }
   // Known here, but its last claim failed: asked again once Redis answers.

@@ -132,7 +132,11 @@ class SharedHomes {
   // Before `identity`'s request is placed: what the other wardens know of
   // its conversation or stored response that this one does not, adopted by
   // the model's router. Returns at once when there is nothing to ask.
-  net::Awaitable<void> learn(ModelState& model, const core::Identity& identity);
+  // `failed_backend`: a server this request could not reach, before its
+  // retry; a conversation homed there is asked about even while the server
+  // still counts as healthy here (another warden may have moved it).
+  net::Awaitable<void> learn(ModelState& model, const core::Identity& identity,
+                             int failed_backend = -1);
   // After a request was placed: the home it keeps, claimed (see above).
   void tell(const ModelState& model, const core::RouteDecision& decision);
   // A stored response that the router remembered on `replica`.

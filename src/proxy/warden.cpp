@@ -641,6 +641,11 @@ net::Awaitable<void> Warden::run_attempts(Forward& f) {
         }
         if (last.server_unreachable && health_probed_.load(std::memory_order_relaxed))
           take_out_of_service(f.model, decision.backend, last.message);
+        // Its conversation's home may be gone: another warden that found
+        // out first may have moved it, and the retry then follows.
+        if (last.server_unreachable && shared_homes_ && !nowhere_else &&
+            identity.kind == core::IdentityKind::kSession && attempt < config.retries)
+          co_await shared_homes_->learn(f.model, identity, decision.backend);
         break;
     }
     // The router sends a pinned request to its rank whatever was tried, and

@@ -64,10 +64,13 @@ class SharedFleet {
 
   std::uint16_t warden(int i) const { return i % 2 == 0 ? w1_.port() : w2_.port(); }
   RedisServer& redis() { return redis_; }
-  // Kills the server of replica i (one rank each, in the file's order).
+  // Kills the server of replica i (one rank each, in the file's order) and
+  // waits for it to be gone, its port refusing connections.
   void kill_server(int i) {
     SimProcess& server = i == 0 ? a_ : i == 1 ? b_ : c_;
     ::kill(server.pid(), SIGKILL);
+    for (int wait = 0; wait < 500 && server.running(); ++wait)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   json card(int i) { return json::parse(http_request(warden(i), "GET", "/api/models/m").body); }
   // Waits until warden i has sent `n` homes to Redis, so that the other
@@ -327,6 +330,51 @@ TEST(EndToEndSharedHomes, AHomeSeenDownIsAskedForBeforeTheConversationMoves) {
   EXPECT_EQ(
       metric_of(fleet.warden(1), "lmwarden_shared_homes_lookups_total", {{"result", "found"}}),
       found + 1);
+}
+
+// The same when the warden finds the home down from the request itself (its
+// connect refused, long before probes would say so): before the retry it
+// asks Redis, and the retry follows the home another warden chose. The
+// request's own claim of the old home would say so too, but its answer can
+// come after the retry has been placed: Redis is paused here so that it
+// does, and the replica moved to is the busier of the two left, where the
+// retry would not go by load.
+TEST(EndToEndSharedHomes, AHomeFoundDownByTheRequestIsAskedForBeforeTheRetry) {
+  SharedFleet fleet;
+  ASSERT_EQ(chat_turn(fleet.warden(0), "refused", 1).status, 200);
+  fleet.written(0, 1);
+  ASSERT_EQ(chat_turn(fleet.warden(1), "refused", 2).status, 200);
+  ASSERT_EQ(chat_turn(fleet.warden(1), "filler", 1).status, 200);  // on another replica
+  const json before = fleet.card(1);
+  int home = -1;
+  int moved_to = -1;
+  for (const auto& r : before["replicas"]) {
+    if (r["live_conversations"] != 1) continue;
+    (r["sticky"] == 1 ? home : moved_to) = r["index"].get<int>();
+  }
+  ASSERT_GE(home, 0) << before.dump();
+  ASSERT_GE(moved_to, 0) << before.dump();
+  const int idle = 3 - home - moved_to;
+  const std::string to_url = before["replicas"][moved_to]["url"].get<std::string>();
+  ASSERT_EQ(
+      fleet.redis().command({"SET", conversation_key("refused"), "0 " + to_url, "PX", "600000"}),
+      "+OK");
+  fleet.kill_server(home);  // three failed probes (3 s) before the warden's probes say so
+  const auto learnt = [&] {
+    return metric_of(fleet.warden(1), "lmwarden_shared_homes_lookups_total",
+                     {{"result", "found"}}) +
+           metric_of(fleet.warden(1), "lmwarden_shared_homes_claims_total",
+                     {{"result", "yielded"}});
+  };
+  const double learnt_before = learnt();
+  ASSERT_EQ(fleet.redis().command({"CLIENT", "PAUSE", "300", "ALL"}), "+OK");
+
+  ASSERT_EQ(chat_turn(fleet.warden(1), "refused", 3).status, 200);
+  const json after = fleet.card(1);
+  EXPECT_EQ(after["replicas"][moved_to]["retried"], 1) << after.dump();
+  EXPECT_EQ(after["replicas"][moved_to]["live_conversations"], 2) << after.dump();
+  EXPECT_EQ(after["replicas"][idle]["live_conversations"], 0) << after.dump();
+  EXPECT_GE(learnt(), learnt_before + 1);
 }
 
 // A Responses chain (store on, no session id, as the OpenAI SDK sends it)
