@@ -356,6 +356,19 @@ void Router::carry_state(const Router& before, const std::vector<int>& home_in,
     set_taking_work(now);
   }
   if (counters) unassigned_counters_ = before.unassigned_counters_;
+  // With the others gone from the model, those out only for their errors
+  // may be all that is left.
+  end_ejections_if_none_takes_work();
+}
+
+void Router::end_ejections_if_none_takes_work() noexcept {
+  if (another_takes_work(-1)) return;
+  for (int i = 0; i < replica_count(); ++i) {
+    Replica& r = replicas_[static_cast<std::size_t>(i)];
+    if (!r.ejected) continue;
+    r.ejected = false;
+    set_taking_work(i);
+  }
 }
 
 int Router::replica_at(int backend, int rank) const noexcept {
@@ -405,13 +418,7 @@ void Router::set_healthy(int replica, bool healthy) noexcept {
   set_taking_work(replica);
   // None left taking work while some are out only for their errors: those
   // come back, as an ejection never takes the last one.
-  if (healthy || another_takes_work(-1)) return;
-  for (int i = 0; i < replica_count(); ++i) {
-    Replica& r = replicas_[static_cast<std::size_t>(i)];
-    if (!r.ejected) continue;
-    r.ejected = false;
-    set_taking_work(i);
-  }
+  if (!healthy) end_ejections_if_none_takes_work();
 }
 
 bool Router::eject(int replica, TimePoint until) noexcept {

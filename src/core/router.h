@@ -309,6 +309,10 @@ class Router final : private SessionTable::Listener {
                  TimePoint now) noexcept;
   // Ends the ejections due by `now`.
   void end_ejections(TimePoint now) noexcept;
+  // With no replica taking work, ends every ejection: an ejection never
+  // takes the model's last replica that does (its errors are better than a
+  // 503 for every request).
+  void end_ejections_if_none_takes_work() noexcept;
   // The healthy, not excluded replica with the lowest score, optionally only
   // those scoring below `below` (a PlacementIndex key); -1 when none.
   int least_loaded(std::span<const int> exclude, PlacementIndex::Key below = PlacementIndex::kUnavailable);

@@ -122,8 +122,8 @@ TEST(RouterCarry, NothingIsTakenWithAffinityOff) {
 }
 
 TEST(RouterCarryState, AServerDownOrEjectedStaysOutAndEngineFiguresAreKept) {
-  // Three servers; the reload drops the first: the second and third are
-  // replicas 0 and 1 now.
+  // Three servers; the reload drops the first and adds a fourth: the second
+  // and third are replicas 0 and 1 now.
   Router before = make_router(servers(3));
   before.set_backend_healthy(1, false);
   ASSERT_TRUE(before.eject(2, t0 + std::chrono::seconds(30)));
@@ -132,7 +132,7 @@ TEST(RouterCarryState, AServerDownOrEjectedStaysOutAndEngineFiguresAreKept) {
   busy.waiting = 2;
   busy.kv_used = 0.5;
   before.set_engine_stats(2, busy);
-  config::ModelConfig next = servers(3);
+  config::ModelConfig next = servers(4);
   next.backends.erase(next.backends.begin());
   Router after = make_router(next);
   after.carry_state(before, {-1, 0, 1}, false);
@@ -144,10 +144,28 @@ TEST(RouterCarryState, AServerDownOrEjectedStaysOutAndEngineFiguresAreKept) {
   EXPECT_TRUE(v.replicas[1].ejected);
   EXPECT_EQ(v.replicas[1].engine.running, 7);
   EXPECT_EQ(v.replicas[1].engine.waiting, 2);
+  EXPECT_TRUE(v.replicas[2].healthy) << "new: healthy until its probes say otherwise";
   // The ejection still ends when it was due.
   after.expire(t0 + std::chrono::seconds(31));
   EXPECT_TRUE(after.view().replicas[1].healthy);
   EXPECT_FALSE(after.view().replicas[0].healthy);
+}
+
+// An ejection never takes a model's last replica that takes work; a reload
+// that drops the others would otherwise carry it into that state.
+TEST(RouterCarryState, AnEjectionLeftAloneByTheReloadEnds) {
+  Router before = make_router(servers(2));
+  ASSERT_TRUE(before.eject(0, t0 + std::chrono::seconds(30)));
+  Router after = make_router(servers(1));  // the first server only
+  after.carry_state(before, {0, -1}, false);
+  EXPECT_FALSE(after.ejected(0));
+  EXPECT_TRUE(after.view().replicas[0].healthy);
+  EXPECT_TRUE(after.route({}, t0).ok());
+
+  // Kept with another that takes work, it stays ejected.
+  Router three = make_router(servers(3));
+  three.carry_state(before, {0, 1}, false);
+  EXPECT_TRUE(three.ejected(0));
 }
 
 TEST(RouterCarryState, CountersContinueOnlyUnderTheSameIndex) {
