@@ -7,6 +7,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
 
 #include "common/coarse_clock.h"
 #include "proxy/warden.h"
@@ -223,6 +226,37 @@ std::shared_ptr<ModelSet> make_model_set(config::Config config, const ModelSet* 
   return set;
 }
 
+namespace {
+
+std::string spill_text(std::optional<int> threshold) {
+  return threshold ? std::to_string(*threshold) : "auto";
+}
+
+// The run-time changes (PATCH) to `p` that the reload to `m` undoes: those
+// whose value differs from `p`'s file, where `m`'s file says otherwise.
+std::string patches_undone(const ModelState& p, const config::ModelConfig& m) {
+  bool affinity = false;
+  std::optional<int> spill;
+  {
+    std::lock_guard lock{p.mutex};
+    affinity = p.router.affinity();
+    spill = p.router.spill_threshold_setting();
+  }
+  std::string undone;
+  const auto add = [&](std::string_view key, const std::string& file, const std::string& set) {
+    undone += fmt::format("{}{} back to the file's {} (a PATCH had set {})",
+                          undone.empty() ? "" : "; ", key, file, set);
+  };
+  const auto text = [](bool on) { return on ? std::string("true") : std::string("false"); };
+  if (affinity != p.config.affinity && affinity != m.affinity)
+    add("affinity", text(m.affinity), text(affinity));
+  if (spill != p.config.spill_threshold && spill != m.spill_threshold)
+    add("spill_threshold", spill_text(m.spill_threshold), spill_text(spill));
+  return undone;
+}
+
+}  // namespace
+
 std::vector<std::string> routing_notes(const ModelSet& before, const ModelSet& after) {
   std::vector<std::string> notes;
   std::vector<const ModelState*> continued;
@@ -234,6 +268,8 @@ std::vector<std::string> routing_notes(const ModelSet& before, const ModelSet& a
     const std::string what = renamed ? "model " + p->config.name + " renamed " + m->config.name +
                                            ", which keeps the old name as an alias"
                                      : "model " + m->config.name;
+    if (const std::string undone = patches_undone(*p, m->config); !undone.empty())
+      notes.push_back(what + (renamed ? "; " : ": ") + undone);
     if (p->routing != m->routing) {
       const core::Router::Carried& c = m->carried;
       notes.push_back(fmt::format(

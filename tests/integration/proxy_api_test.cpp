@@ -423,6 +423,53 @@ TEST(ProxyApi, AServerDownStaysOutThroughAReloadThatChangesTheReplicas) {
   EXPECT_EQ(up.seen().size() + added.seen().size(), 6u);
 }
 
+// A reload sets affinity and spill_threshold to the file's values, so it
+// says when that undoes a PATCH; not when the file itself changed them, nor
+// when the file now says what the PATCH did.
+TEST(ProxyApi, AReloadSaysWhichRunTimeChangesItUndoes) {
+  ::setenv("LMWARDEN_TEST_ADMIN", "s3cret", 1);
+  FakeVllm fake{1};
+  const auto config = [&](const std::string& model_extra) {
+    return make_config({{fake.port(), 1}}, std::nullopt, "admin_token_env: LMWARDEN_TEST_ADMIN\n",
+                       model_extra);
+  };
+  RunningWarden warden{config("")};
+  const auto patch = [&](const std::string& body) {
+    ASSERT_EQ(http_request(warden.port(), http::verb::patch, "/api/models/m", body,
+                           {{"Authorization", "Bearer s3cret"}})
+                  .status,
+              200u);
+  };
+  const auto mentions_patch = [](const std::vector<std::string>& notes) {
+    return std::ranges::any_of(
+        notes, [](const std::string& n) { return n.find("PATCH had") != std::string::npos; });
+  };
+  patch(R"({"spill_threshold":4})");
+  auto notes = warden.reload(config(""));
+  EXPECT_NE(std::ranges::find(notes,
+                              "model m: spill_threshold back to the file's auto (a PATCH "
+                              "had set 4)"),
+            notes.end())
+      << ::testing::PrintToString(notes);
+  EXPECT_EQ(warden.card()["spill_threshold_auto"], true);
+
+  notes = warden.reload(config("    affinity: false\n"));  // the file's own change
+  EXPECT_FALSE(mentions_patch(notes)) << ::testing::PrintToString(notes);
+  patch(R"({"affinity":true,"spill_threshold":5})");
+  // Affinity undone; the spill threshold now the file's too.
+  notes = warden.reload(config("    affinity: false\n    spill_threshold: 5\n"));
+  EXPECT_NE(std::ranges::find(notes,
+                              "model m: affinity back to the file's false (a PATCH had set "
+                              "true)"),
+            notes.end())
+      << ::testing::PrintToString(notes);
+  EXPECT_EQ(
+      std::ranges::count_if(
+          notes, [](const std::string& n) { return n.find("PATCH had") != std::string::npos; }),
+      1);
+  ::unsetenv("LMWARDEN_TEST_ADMIN");
+}
+
 // lmwarden_in_flight of one model, summed over its series.
 double in_flight_metric(std::uint16_t port) {
   double sum = 0;

@@ -568,6 +568,14 @@ TEST(ProxyTelemetry, AdminApiNeedsTheRightToken) {
                               "LMWARDEN_TEST_NO_ADMIN is not set"),
             notes.end())
       << ::testing::PrintToString(notes);
+  // And that it undid the PATCH still in force (affinity; spill_threshold
+  // was set back to auto by a PATCH already).
+  EXPECT_NE(std::ranges::find(notes,
+                              "model m: affinity back to the file's true (a PATCH had "
+                              "set false)"),
+            notes.end())
+      << ::testing::PrintToString(notes);
+  EXPECT_EQ(warden.card()["affinity"], true);
   EXPECT_EQ(http_request(warden.port(), http::verb::patch, "/api/models/m", "{}",
                          {{"Authorization", "Bearer s3cret"}})
                 .status,
