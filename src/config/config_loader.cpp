@@ -67,6 +67,10 @@ std::string forwarded_route_list() {
   return out + ")";
 }
 
+constexpr std::string_view kUnclosedQuote =
+    "invalid YAML: a quoted string opens on this line and does not close on it: is its closing "
+    "quote missing?";
+
 // The warden's file, section by section.
 class Loader : private yaml::Reader {
  public:
@@ -77,21 +81,32 @@ class Loader : private yaml::Reader {
     Config config;
     config.source_file = file_;
     try {
-      YAML::Node root;
+      // A byte-order mark is no part of the YAML (yaml-cpp skips it, and its
+      // marks then count from after it).
+      if (text.starts_with("\xEF\xBB\xBF")) text.remove_prefix(3);
+      std::vector<YAML::Node> documents;
       try {
-        root = YAML::Load(std::string(text));
+        documents = YAML::LoadAll(std::string(text));
       } catch (const YAML::ParserException& e) {
-        std::string message = fmt::format("invalid YAML: {}", e.msg);
-        if (const auto open = yaml::quote_left_open_before(text, e.mark.line + 1))
-          message += fmt::format(
-              " (line {} opens a quoted string that does not close on that line: is its closing "
-              "quote missing?)",
-              *open);
-        add(e.mark.line + 1, "", message);
+        const int line = e.mark.line + 1;
+        if (const auto open = yaml::quote_left_open_before(text, line)) {
+          add(*open, "",
+              fmt::format("{} (the parser read on to line {}: {})", kUnclosedQuote, line, e.msg));
+        } else {
+          add(line, "", fmt::format("invalid YAML: {}", e.msg));
+        }
+        return finish(std::move(config));
+      }
+      const YAML::Node root = documents.empty() ? YAML::Node() : documents.front();
+      for (std::size_t d = 1; d < documents.size(); ++d) {
+        if (documents[d].IsNull()) continue;  // a `---` with nothing after it
+        add(documents[d].Mark().line + 1, "",
+            "invalid YAML: a second document (after a `---` line) begins here; the file must "
+            "hold one");
         return finish(std::move(config));
       }
       if (const auto line = yaml::unclosed_quote_line(root, text)) {
-        add(*line, "", "invalid YAML: a quoted string opens on this line and is never closed");
+        add(*line, "", std::string(kUnclosedQuote));
         return finish(std::move(config));
       }
       read_root(root, config);

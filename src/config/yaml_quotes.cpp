@@ -48,30 +48,48 @@ std::optional<int> find_unclosed(const YAML::Node& node, std::string_view text) 
 }
 
 bool space(char c) {
-  return c == ' ' || c == '\t';
+  return c == ' ' || c == '\t' || c == '\r';
 }
 
-// Where a quoted value opens on `line`: after its indentation, any "- ",
-// and any plain `key: `; npos when the line's value is not quoted.
-std::size_t value_quote(std::string_view line) {
+// Where a quoted scalar opens on `line` without closing on it; npos when
+// none does. A quote opens a scalar only where one may begin: after the
+// indentation, `- `, `? `, a `: `, and inside a flow after `[`, `{` or `,`.
+// One elsewhere (`it's`, `x "y`) is plain text, and a comment ends the line.
+std::size_t unclosed_on_line(std::string_view line) {
+  int depth = 0;      // of [ ] and { } flows
+  bool start = true;  // where a scalar may begin
   std::size_t i = 0;
-  while (true) {
-    while (i < line.size() && space(line[i])) ++i;
-    if (i + 1 < line.size() && line[i] == '-' && space(line[i + 1])) {
+  const auto spaced = [&](std::size_t at) { return at >= line.size() || space(line[at]); };
+  while (i < line.size()) {
+    const char c = line[i];
+    if (space(c)) {
       ++i;
-      continue;
-    }
-    break;
-  }
-  if (i < line.size() && (line[i] == '"' || line[i] == '\'')) return i;
-  // A plain key: up to the first ": " outside quotes, with no comment.
-  for (std::size_t k = i; k < line.size(); ++k) {
-    const char c = line[k];
-    if (c == '#' || c == '"' || c == '\'' || c == '{' || c == '[') return std::string_view::npos;
-    if (c == ':' && k + 1 < line.size() && space(line[k + 1])) {
-      std::size_t v = k + 1;
-      while (v < line.size() && space(line[v])) ++v;
-      return v < line.size() && (line[v] == '"' || line[v] == '\'') ? v : std::string_view::npos;
+    } else if (c == '#' && (i == 0 || space(line[i - 1]))) {
+      return std::string_view::npos;
+    } else if (start && (c == '"' || c == '\'')) {
+      const std::size_t open = i;
+      i = closing(line, open);
+      if (i == std::string_view::npos) return open;
+      start = false;
+    } else if (start && (c == '[' || c == '{')) {
+      ++depth;
+      ++i;
+    } else if (depth > 0 && (c == ']' || c == '}')) {
+      --depth;
+      start = false;
+      ++i;
+    } else if (depth > 0 && c == ',') {
+      start = true;
+      ++i;
+    } else if ((c == ':' || (start && (c == '-' || c == '?'))) &&
+               (spaced(i + 1) ||
+                (depth > 0 && c == ':' &&
+                 (line[i + 1] == ',' || line[i + 1] == ']' || line[i + 1] == '}')))) {
+      start = true;
+      ++i;
+    } else {
+      start = false;
+      ++i;
     }
   }
   return std::string_view::npos;
@@ -88,10 +106,7 @@ std::optional<int> quote_left_open_before(std::string_view text, int error_line)
   for (int line = 1; line <= error_line && start < text.size(); ++line) {
     std::size_t end = text.find('\n', start);
     if (end == std::string_view::npos) end = text.size();
-    const std::string_view this_line = text.substr(start, end - start);
-    if (const std::size_t open = value_quote(this_line);
-        open != std::string_view::npos && closing(this_line, open) == std::string_view::npos)
-      return line;
+    if (unclosed_on_line(text.substr(start, end - start)) != std::string_view::npos) return line;
     start = end + 1;
   }
   return std::nullopt;

@@ -181,9 +181,14 @@ std::shared_ptr<ModelState> continue_with_new_replicas(const ModelState& from,
   to->router.carry_state(from.router, home_in, counters);
   for (std::size_t b = 0; b < to->routing->servers.size(); ++b) {
     const auto& before = from.routing->servers;
-    if (const auto it = std::ranges::find(before, to->routing->servers[b]); it != before.end())
-      to->routing->failed_probes[b] =
-          from.routing->failed_probes[static_cast<std::size_t>(it - before.begin())];
+    const auto it = std::ranges::find(before, to->routing->servers[b]);
+    if (it == before.end()) continue;
+    const auto was = static_cast<std::size_t>(it - before.begin());
+    to->routing->failed_probes[b] = from.routing->failed_probes[was];
+    // A rank it gained is as healthy as its server: a server out of service
+    // stays out whole, and its next failed probe is no news.
+    if (!from.router.backend_healthy(static_cast<int>(was)))
+      to->router.set_backend_healthy(static_cast<int>(b), false);
   }
   return to;
 }

@@ -421,6 +421,14 @@ TEST(ProxyApi, AServerDownStaysOutThroughAReloadThatChangesTheReplicas) {
               200u);
   EXPECT_TRUE(down.seen().empty()) << down.seen().size() << " requests reached the server down";
   EXPECT_EQ(up.seen().size() + added.seen().size(), 6u);
+
+  // A rank it gains is out of service with it.
+  warden.reload(
+      make_config({{down.port(), 2}, {added.port(), 1}, {up.port(), 1}}, std::nullopt, probes));
+  const json card = warden.card();
+  EXPECT_EQ(card["replicas"][0]["healthy"], false) << card;
+  EXPECT_EQ(card["replicas"][1]["healthy"], false) << card;
+  EXPECT_EQ(card["replicas"][2]["healthy"], true) << card;
 }
 
 // A reload sets affinity and spill_threshold to the file's values, so it

@@ -469,26 +469,62 @@ TEST(ConfigErrors, InvalidYamlSyntax) {
 }
 
 // yaml-cpp reads a quoted string left open on the last line as if it were
-// closed at the end of the line; earlier in the file, its error comes lines
-// later, about a mapping. Both name the line where the quote opens.
+// closed at the end of the line; earlier in the file, or inside a [ ] or
+// { } flow, its error comes lines later (or past the end), about a mapping.
+// All name the line where the quote opens.
 TEST(ConfigErrors, AQuotedStringLeftOpenIsNamedWhereItOpens) {
+  const std::string unclosed =
+      "invalid YAML: a quoted string opens on this line and does not close on it: is its "
+      "closing quote missing?";
   EXPECT_EQ(error_of(std::string(kMinimal) + "admin_token: \"sekret\n"),
-            "lmwarden.yaml:6: invalid YAML: a quoted string opens on this line and is never "
-            "closed");
+            "lmwarden.yaml:6: " + unclosed);
   EXPECT_EQ(error_of(std::string(kMinimal) + "access_log: 'log.jsonl\n"),
-            "lmwarden.yaml:6: invalid YAML: a quoted string opens on this line and is never "
-            "closed");
+            "lmwarden.yaml:6: " + unclosed);
+  // With no newline at the end, or a byte-order mark at the start.
+  EXPECT_EQ(
+      error_of(std::string(kMinimal) + "admin_token: \"sekret"),
+      "lmwarden.yaml:6: " + unclosed + " (the parser read on to line 6: illegal EOF in scalar)");
+  EXPECT_EQ(error_of("\xEF\xBB\xBF" + std::string(kMinimal) + "admin_token: \"sekret\n"),
+            "lmwarden.yaml:6: " + unclosed);
   const std::string early =
       "admin_token: \"sekret\n" + std::string(kMinimal) + "  - name: \"m2\"\n";
-  EXPECT_THAT(error_of(early),
-              HasSubstr("(line 1 opens a quoted string that does not close on that line: is its "
-                        "closing quote missing?)"));
-  // Quotes closed, escaped or doubled, and in plain text, are no such thing.
+  EXPECT_THAT(error_of(early), ::testing::StartsWith("lmwarden.yaml:1: " + unclosed +
+                                                     " (the parser read on to line 7: "));
+  const std::string in_flow = R"(models:
+  - name: m
+    aliases: ["a", "b]
+    backends:
+      - url: http://127.0.0.1:8000
+)";
+  EXPECT_THAT(error_of(in_flow), ::testing::StartsWith("lmwarden.yaml:3: " + unclosed));
+  EXPECT_THAT(error_of("models: [{name: m, backends: [{url: \"http://h:1}]}]\n"),
+              ::testing::StartsWith("lmwarden.yaml:1: " + unclosed));
+  // Quotes closed, escaped or doubled, in plain text and in comments, are no
+  // such thing; nor is a string over several lines that closes.
   EXPECT_TRUE(load_config_string(
-      std::string(kMinimal) + "admin_token: \"a \\\" b\"\naccess_log: '/var/log/it''s.jsonl'\n",
+      std::string(kMinimal) +
+          "admin_token: \"a \\\" b # c\"  # it's \"\naccess_log: '/var/log/it''s.jsonl'\n",
+      "lmwarden.yaml"));
+  EXPECT_TRUE(load_config_string(
+      R"(models:
+  - name: m
+    aliases: ["it's", 'say "hi', x "y, "two
+      lines"]
+    backends:
+      - url: "http://127.0.0.1:8000"
+)",
       "lmwarden.yaml"));
   // A parse error with every quote closed has no hint.
   EXPECT_THAT(error_of("models: [\n  {name: \"m\"\n"), Not(HasSubstr("closing quote")));
+}
+
+// yaml-cpp reads the first document of a file; a second after `---` would be
+// left unread without a word.
+TEST(ConfigErrors, ASecondDocumentIsRefused) {
+  EXPECT_EQ(error_of("listen: 127.0.0.1:8080\n---" + std::string(kMinimal)),
+            "lmwarden.yaml:3: invalid YAML: a second document (after a `---` line) begins here; "
+            "the file must hold one");
+  EXPECT_TRUE(load_config_string("---" + std::string(kMinimal) + "---\n", "lmwarden.yaml"));
 }
 
 TEST(ConfigErrors, AllProblemsAreReportedTogether) {
