@@ -184,12 +184,17 @@ struct ModelTelemetry {
     const int replicas;
     const std::shared_ptr<CachedCountCheck> cached_count;
   };
-  // Whether the scraper has read prompts on every rank of the server, and no
-  // prefix-cache hit on any.
+  // Whether the scraper has read prompts on some rank of the server, and no
+  // prefix-cache hit on any. A rank not measured yet (no query seen) says
+  // nothing either way: traffic pinned to one rank leaves the others so.
   bool engine_cached_nothing(const ServerState& s) const noexcept {
-    for (int i = s.first_replica; i < s.first_replica + s.replicas; ++i)
-      if (replica(i).prefix_hit_rate.load(std::memory_order_relaxed) != 0.0) return false;
-    return s.replicas > 0;
+    bool measured = false;
+    for (int i = s.first_replica; i < s.first_replica + s.replicas; ++i) {
+      const double rate = replica(i).prefix_hit_rate.load(std::memory_order_relaxed);
+      if (rate > 0.0) return false;
+      measured = measured || rate == 0.0;
+    }
+    return measured;
   }
 
   std::shared_ptr<ModelWide> model_wide_;

@@ -87,5 +87,21 @@ TEST(ModelTelemetry, EachServerIsCheckedOnItsOwnAndNamedByItsUrl) {
   EXPECT_EQ(model.server_url(1), "http://b:8000");
 }
 
+// A rank whose counters have not been read rising yet says nothing either
+// way: one rank that read prompts and served none from its cache holds the
+// server back, as it would alone (the replies without a count came from it).
+TEST(ModelTelemetry, ARankNotMeasuredYetDoesNotOverruleOneThatCachedNothing) {
+  ModelTelemetry model{"m", {{"http://a:8000", 2}}};
+  model.replica(0).prefix_hit_rate = 0.0;  // rank 1: -1, no query seen yet
+  for (std::uint64_t i = 0; i < kWithin; ++i) EXPECT_FALSE(model.count_usage(0, false)) << i;
+  EXPECT_TRUE(model.cached_count_missing().empty());
+  model.replica(1).prefix_hit_rate = 0.5;
+  EXPECT_EQ(model.cached_count_missing(), std::vector<std::string>{"http://a:8000"});
+  // Neither measured: nothing holds it back (no scrape has read the engine).
+  ModelTelemetry unread{"m", {{"http://a:8000", 2}}};
+  for (std::uint64_t i = 0; i + 1 < kWithin; ++i) EXPECT_FALSE(unread.count_usage(0, false));
+  EXPECT_TRUE(unread.count_usage(0, false));
+}
+
 }  // namespace
 }  // namespace lmwarden::proxy
