@@ -406,6 +406,8 @@ TEST(ProxyApi, CountersCarryOnWhenAReloadAddsAServerAtTheEnd) {
 // healthy until its probes failed again, and send it new conversations.
 TEST(ProxyApi, AServerDownStaysOutThroughAReloadThatChangesTheReplicas) {
   FakeVllm up{1}, down{1}, added{1};
+  // Engines in /metrics, or the probes of the servers up fail too.
+  for (FakeVllm* fake : {&up, &down, &added}) fake->set_engine(0, 0, 0, 0, 0, 0);
   down.set_healthy(false);
   const std::string probes = "scrape_interval: 100ms\nunhealthy_after: 2\n";
   RunningWarden warden{make_config({{up.port(), 1}, {down.port(), 1}}, std::nullopt, probes), true};
