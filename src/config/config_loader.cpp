@@ -19,8 +19,8 @@
 #include <sstream>
 
 #include "common/host_port.h"
-#include "config/yaml_quotes.h"
 #include "config/yaml_reader.h"
+#include "config/yaml_text_checks.h"
 #include "homes/home_store.h"
 
 namespace lmwarden::config {
@@ -84,9 +84,9 @@ class Loader : private yaml::Reader {
       // A byte-order mark is no part of the YAML (yaml-cpp skips it, and its
       // marks then count from after it).
       if (text.starts_with("\xEF\xBB\xBF")) text.remove_prefix(3);
-      std::vector<YAML::Node> documents;
+      YAML::Node root;
       try {
-        documents = YAML::LoadAll(std::string(text));
+        root = YAML::Load(std::string(text));
       } catch (const YAML::ParserException& e) {
         const int line = e.mark.line + 1;
         if (const auto open = yaml::quote_left_open_before(text, line)) {
@@ -97,10 +97,8 @@ class Loader : private yaml::Reader {
         }
         return finish(std::move(config));
       }
-      const YAML::Node root = documents.empty() ? YAML::Node() : documents.front();
-      for (std::size_t d = 1; d < documents.size(); ++d) {
-        if (documents[d].IsNull()) continue;  // a `---` with nothing after it
-        add(documents[d].Mark().line + 1, "",
+      if (const auto line = yaml::second_document_line(text)) {
+        add(*line, "",
             "invalid YAML: a second document (after a `---` line) begins here; the file must "
             "hold one");
         return finish(std::move(config));

@@ -525,6 +525,17 @@ TEST(ConfigErrors, ASecondDocumentIsRefused) {
             "lmwarden.yaml:3: invalid YAML: a second document (after a `---` line) begins here; "
             "the file must hold one");
   EXPECT_TRUE(load_config_string("---" + std::string(kMinimal) + "---\n", "lmwarden.yaml"));
+  EXPECT_TRUE(load_config_string("# a comment\n---" + std::string(kMinimal) + "...\n# end\n",
+                                 "lmwarden.yaml"));
+  EXPECT_EQ(error_of(std::string(kMinimal) + "...\n--- {listen: 127.0.0.1:1}\n"),
+            "lmwarden.yaml:7: invalid YAML: a second document (after a `---` line) begins here; "
+            "the file must hold one");
+  // Found by the config fuzzer: yaml-cpp's LoadAll never returns on this
+  // text (its Load does), so documents are not counted with it.
+  const std::string stalls =
+      ",,,,,,,models:\n` - name!!str   mscked_env:tt\xb3\xb3\xb3\xb3"
+      "\xb3\xb3\xb3\xb3p\xff\xff\xff\xff\xff\xff\xff%.0.1%:9000\n";
+  EXPECT_FALSE(load_config_string(stalls, "lmwarden.yaml"));
 }
 
 TEST(ConfigErrors, AllProblemsAreReportedTogether) {

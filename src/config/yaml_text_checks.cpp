@@ -1,4 +1,4 @@
-#include "config/yaml_quotes.h"
+#include "config/yaml_text_checks.h"
 
 #include <cstddef>
 
@@ -108,6 +108,33 @@ std::optional<int> quote_left_open_before(std::string_view text, int error_line)
     if (end == std::string_view::npos) end = text.size();
     if (unclosed_on_line(text.substr(start, end - start)) != std::string_view::npos) return line;
     start = end + 1;
+  }
+  return std::nullopt;
+}
+
+std::optional<int> second_document_line(std::string_view text) {
+  bool content = false;  // in the document so far
+  bool marker = false;   // a marker after content
+  std::size_t start = 0;
+  for (int line = 1; start < text.size(); ++line) {
+    std::size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view l = text.substr(start, end - start);
+    start = end + 1;
+    const auto is_marker = [&](std::string_view m) {
+      return l.starts_with(m) && (l.size() == 3 || space(l[3]) || l[3] == '#');
+    };
+    if (is_marker("---") || is_marker("...")) {
+      marker = marker || content;
+      // Content after `--- ` on the marker's own line is the new document's.
+      const std::size_t rest = l.find_first_not_of(" \t\r", 3);
+      if (marker && rest != std::string_view::npos && l[rest] != '#') return line;
+      continue;
+    }
+    const std::size_t first = l.find_first_not_of(" \t\r");
+    if (first == std::string_view::npos || l[first] == '#') continue;
+    if (marker) return line;
+    content = true;
   }
   return std::nullopt;
 }
