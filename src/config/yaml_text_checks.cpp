@@ -25,7 +25,9 @@ std::size_t closing(std::string_view text, std::size_t open) {
   return std::string_view::npos;
 }
 
-std::optional<int> find_unclosed(const YAML::Node& node, std::string_view text) {
+}  // namespace
+
+std::optional<int> unclosed_quote_line(const YAML::Node& node, std::string_view text) {
   if (node.IsScalar()) {
     const YAML::Mark mark = node.Mark();
     if (node.Tag() != "!" || mark.pos < 0 || static_cast<std::size_t>(mark.pos) >= text.size())
@@ -37,15 +39,17 @@ std::optional<int> find_unclosed(const YAML::Node& node, std::string_view text) 
   }
   if (node.IsMap()) {
     for (const auto& kv : node) {
-      if (auto line = find_unclosed(kv.first, text)) return line;
-      if (auto line = find_unclosed(kv.second, text)) return line;
+      if (auto line = unclosed_quote_line(kv.first, text)) return line;
+      if (auto line = unclosed_quote_line(kv.second, text)) return line;
     }
   } else if (node.IsSequence()) {
     for (const auto& item : node)
-      if (auto line = find_unclosed(item, text)) return line;
+      if (auto line = unclosed_quote_line(item, text)) return line;
   }
   return std::nullopt;
 }
+
+namespace {
 
 bool space(char c) {
   return c == ' ' || c == '\t' || c == '\r';
@@ -95,32 +99,32 @@ std::size_t unclosed_on_line(std::string_view line) {
   return std::string_view::npos;
 }
 
-}  // namespace
-
-std::optional<int> unclosed_quote_line(const YAML::Node& root, std::string_view text) {
-  return find_unclosed(root, text);
-}
-
-std::optional<int> quote_left_open_before(std::string_view text, int error_line) {
+// The number (1-based) of the first line of `text` for which `found(line)`
+// is true.
+template <typename Found>
+std::optional<int> first_line(std::string_view text, Found&& found) {
   std::size_t start = 0;
-  for (int line = 1; line <= error_line && start < text.size(); ++line) {
+  for (int line = 1; start < text.size(); ++line) {
     std::size_t end = text.find('\n', start);
     if (end == std::string_view::npos) end = text.size();
-    if (unclosed_on_line(text.substr(start, end - start)) != std::string_view::npos) return line;
+    if (found(text.substr(start, end - start))) return line;
     start = end + 1;
   }
   return std::nullopt;
 }
 
+}  // namespace
+
+std::optional<int> quote_left_open_before(std::string_view text, int error_line) {
+  const auto line = first_line(
+      text, [](std::string_view l) { return unclosed_on_line(l) != std::string_view::npos; });
+  return line && *line <= error_line ? line : std::nullopt;
+}
+
 std::optional<int> second_document_line(std::string_view text) {
   bool content = false;  // in the document so far
   bool marker = false;   // a marker after content
-  std::size_t start = 0;
-  for (int line = 1; start < text.size(); ++line) {
-    std::size_t end = text.find('\n', start);
-    if (end == std::string_view::npos) end = text.size();
-    const std::string_view l = text.substr(start, end - start);
-    start = end + 1;
+  return first_line(text, [&](std::string_view l) {
     const auto is_marker = [&](std::string_view m) {
       return l.starts_with(m) && (l.size() == 3 || space(l[3]) || l[3] == '#');
     };
@@ -128,15 +132,13 @@ std::optional<int> second_document_line(std::string_view text) {
       marker = marker || content;
       // Content after `--- ` on the marker's own line is the new document's.
       const std::size_t rest = l.find_first_not_of(" \t\r", 3);
-      if (marker && rest != std::string_view::npos && l[rest] != '#') return line;
-      continue;
+      return marker && rest != std::string_view::npos && l[rest] != '#';
     }
     const std::size_t first = l.find_first_not_of(" \t\r");
-    if (first == std::string_view::npos || l[first] == '#') continue;
-    if (marker) return line;
+    if (first == std::string_view::npos || l[first] == '#') return false;
     content = true;
-  }
-  return std::nullopt;
+    return marker;
+  });
 }
 
 }  // namespace lmwarden::config::yaml

@@ -17,12 +17,12 @@
 
 namespace lmwarden::config::yaml {
 
-// The line (1-based) of a quoted scalar of `root`, parsed from `text`, whose
-// closing quote the text does not have.
-std::optional<int> unclosed_quote_line(const YAML::Node& root, std::string_view text);
+// The line (1-based) of a quoted scalar in `node` (and the nodes under it),
+// parsed from `text`, whose closing quote the text does not have.
+std::optional<int> unclosed_quote_line(const YAML::Node& node, std::string_view text);
 
 // For a parse error on `error_line` (1-based): the first line up to it that
-// opens a quoted value (after `key: `, `- ` or at the start) and does not
+// opens a quoted value (where a scalar may begin: see the .cpp) and does not
 // close it. YAML allows a quoted string over several lines, but in a
 // configuration file such a line is far more often a quote forgotten.
 std::optional<int> quote_left_open_before(std::string_view text, int error_line);

@@ -347,13 +347,15 @@ void Router::carry_state(const Router& before, const std::vector<int>& home_in,
     if (now < 0 || now >= replica_count()) continue;
     const Replica& from = before.replicas_[static_cast<std::size_t>(r)];
     Replica& to = replicas_[static_cast<std::size_t>(now)];
-    to.probed = from.probed;
     to.ejected = from.ejected;
     to.ejected_until = from.ejected_until;
     if (to.ejected) next_ejection_end_ = std::min(next_ejection_end_, to.ejected_until);
     to.engine = from.engine;
     if (counters && now == r) to.counters = from.counters;
     set_taking_work(now);
+    // Health by probes is a server's: a server out of service stays out
+    // whole, with any rank it gained.
+    if (!before.backend_healthy(from.backend)) set_backend_healthy(to.backend, false);
   }
   if (counters) unassigned_counters_ = before.unassigned_counters_;
   // With the others gone from the model, those out only for their errors

@@ -245,9 +245,10 @@ class Router final : private SessionTable::Listener {
     std::size_t over_capacity = 0;   // taken, then forgotten: a smaller max_conversations
   };
   Carried carry_homes(const Router& before, const std::vector<int>& home_in, TimePoint now);
-  // With carry_homes: takes each shared replica's health, ejection and last
-  // engine figures, so that a server that is down stays out of service and
-  // the load scores hold until the next probe. With `counters`, also the
+  // With carry_homes: takes each shared replica's ejection and last engine
+  // figures, and its server's health (a server that is down stays out of
+  // service, with any rank it gained), so that the load scores hold until
+  // the next probe. With `counters`, also the
   // route counters of each replica whose index is the same in both (the
   // `replica` label is an index, so a counter may only continue under it)
   // and the unassigned ones.

@@ -124,28 +124,19 @@ const ModelState* predecessor(const config::ModelConfig& m, const config::Config
   return nullptr;
 }
 
-// The replica of `model` at `rank` of the server named `server` (server_name),
-// -1 where it has none.
-int replica_of(const config::ModelConfig& model, const std::string& server, int rank) {
-  int first = 0;
-  for (const auto& b : model.backends) {
-    if (server_name(b) == server) return rank < b.data_parallel_size ? first + rank : -1;
-    first += b.data_parallel_size;
-  }
-  return -1;
-}
-
 // The state of `m`, which continues `from` with other replicas. Taken over
 // before it is published: the conversations and stored responses whose
 // server and rank `m` still has (by server name, so a URL written another
-// way is the same server), those replicas' health and engine figures, and
-// each server's failed probes. The counters and the chart continue too when
-// every replica kept has the same index in both, as after servers or ranks
-// added or removed at the end of the list: the `replica` label of /metrics
-// is an index, so a counter whose replica moved must start again (as it
-// does, with the model's other counters, when one has).
+// way is the same server), those replicas' health, ejections and engine
+// figures, and each server's failed probes. The counters and the chart
+// continue too when every replica kept has the same index in both, as after
+// servers or ranks added or removed at the end of the list: the `replica`
+// label of /metrics is an index, so a counter whose replica moved must start
+// again (as it does, with the model's other counters, when one has).
 std::shared_ptr<ModelState> continue_with_new_replicas(const ModelState& from,
                                                        const config::ModelConfig& m) {
+  auto routing = std::make_shared<RoutingState>(m);
+  // `from`'s replica r is the new router's home_in[r] (-1: none).
   std::vector<int> home_in;
   bool kept = false;
   bool same_indices = true;
@@ -154,7 +145,12 @@ std::shared_ptr<ModelState> continue_with_new_replicas(const ModelState& from,
     for (int r = 0; r < from.router.replica_count(); ++r) {
       const std::string& server =
           from.routing->servers[static_cast<std::size_t>(from.router.replica_backend(r))];
-      home_in.push_back(replica_of(m, server, from.router.replica_rank(r)));
+      const auto b = std::ranges::find(routing->servers, server);
+      home_in.push_back(
+          b == routing->servers.end()
+              ? -1
+              : routing->router.replica_at(static_cast<int>(b - routing->servers.begin()),
+                                           from.router.replica_rank(r)));
       kept = kept || home_in.back() >= 0;
       same_indices = same_indices && (home_in.back() < 0 || home_in.back() == r);
     }
@@ -162,6 +158,7 @@ std::shared_ptr<ModelState> continue_with_new_replicas(const ModelState& from,
   const bool counters = kept && same_indices;
   std::shared_ptr<ModelTelemetry> telemetry;
   if (counters) {
+    routing->since = from.routing->since;
     std::vector<int> same_as(static_cast<std::size_t>(m.replica_count()), -1);
     for (std::size_t r = 0; r < home_in.size(); ++r)
       if (home_in[r] >= 0) same_as[static_cast<std::size_t>(home_in[r])] = static_cast<int>(r);
@@ -170,26 +167,16 @@ std::shared_ptr<ModelState> continue_with_new_replicas(const ModelState& from,
   } else {
     telemetry = std::make_shared<ModelTelemetry>(m.name, telemetry_servers(m));
   }
-  auto to =
-      std::make_shared<ModelState>(m,
-                                   counters ? std::make_shared<RoutingState>(m, from.routing->since)
-                                            : std::make_shared<RoutingState>(m),
-                                   std::move(telemetry));
+  auto to = std::make_shared<ModelState>(m, std::move(routing), std::move(telemetry));
   std::scoped_lock lock{from.mutex, to->mutex};
   to->carried = to->router.carry_homes(from.router, home_in, coarse_steady_now());
   to->counters_carried = counters;
   to->router.carry_state(from.router, home_in, counters);
-  for (std::size_t b = 0; b < to->routing->servers.size(); ++b) {
-    const auto& before = from.routing->servers;
-    const auto it = std::ranges::find(before, to->routing->servers[b]);
-    if (it == before.end()) continue;
-    const auto was = static_cast<std::size_t>(it - before.begin());
-    to->routing->failed_probes[b] = from.routing->failed_probes[was];
-    // A rank it gained is as healthy as its server: a server out of service
-    // stays out whole, and its next failed probe is no news.
-    if (!from.router.backend_healthy(static_cast<int>(was)))
-      to->router.set_backend_healthy(static_cast<int>(b), false);
-  }
+  const auto& before = from.routing->servers;
+  for (std::size_t b = 0; b < to->routing->servers.size(); ++b)
+    if (const auto it = std::ranges::find(before, to->routing->servers[b]); it != before.end())
+      to->routing->failed_probes[b] =
+          from.routing->failed_probes[static_cast<std::size_t>(it - before.begin())];
   return to;
 }
 
@@ -248,13 +235,12 @@ std::string patches_undone(const ModelState& p, const config::ModelConfig& m) {
     spill = p.router.spill_threshold_setting();
   }
   std::string undone;
-  const auto add = [&](std::string_view key, const std::string& file, const std::string& set) {
+  const auto add = [&](std::string_view key, const auto& file, const auto& set) {
     undone += fmt::format("{}{} back to the file's {} (a PATCH had set {})",
                           undone.empty() ? "" : "; ", key, file, set);
   };
-  const auto text = [](bool on) { return on ? std::string("true") : std::string("false"); };
   if (affinity != p.config.affinity && affinity != m.affinity)
-    add("affinity", text(m.affinity), text(affinity));
+    add("affinity", m.affinity, affinity);
   if (spill != p.config.spill_threshold && spill != m.spill_threshold)
     add("spill_threshold", spill_text(m.spill_threshold), spill_text(spill));
   return undone;

@@ -36,21 +36,17 @@ namespace lmwarden::proxy {
 // replica layout stays the same: the router (conversations, in-flight counts,
 // health) with the lock that guards it, and the telemetry.
 struct RoutingState {
-  explicit RoutingState(
-      const config::ModelConfig& model,
-      std::chrono::system_clock::time_point counted_since = std::chrono::system_clock::now())
-      : router(model),
-        failed_probes(model.backends.size(), 0),
-        since(counted_since),
-        servers(server_names(model)) {}
+  explicit RoutingState(const config::ModelConfig& model)
+      : router(model), failed_probes(model.backends.size(), 0), servers(server_names(model)) {}
   std::mutex mutex;
   core::Router router;  // guarded by mutex
   // Per backend server, guarded by mutex: the scraper's failed rounds in a
   // row, kept here so that a reload does not start the count again.
   std::vector<int> failed_probes;
   // When its counters began: the warden's start, or the reload that started
-  // them afresh.
-  const std::chrono::system_clock::time_point since;
+  // them afresh. Set (to continue another's) only before the state is
+  // published; read without the lock after.
+  std::chrono::system_clock::time_point since = std::chrono::system_clock::now();
   // Each backend as shared homes name it (server_name): fixed, as the
   // router's replicas are, for the state's life.
   const std::vector<std::string> servers;
