@@ -132,6 +132,16 @@ struct SharedHomes {
   bool operator==(const SharedHomes&) const = default;
 };
 
+// Conversation homes written to a file while serving and at shutdown, and
+// read back at the next start (proxy/home_saver.h). Absent: a restart
+// forgets them (those shared through Redis excepted).
+struct SavedHomesFile {
+  std::string path;         // absolute; its directory writable, checked at load
+  Millis interval{60'000};  // between two writes while serving
+
+  bool operator==(const SavedHomesFile&) const = default;
+};
+
 struct Config {
   std::string source_file;  // where it was loaded from, for messages
   std::string listen_host = "127.0.0.1";
@@ -148,6 +158,7 @@ struct Config {
   Millis eject_for{30'000};
   std::string access_log;   // absolute path of the JSON-lines access log; empty: none
   std::optional<SharedHomes> shared_homes;
+  std::optional<SavedHomesFile> saved_homes;
   std::vector<ModelConfig> models;
 
   const ModelConfig* find_model(std::string_view name_or_alias) const;

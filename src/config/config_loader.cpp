@@ -129,7 +129,7 @@ class Loader : private yaml::Reader {
         read_map(root, "",
                  {"listen", "threads", "limits", "timeouts", "retries", "admin_token_env",
                   "admin_token", "scrape_interval", "unhealthy_after", "eject_after_5xx",
-                  "eject_for", "access_log", "shared_homes", "models"});
+                  "eject_for", "access_log", "shared_homes", "saved_homes", "models"});
     if (!map) return;
 
     if (const Entry* e = map->find("listen")) {
@@ -171,6 +171,7 @@ class Loader : private yaml::Reader {
     if (const Entry* e = map->find("access_log"))
       if (auto v = read_log_path(*e, "access_log")) config.access_log = *v;
     if (const Entry* e = map->find("shared_homes")) read_shared_homes(*e, config);
+    if (const Entry* e = map->find("saved_homes")) read_saved_homes(*e, config);
 
     own_address_ = ListenAddress{config.listen_host, config.listen_port};
 
@@ -243,6 +244,32 @@ class Loader : private yaml::Reader {
         homes.timeout = *v;
     read_redis_tls(*map, tls, homes);
     if (errors_.size() == errors_before) config.shared_homes = std::move(homes);
+  }
+
+  void read_saved_homes(const Entry& section, Config& config) {
+    if (section.value.IsScalar()) {
+      error(section, "saved_homes",
+            fmt::format("must be a mapping of keys, e.g. \"path: /var/lib/lmwarden/homes.json\" on "
+                        "the next line, indented; got {}",
+                        shown(section.value)));
+      return;
+    }
+    const auto map = read_map(section.value, "saved_homes", {"path", "interval"});
+    if (!map) return;
+    SavedHomesFile file;
+    const std::size_t errors_before = errors_.size();
+    if (const Entry* e = map->find("path")) {
+      if (auto v = read_replaceable_file(*e, "saved_homes.path")) file.path = *v;
+      if (!config.access_log.empty() && file.path == config.access_log)
+        error(*e, "saved_homes.path", "is the access_log's file: give each its own");
+    } else {
+      add(section.value.Mark().line + 1, "saved_homes.path",
+          "is required: the file the homes are kept in, e.g. /var/lib/lmwarden/homes.json");
+    }
+    if (const Entry* e = map->find("interval"))
+      if (auto v = read_duration(*e, "saved_homes.interval", Millis{1'000}, Millis{86'400'000}))
+        file.interval = *v;
+    if (errors_.size() == errors_before) config.saved_homes = std::move(file);
   }
 
   // shared_homes.tls_*: files for a rediss:// URL only; the warden's

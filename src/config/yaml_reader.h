@@ -190,6 +190,25 @@ class Reader {
     return text;
   }
 
+  // An absolute path of a file the warden writes whole and replaces (a
+  // file beside it, renamed over it): its directory must let the warden
+  // create files, and the path, where something is there, be a file.
+  std::optional<std::string> read_replaceable_file(const Entry& e, const std::string& path) {
+    auto text = read_absolute_path(e, path);
+    if (!text) return std::nullopt;
+    const std::string directory = text->substr(0, std::max<std::size_t>(text->rfind('/'), 1));
+    struct stat st {};
+    if (text->back() == '/' || (::stat(text->c_str(), &st) == 0 && !S_ISREG(st.st_mode))) {
+      error(e, path, fmt::format("{} is not a file", *text));
+      return std::nullopt;
+    }
+    if (::access(directory.c_str(), W_OK | X_OK) != 0) {
+      error(e, path, fmt::format("cannot create files in {}: {}", directory, std::strerror(errno)));
+      return std::nullopt;
+    }
+    return text;
+  }
+
   // An absolute path of a file that can be read now (a certificate, say),
   // so that a wrong path stops the start, or the reload, with its reason.
   std::optional<std::string> read_readable_file(const Entry& e, const std::string& path) {

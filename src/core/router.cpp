@@ -316,28 +316,52 @@ Router::Carried Router::carry_homes(const Router& before, const std::vector<int>
                                     TimePoint now) {
   Carried carried;
   if (!affinity_) return carried;
-  const auto carry = [&](const SessionTable& from, SessionTable& to, std::size_t& taken,
-                         std::size_t& left) {
-    const TimePoint oldest = now - to.ttl();
-    from.for_each_oldest_first([&](std::uint64_t key, int home, TimePoint last_seen) {
-      if (last_seen < oldest) return;
-      const int replica =
-          home < static_cast<int>(home_in.size()) ? home_in[static_cast<std::size_t>(home)] : -1;
-      if (replica < 0 || replica >= replica_count()) {
-        ++left;
-        return;
-      }
-      to.assign(key, replica, last_seen);
-      ++taken;
-    });
+  const auto replica_in = [&](int home) {
+    return home < static_cast<int>(home_in.size()) ? home_in[static_cast<std::size_t>(home)] : -1;
   };
-  carry(before.sessions_, sessions_, carried.conversations, carried.left);
-  carry(before.responses_, responses_, carried.responses, carried.responses_left);
-  // A table smaller than the one before keeps the most recent.
+  before.sessions_.for_each_oldest_first([&](std::uint64_t key, int home, TimePoint last_seen) {
+    take_home(sessions_, key, replica_in(home), last_seen, now, carried.conversations, carried.left,
+              carried.idle);
+  });
+  before.responses_.for_each_oldest_first([&](std::uint64_t key, int home, TimePoint last_seen) {
+    take_home(responses_, key, replica_in(home), last_seen, now, carried.responses,
+              carried.responses_left, carried.idle);
+  });
+  count_forgotten(carried);
+  return carried;
+}
+
+Router::Carried Router::take_homes(std::span<const KeptHome> conversations,
+                                   std::span<const KeptHome> responses, TimePoint now) {
+  Carried carried;
+  if (!affinity_) return carried;
+  for (const KeptHome& h : conversations)
+    take_home(sessions_, h.key, h.replica, h.last_seen, now, carried.conversations, carried.left,
+              carried.idle);
+  for (const KeptHome& h : responses)
+    take_home(responses_, h.key, h.replica, h.last_seen, now, carried.responses,
+              carried.responses_left, carried.idle);
+  count_forgotten(carried);
+  return carried;
+}
+
+void Router::take_home(SessionTable& to, std::uint64_t key, int replica, TimePoint last_seen,
+                       TimePoint now, std::size_t& taken, std::size_t& left, std::size_t& idle) {
+  if (last_seen < now - to.ttl()) {
+    ++idle;
+  } else if (replica < 0 || replica >= replica_count()) {
+    ++left;
+  } else {
+    to.assign(key, replica, last_seen);
+    ++taken;
+  }
+}
+
+void Router::count_forgotten(Carried& carried) const noexcept {
+  // A table smaller than the homes offered keeps the most recent.
   carried.over_capacity = carried.conversations - std::min(carried.conversations, sessions_.size());
   carried.conversations -= carried.over_capacity;
   carried.responses = std::min(carried.responses, responses_.size());
-  return carried;
 }
 
 void Router::carry_state(const Router& before, const std::vector<int>& home_in,

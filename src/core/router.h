@@ -243,8 +243,31 @@ class Router final : private SessionTable::Listener {
     std::size_t left = 0;            // conversations whose replica is gone: placed again
     std::size_t responses_left = 0;  // stored responses whose replica is gone
     std::size_t over_capacity = 0;   // taken, then forgotten: a smaller max_conversations
+    std::size_t idle = 0;            // conversations and responses idle past the TTL: not taken
   };
   Carried carry_homes(const Router& before, const std::vector<int>& home_in, TimePoint now);
+  // A home kept outside the router (a file saved by an earlier run): the
+  // replica it is on here (-1: this router has none there) and its last use.
+  struct KeptHome {
+    std::uint64_t key;
+    int replica;
+    TimePoint last_seen;
+  };
+  // Takes kept homes, as carry_homes does those of a router replaced: each
+  // list least recently used first. Those idle past the TTL are not taken,
+  // nor is anything with affinity off.
+  Carried take_homes(std::span<const KeptHome> conversations, std::span<const KeptHome> responses,
+                     TimePoint now);
+  // Each conversation, then each stored response, least recently used
+  // first: f(key, replica, last_seen).
+  template <class F>
+  void for_each_conversation(F&& f) const {
+    sessions_.for_each_oldest_first(f);
+  }
+  template <class F>
+  void for_each_stored_response(F&& f) const {
+    responses_.for_each_oldest_first(f);
+  }
   // With carry_homes: takes each shared replica's ejection and last engine
   // figures, and its server's health (a server that is down stays out of
   // service, with any rank it gained), so that the load scores hold until
@@ -314,6 +337,12 @@ class Router final : private SessionTable::Listener {
   // takes the model's last replica that does (its errors are better than a
   // 503 for every request).
   void end_ejections_if_none_takes_work() noexcept;
+  // One home carried or kept: assigned to `to` at its last use, or counted
+  // left (no such replica here) or idle (past the TTL).
+  void take_home(SessionTable& to, std::uint64_t key, int replica, TimePoint last_seen,
+                 TimePoint now, std::size_t& taken, std::size_t& left, std::size_t& idle);
+  // After take_home: what a table smaller than the homes offered forgot.
+  void count_forgotten(Carried& carried) const noexcept;
   // The healthy, not excluded replica with the lowest score, optionally only
   // those scoring below `below` (a PlacementIndex key); -1 when none.
   int least_loaded(std::span<const int> exclude, PlacementIndex::Key below = PlacementIndex::kUnavailable);

@@ -102,7 +102,8 @@ net::Awaitable<void> Warden::serve_local(net::Exchange& exchange) {
     net::Response res{http::status::ok, 11};
     res.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
     const auto shared = shared_homes_stats();
-    res.body() = warden_metrics_text(*models(), reloads_, shared ? &*shared : nullptr);
+    res.body() =
+        warden_metrics_text(*models(), reloads_, shared ? &*shared : nullptr, &saved_homes_writes_);
     co_await exchange.respond(std::move(res));
     co_return;
   }

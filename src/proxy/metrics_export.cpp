@@ -33,7 +33,8 @@ std::string replica_label(int index) {
 }
 
 std::string warden_metrics_text(const ModelSet& models, const ConfigReloads& reloads,
-                                const SharedHomesStats* shared_homes) {
+                                const SharedHomesStats* shared_homes,
+                                const SavedHomesWrites* saved_homes) {
   telemetry::PrometheusWriter w;
   auto family = [&](std::string_view name) {
     const auto& s = spec(name);
@@ -206,6 +207,19 @@ std::string warden_metrics_text(const ModelSet& models, const ConfigReloads& rel
                                                 {"failed", s.claims_failed}});
   family("lmwarden_shared_homes_connected");
   if (shared_homes) w.sample("lmwarden_shared_homes_connected", {}, s.connected ? 1.0 : 0.0);
+  // Written with no sample while the configuration names no homes file.
+  const bool saving = saved_homes && models.config.saved_homes;
+  family("lmwarden_saved_homes_writes_total");
+  if (saving) {
+    w.sample("lmwarden_saved_homes_writes_total", {{"result", "written"}},
+             static_cast<double>(saved_homes->written.load(std::memory_order_relaxed)));
+    w.sample("lmwarden_saved_homes_writes_total", {{"result", "failed"}},
+             static_cast<double>(saved_homes->failed.load(std::memory_order_relaxed)));
+  }
+  family("lmwarden_saved_homes_last_write_timestamp_seconds");
+  if (saving)
+    w.sample("lmwarden_saved_homes_last_write_timestamp_seconds", {},
+             static_cast<double>(saved_homes->last_written_unix_s.load(std::memory_order_relaxed)));
   return w.take();
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 
+#include "proxy/home_saver.h"
 #include "proxy/shared_homes.h"
 
 namespace lmwarden::proxy {
@@ -14,8 +15,11 @@ struct ModelSet;
 class ConfigReloads;
 
 // `shared_homes`: the Redis store's counters, when the warden shares homes.
+// `saved_homes`: the writes of the homes file (written while the
+// configuration names one).
 std::string warden_metrics_text(const ModelSet& models, const ConfigReloads& reloads,
-                                const SharedHomesStats* shared_homes = nullptr);
+                                const SharedHomesStats* shared_homes = nullptr,
+                                const SavedHomesWrites* saved_homes = nullptr);
 
 // A replica as /metrics labels it and the log names it: its index, or
 // "unassigned" (-1: sent without a rank, the server's balancer picked it).

@@ -12,28 +12,33 @@ WardenRuntime::WardenRuntime(config::Config config)
       *io_, warden_->server_options(), [w = warden_.get()](net::Exchange& ex) { return w->handle(ex); });
   const auto set = warden_->models();
   scraper_ = std::make_unique<Scraper>(*warden_, set->config.scrape_interval, set->config.unhealthy_after);
+  saver_ = std::make_unique<HomeSaver>(*warden_, warden_->saved_homes_writes());
 }
 
 net::tcp::endpoint WardenRuntime::start(bool scrape) {
   const auto set = warden_->models();
+  restore_saved_homes(*set);
   const auto endpoint = server_->listen(set->config.listen_host, set->config.listen_port);
   scraping_ = scrape;
   warden_->set_health_probed(scrape);
   if (scrape) scraper_->start(control_->at(0));
   control_->start();
   io_->start();
+  saver_->start();
   return endpoint;
 }
 
 std::vector<std::string> WardenRuntime::reload(config::Config config) {
   auto kept = warden_->reload(std::move(config));
   if (scraping_) net::asio::post(control_->at(0), [this] { scraper_->start(control_->at(0)); });
+  saver_->reconfigured();
   return kept;
 }
 
 void WardenRuntime::shutdown() {
   if (stopped_) return;
   stopped_ = true;
+  saver_->finish();
   control_->stop();
   control_->join();
   io_->stop();
@@ -43,6 +48,7 @@ void WardenRuntime::shutdown() {
   control_.reset();
   io_.reset();
   scraper_.reset();
+  saver_.reset();
   server_.reset();
   warden_.reset();
 }

@@ -10,6 +10,7 @@
 
 #include "config/config.h"
 #include "net/http_server.h"
+#include "proxy/home_saver.h"
 #include "proxy/scraper.h"
 #include "proxy/warden.h"
 
@@ -22,9 +23,10 @@ class WardenRuntime {
   WardenRuntime(const WardenRuntime&) = delete;
   WardenRuntime& operator=(const WardenRuntime&) = delete;
 
-  // Binds the configured address (throws std::system_error with a clear
-  // message when it cannot) and starts the I/O threads and, with `scrape`,
-  // the scraper.
+  // Reads the homes file (saved_homes) into the models, binds the
+  // configured address (throws std::system_error with a clear message when
+  // it cannot) and starts the I/O threads, the writer of the homes file and,
+  // with `scrape`, the scraper.
   net::tcp::endpoint start(bool scrape = true);
   void stop_accepting() { server_->stop_accepting(); }
   // Requests being served (in any configuration, current or retired).
@@ -38,7 +40,11 @@ class WardenRuntime {
   std::vector<std::string> reload(config::Config config);
   // Ends the requests in flight with an error (Warden::cut_in_flight).
   void cut_in_flight() { warden_->cut_in_flight(*io_); }
+  // Writes the homes file a last time (when the configuration names one),
+  // then stops everything.
   void shutdown();
+  // Writes the homes file now (saved_homes); false when that failed.
+  bool save_homes() { return saver_->write_now(); }
 
   Warden& warden() noexcept { return *warden_; }
 
@@ -48,6 +54,7 @@ class WardenRuntime {
   std::unique_ptr<Warden> warden_;
   std::unique_ptr<net::HttpServer> server_;
   std::unique_ptr<Scraper> scraper_;
+  std::unique_ptr<HomeSaver> saver_;  // the homes file (saved_homes)
   bool scraping_ = false;
   bool stopped_ = false;
 };

@@ -25,6 +25,7 @@
 #include "proxy/access_log.h"
 #include "proxy/config_reloads.h"
 #include "proxy/dialect.h"
+#include "proxy/home_saver.h"
 #include "proxy/model_telemetry.h"
 #include "proxy/refusals.h"
 #include "proxy/shared_homes.h"
@@ -208,6 +209,8 @@ class Warden {
   std::optional<SharedHomesStats> shared_homes_stats() const;
   std::optional<SharedHomesView> shared_homes_view() const;
   std::chrono::system_clock::time_point started() const noexcept { return started_; }
+  // What became of the writes of the homes file (saved_homes), for /metrics.
+  SavedHomesWrites& saved_homes_writes() noexcept { return saved_homes_writes_; }
 
  private:
   struct Forward;
@@ -239,6 +242,7 @@ class Warden {
   std::atomic<bool> health_probed_{false};
   std::atomic<bool> cutting_{false};  // cut_in_flight() was called
   ConfigReloads reloads_{started_};
+  SavedHomesWrites saved_homes_writes_;
   // Homes shared with other wardens through Redis (shared_homes); null when
   // the configuration at start named none.
   std::unique_ptr<SharedHomes> shared_homes_;

@@ -19,7 +19,7 @@ struct MetricSpec {
   std::string_view help;
 };
 
-inline constexpr std::array<MetricSpec, 24> kWardenMetrics = {{
+inline constexpr std::array<MetricSpec, 26> kWardenMetrics = {{
     {"lmwarden_requests_total", MetricType::kCounter, "model,replica,route",
      "Requests sent upstream, by route: new, sticky, spilled, pinned, anonymous, rehomed, "
      "balanced, retried (an attempt after a failed one)."},
@@ -85,6 +85,12 @@ inline constexpr std::array<MetricSpec, 24> kWardenMetrics = {{
     {"lmwarden_shared_homes_connected", MetricType::kGauge, "",
      "1 while the warden is connected to the Redis it shares homes through, 0 when not; absent "
      "without shared_homes."},
+    {"lmwarden_saved_homes_writes_total", MetricType::kCounter, "result",
+     "Writes of the file that keeps conversation homes across a restart (saved_homes), by "
+     "result: written or failed; absent without saved_homes."},
+    {"lmwarden_saved_homes_last_write_timestamp_seconds", MetricType::kGauge, "",
+     "When the homes file (saved_homes) was last written whole (Unix time); 0 before the first "
+     "write; absent without saved_homes."},
 }};
 
 }  // namespace lmwarden::telemetry

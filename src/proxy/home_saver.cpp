@@ -1,0 +1,316 @@
+#include "proxy/home_saver.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "proxy/warden.h"
+
+namespace lmwarden::proxy {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+using std::chrono::system_clock;
+
+std::int64_t unix_ms(system_clock::time_point t) {
+  return std::chrono::duration_cast<milliseconds>(t.time_since_epoch()).count();
+}
+
+// Idle times are capped here (twice session_ttl's largest), so that no
+// arithmetic on a hand-edited file's figure overflows.
+constexpr std::int64_t kLongestIdleMs = 2LL * 87'600 * 3'600'000;
+
+// What one model took back, as its log line says it.
+std::string restored_line(const SavedModel& saved, const ModelState& m,
+                          const core::Router::Carried& c, bool affinity) {
+  const std::string what = saved.name == m.config.name
+                               ? "model " + saved.name
+                               : "model " + saved.name + " (now " + m.config.name + ")";
+  if (!affinity)
+    return fmt::format("{}: affinity is off, so its {} saved conversations are not used", what,
+                       saved.conversations.size());
+  std::string line = fmt::format(
+      "{}: {} conversations and {} stored responses are back on their servers and ranks", what,
+      c.conversations, c.responses);
+  if (c.left > 0 || c.responses_left > 0)
+    line += fmt::format(
+        "; {} conversations on servers or ranks it no longer has are placed again at their next "
+        "request, and {} stored responses there are forgotten",
+        c.left, c.responses_left);
+  if (c.idle > 0) line += fmt::format("; {} idle past session_ttl are forgotten", c.idle);
+  if (c.over_capacity > 0)
+    line += fmt::format("; {} over max_conversations are forgotten (the least recently used)",
+                        c.over_capacity);
+  return line;
+}
+
+}  // namespace
+
+SavedHomes snapshot_homes(const ModelSet& set, system_clock::time_point wall,
+                          steady_clock::time_point now) {
+  SavedHomes homes;
+  homes.saved_at_unix_ms = unix_ms(wall);
+  for (const auto& m : set.models) {
+    SavedModel saved;
+    saved.name = m->config.name;
+    saved.servers = m->routing->servers;
+    const auto ttl = std::chrono::duration_cast<steady_clock::duration>(m->config.session_ttl);
+    const auto add_to = [&](std::vector<SavedHome>& list) {
+      return [&](std::uint64_t key, int replica, core::TimePoint last_seen) {
+        if (now - last_seen > ttl) return;
+        const auto idle = std::chrono::duration_cast<milliseconds>(now - last_seen).count();
+        list.push_back({.key = key,
+                        .server = m->router.replica_backend(replica),
+                        .rank = m->router.replica_rank(replica),
+                        .idle_ms = std::max<std::int64_t>(idle, 0)});
+      };
+    };
+    {
+      std::lock_guard lock{m->mutex};
+      saved.conversations.reserve(m->router.conversations());
+      saved.responses.reserve(m->router.stored_responses());
+      m->router.for_each_conversation(add_to(saved.conversations));
+      m->router.for_each_stored_response(add_to(saved.responses));
+    }
+    homes.models.push_back(std::move(saved));
+  }
+  return homes;
+}
+
+std::vector<std::string> restore_homes(const SavedHomes& homes, const ModelSet& set,
+                                       system_clock::time_point wall,
+                                       steady_clock::time_point now) {
+  std::vector<std::string> lines;
+  // The time since the file was written counts as idle (none when the
+  // system clock has gone back meanwhile).
+  const std::int64_t since_saved =
+      std::max<std::int64_t>(unix_ms(wall) - homes.saved_at_unix_ms, 0);
+  for (const SavedModel& saved : homes.models) {
+    ModelState* m = set.find(saved.name);
+    if (!m) {
+      lines.push_back(fmt::format(
+          "model {} is not configured: its {} conversations and {} stored responses are forgotten",
+          saved.name, saved.conversations.size(), saved.responses.size()));
+      continue;
+    }
+    // Each saved server's index in the model now; -1 for one it no longer has.
+    std::vector<int> backend_of;
+    for (const std::string& server : saved.servers) {
+      const auto it = std::ranges::find(m->routing->servers, server);
+      backend_of.push_back(it == m->routing->servers.end()
+                               ? -1
+                               : static_cast<int>(it - m->routing->servers.begin()));
+    }
+    const auto kept = [&](const std::vector<SavedHome>& list) {
+      std::vector<core::Router::KeptHome> out;
+      out.reserve(list.size());
+      for (const SavedHome& h : list) {
+        const std::int64_t idle = std::min(h.idle_ms, kLongestIdleMs) + since_saved;
+        out.push_back({.key = h.key,
+                       .replica = m->router.replica_at(
+                           backend_of[static_cast<std::size_t>(h.server)], h.rank),
+                       .last_seen = now - milliseconds{idle}});
+      }
+      // Oldest first, so that a table too small keeps the most recent.
+      std::ranges::stable_sort(out, {}, &core::Router::KeptHome::last_seen);
+      return out;
+    };
+    std::lock_guard lock{m->mutex};
+    const core::Router::Carried c =
+        m->router.take_homes(kept(saved.conversations), kept(saved.responses), now);
+    lines.push_back(restored_line(saved, *m, c, m->router.affinity()));
+  }
+  return lines;
+}
+
+std::string replace_file(const std::string& path, std::string_view text) {
+  const std::string temporary = path + ".tmp";
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+  if (fd < 0) return fmt::format("cannot create {}: {}", temporary, std::strerror(errno));
+  const auto fail = [&](std::string_view what) {
+    const std::string reason =
+        fmt::format("cannot {} {}: {}", what, temporary, std::strerror(errno));
+    ::close(fd);
+    ::unlink(temporary.c_str());
+    return reason;
+  };
+  for (std::size_t done = 0; done < text.size();) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return fail("write");
+    done += static_cast<std::size_t>(n);
+  }
+  // On disk before it takes the name: a crash leaves the old file or the
+  // new one, never an empty one.
+  if (::fsync(fd) != 0) return fail("sync");
+  ::close(fd);
+  if (::rename(temporary.c_str(), path.c_str()) != 0) {
+    const std::string reason =
+        fmt::format("cannot rename {} to {}: {}", temporary, path, std::strerror(errno));
+    ::unlink(temporary.c_str());
+    return reason;
+  }
+  // The rename itself on disk (best effort: some file systems refuse it).
+  const std::string directory = path.substr(0, std::max<std::size_t>(path.rfind('/'), 1));
+  if (const int dir = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dir >= 0) {
+    ::fsync(dir);
+    ::close(dir);
+  }
+  return {};
+}
+
+void restore_saved_homes(const ModelSet& set) {
+  if (!set.config.saved_homes) return;
+  const std::string& path = set.config.saved_homes->path;
+  std::string text;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  bool read = fd >= 0;
+  for (char chunk[65536]; read;) {
+    const ssize_t n = ::read(fd, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      read = n == 0;
+      break;
+    }
+    text.append(chunk, static_cast<std::size_t>(n));
+  }
+  if (!read) {
+    if (errno == ENOENT)
+      spdlog::info(
+          "saved homes: {} is not there yet (a first start); homes are written there "
+          "every {} s and at shutdown",
+          path, set.config.saved_homes->interval.count() / 1000.0);
+    else
+      spdlog::warn("saved homes: cannot read {}: {}; starting without them", path,
+                   std::strerror(errno));
+    if (fd >= 0) ::close(fd);
+    return;
+  }
+  ::close(fd);
+  const auto homes = parse_saved_homes(text);
+  if (!homes) {
+    spdlog::warn(
+        "saved homes: {} is not usable ({}); starting without them, and the next write "
+        "replaces it",
+        path, homes.error());
+    return;
+  }
+  const auto wall = system_clock::now();
+  spdlog::info("saved homes: read {}, written {:.0f} s ago", path,
+               static_cast<double>(unix_ms(wall) - homes->saved_at_unix_ms) / 1000.0);
+  for (const std::string& line : restore_homes(*homes, set, wall, steady_clock::now()))
+    spdlog::info("saved homes: {}", line);
+}
+
+HomeSaver::HomeSaver(Warden& warden, SavedHomesWrites& writes) : warden_(warden), writes_(writes) {}
+
+HomeSaver::~HomeSaver() {
+  {
+    std::lock_guard lock{mutex_};
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void HomeSaver::start() {
+  thread_ = std::thread([this] { run(); });
+}
+
+void HomeSaver::reconfigured() {
+  {
+    std::lock_guard lock{mutex_};
+    woken_ = true;
+  }
+  wake_.notify_all();
+}
+
+bool HomeSaver::finish() {
+  // Never started (the start failed): the file has not been read, and a
+  // write now would replace it with an empty table.
+  if (!thread_.joinable()) return true;
+  {
+    std::lock_guard lock{mutex_};
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+  return write(true);
+}
+
+bool HomeSaver::write_now() {
+  return write(false);
+}
+
+void HomeSaver::run() {
+  auto last = steady_clock::now();
+  std::unique_lock lock{mutex_};
+  while (!stopping_) {
+    // Only the interval is kept while waiting: a set held here would keep a
+    // configuration a reload retired, and its routing state, alive.
+    const auto interval = [&]() -> std::optional<config::Millis> {
+      const auto set = warden_.models();
+      if (!set->config.saved_homes) return std::nullopt;
+      return set->config.saved_homes->interval;
+    }();
+    const auto woken = [&] { return stopping_ || woken_; };
+    if (!interval) {
+      wake_.wait(lock, woken);
+    } else if (!wake_.wait_until(lock, last + *interval, woken)) {
+      lock.unlock();
+      write(false);
+      last = steady_clock::now();
+      lock.lock();
+      continue;
+    }
+    woken_ = false;
+  }
+}
+
+bool HomeSaver::write(bool at_stop) {
+  std::lock_guard lock{write_mutex_};
+  const auto set = warden_.models();
+  if (!set->config.saved_homes) return true;
+  const std::string& path = set->config.saved_homes->path;
+  const auto began = steady_clock::now();
+  const SavedHomes homes = snapshot_homes(*set, system_clock::now(), began);
+  std::size_t conversations = 0;
+  std::size_t responses = 0;
+  for (const SavedModel& m : homes.models) {
+    conversations += m.conversations.size();
+    responses += m.responses.size();
+  }
+  const std::string failure = replace_file(path, format_saved_homes(homes));
+  if (!failure.empty()) {
+    writes_.failed.fetch_add(1, std::memory_order_relaxed);
+    if (at_stop)
+      spdlog::error("saved homes: {}; the next start begins without them", failure);
+    else if (failure != failing_)
+      spdlog::error(
+          "saved homes: {}; tried again every {} s, and a restart meanwhile loses "
+          "the homes since the last write",
+          failure, set->config.saved_homes->interval.count() / 1000.0);
+    failing_ = failure;
+    return false;
+  }
+  writes_.written.fetch_add(1, std::memory_order_relaxed);
+  writes_.last_written_unix_s.store(unix_ms(system_clock::now()) / 1000, std::memory_order_relaxed);
+  if (!failing_.empty() && !at_stop) spdlog::info("saved homes: {} written again", path);
+  failing_.clear();
+  const auto took = std::chrono::duration_cast<milliseconds>(steady_clock::now() - began).count();
+  if (at_stop)
+    spdlog::info("saved homes: {} conversations and {} stored responses written to {} ({} ms)",
+                 conversations, responses, path, took);
+  else
+    spdlog::debug("saved homes: {} conversations and {} stored responses written to {} ({} ms)",
+                  conversations, responses, path, took);
+  return true;
+}
+
+}  // namespace lmwarden::proxy

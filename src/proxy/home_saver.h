@@ -1,0 +1,102 @@
+// Conversation homes kept across a restart (config `saved_homes`).
+//
+// Without Redis a warden's conversation table lives in its memory only, so a
+// restart (an upgrade, a new host) places every live conversation again, on
+// the least-loaded replica, which is most often not the one holding its
+// prefix: each pays a cold prefill of its whole history. With `saved_homes`
+// the warden writes every model's conversations and stored responses (each
+// on its server and rank, with how long it has been idle) to a file, every
+// `interval` while serving and once more when it stops, and reads the file
+// back at its next start: those on a server and rank the model still has go
+// home again; those idle past `session_ttl` by then are forgotten.
+//
+// The file is written beside its path and renamed over it, so a reader, or a
+// crash, never sees half of one. The format is in proxy/saved_homes.h.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "proxy/saved_homes.h"
+
+namespace lmwarden::proxy {
+
+struct ModelSet;
+class Warden;
+
+// What became of the writes, for /metrics.
+struct SavedHomesWrites {
+  std::atomic<std::uint64_t> written{0};
+  std::atomic<std::uint64_t> failed{0};
+  std::atomic<std::int64_t> last_written_unix_s{0};  // 0: none yet
+};
+
+// Every model's homes in `set` as they stand at `now` (`wall` the same
+// moment by the system clock), those idle past their TTL left out. Takes
+// each model's lock while it copies its table.
+SavedHomes snapshot_homes(const ModelSet& set, std::chrono::system_clock::time_point wall,
+                          std::chrono::steady_clock::time_point now);
+
+// Gives the models of `set` the homes saved in `homes`: each on the replica
+// of the same server (by name) and rank, at the last use it had, the time
+// since the file was written counted as idle. Returns a line per model to
+// log, saying what was taken back and what was not.
+std::vector<std::string> restore_homes(const SavedHomes& homes, const ModelSet& set,
+                                       std::chrono::system_clock::time_point wall,
+                                       std::chrono::steady_clock::time_point now);
+
+// Writes `text` to `path` whole: to a file beside it, synced, then renamed
+// over it. Returns "" or why it could not.
+std::string replace_file(const std::string& path, std::string_view text);
+
+// At start: reads the configuration's file, when there is one, into `set`'s
+// models, and logs what it took back (or why the file was not used: a
+// missing file is the first start; an unreadable one is named and left for
+// the next write to replace).
+void restore_saved_homes(const ModelSet& set);
+
+// The thread that writes the file every interval of the configuration in
+// force (a reload may set, change or remove `saved_homes`), and once more at
+// finish().
+class HomeSaver {
+ public:
+  HomeSaver(Warden& warden, SavedHomesWrites& writes);
+  ~HomeSaver();
+  HomeSaver(const HomeSaver&) = delete;
+  HomeSaver& operator=(const HomeSaver&) = delete;
+
+  void start();
+  // After a reload: the interval or path may have changed.
+  void reconfigured();
+  // Stops the thread and, when the configuration names a file, writes it a
+  // last time. Returns whether that write succeeded (true when none is due,
+  // and when start() was never called: the file was not read then, and is
+  // left as it is).
+  bool finish();
+  // Writes the file now, when the configuration names one; false on failure
+  // (logged).
+  bool write_now();
+
+ private:
+  void run();
+  // write_now(), or finish()'s last write (logged at info, with its counts).
+  bool write(bool at_stop);
+
+  Warden& warden_;
+  SavedHomesWrites& writes_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;   // guarded by mutex_
+  bool woken_ = false;      // guarded by mutex_
+  std::mutex write_mutex_;  // one write at a time
+  std::string failing_;     // guarded by write_mutex_: the last failure logged, "" after a success
+  std::thread thread_;
+};
+
+}  // namespace lmwarden::proxy

@@ -1,0 +1,162 @@
+// `lmwarden serve` with `saved_homes`, restarted as an operator restarts it:
+// the conversations it had placed go back to their replicas after the
+// restart, though another replica is less loaded by then; the file is
+// written every interval while serving, a failed write is counted and said
+// once, and a file that cannot be used is named and replaced.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "fake_vllm.h"
+#include "http_test_client.h"
+#include "metric_probe.h"
+#include "scratch.h"
+#include "serve_process.h"
+
+namespace lmwarden::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string saved_homes(const std::string& path, const std::string& interval = "1h") {
+  return "saved_homes:\n  path: " + path + "\n  interval: " + interval + "\n";
+}
+
+// One request of conversation `id` (Codex's session-id header); the rank it
+// reached.
+int turn(std::uint16_t port, FakeVllm& fake, const std::string& id) {
+  const auto reply = http_request(port, http::verb::post, "/v1/chat/completions", chat_body(false),
+                                  {{"session-id", id}});
+  EXPECT_EQ(reply.status, 200u) << reply.body;
+  return fake.seen().back().rank;
+}
+
+json read_json(const std::string& path) {
+  std::ifstream in{path};
+  return json::parse(in);
+}
+
+std::size_t count(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST(SavedHomes, ARestartSendsEachConversationBackToItsReplica) {
+  FakeVllm fake{2};
+  for (int rank = 0; rank < 2; ++rank) fake.set_engine(rank, 0, 0, 0, 0, 0);
+  TempDir dir;
+  const std::string file = dir.file("homes.json");
+  const std::string yaml = serve_yaml(fake.port(), 2, "", saved_homes(file));
+  std::map<std::string, int> homes;
+  {
+    ServeProcess serve{yaml};
+    EXPECT_TRUE(eventually([&] {
+      return serve.log().find("saved homes: " + file + " is not there yet (a first start)") !=
+             std::string::npos;
+    })) << serve.log();
+    for (int i = 0; i < 8; ++i) {
+      const std::string id = "conv-" + std::to_string(i);
+      homes[id] = turn(serve.port(), fake, id);
+    }
+    ASSERT_GT(std::ranges::count_if(homes, [](const auto& h) { return h.second == 0; }), 0)
+        << "the first placements spread over both ranks";
+    ::kill(serve.pid(), SIGTERM);
+    const auto status = exit_status(serve.process(), std::chrono::seconds(10));
+    ASSERT_TRUE(status.has_value());
+    EXPECT_EQ(WEXITSTATUS(*status), 0);
+    EXPECT_NE(
+        serve.log().find("saved homes: 8 conversations and 0 stored responses written to " + file),
+        std::string::npos)
+        << serve.log();
+  }
+  const json saved = read_json(file);
+  EXPECT_EQ(saved["lmwarden_saved_homes"], 1);
+  ASSERT_EQ(saved["models"].size(), 1u);
+  EXPECT_EQ(saved["models"][0]["name"], "m");
+  EXPECT_EQ(saved["models"][0]["servers"][0], "http://127.0.0.1:" + std::to_string(fake.port()));
+  EXPECT_EQ(saved["models"][0]["conversations"].size(), 8u);
+  EXPECT_FALSE(fs::exists(file + ".tmp"));
+
+  // Rank 0 is busy now: a conversation placed afresh goes to rank 1.
+  fake.set_engine(0, 12, 6, 0.9, 0, 0);
+  ServeProcess serve{yaml};
+  EXPECT_TRUE(eventually([&] {
+    return serve.log().find(
+               "saved homes: model m: 8 conversations and 0 stored responses are "
+               "back on their servers and ranks") != std::string::npos;
+  })) << serve.log();
+  ASSERT_TRUE(eventually([&] { return serve.card()["replicas"][0]["running"] == 12; }))
+      << serve.card().dump();
+  EXPECT_EQ(serve.card()["conversations"], 8);
+  EXPECT_EQ(turn(serve.port(), fake, "a-new-one"), 1) << "placed by load";
+  for (const auto& [id, rank] : homes) EXPECT_EQ(turn(serve.port(), fake, id), rank) << id;
+  EXPECT_EQ(metric(serve.port(), "lmwarden_requests_total", {{"route", "sticky"}}), 8);
+  EXPECT_EQ(metric(serve.port(), "lmwarden_requests_total", {{"route", "new"}}), 1);
+}
+
+TEST(SavedHomes, WrittenEveryIntervalAFailedWriteIsCountedAndSaidOnceAndAReloadMovesIt) {
+  FakeVllm fake{1};
+  fake.set_engine(0, 0, 0, 0, 0, 0);
+  TempDir dir;
+  const std::string file = dir.file("homes.json");
+  ServeProcess serve{serve_yaml(fake.port(), 1, "", saved_homes(file, "1s"))};
+  const auto written = [&](const std::string& result) {
+    return metric(serve.port(), "lmwarden_saved_homes_writes_total", {{"result", result}});
+  };
+  turn(serve.port(), fake, "alpha");
+  ASSERT_TRUE(eventually([&] {
+    return fs::exists(file) && read_json(file)["models"][0]["conversations"].size() == 1;
+  })) << serve.log();
+  EXPECT_GE(written("written"), 1);
+  EXPECT_EQ(written("failed"), 0);
+  EXPECT_GT(metric(serve.port(), "lmwarden_saved_homes_last_write_timestamp_seconds"), 1.7e9);
+
+  // Its name taken by a directory: each write fails, and the log says so once.
+  fs::remove(file);
+  fs::create_directory(file);
+  ASSERT_TRUE(eventually([&] { return written("failed") >= 3; }, std::chrono::seconds(10)))
+      << serve.log();
+  const std::string failure = "saved homes: cannot rename " + file + ".tmp to " + file;
+  EXPECT_EQ(count(serve.log(), failure), 1u) << serve.log();
+  fs::remove(file);
+  EXPECT_TRUE(eventually([&] {
+    return serve.log().find("saved homes: " + file + " written again") != std::string::npos;
+  })) << serve.log();
+
+  // A reload names another file: the next write goes there.
+  const std::string moved = dir.file("moved.json");
+  serve.write_config(serve_yaml(fake.port(), 1, "", saved_homes(moved, "1s")));
+  ::kill(serve.pid(), SIGHUP);
+  turn(serve.port(), fake, "beta");
+  EXPECT_TRUE(eventually([&] {
+    return fs::exists(moved) && read_json(moved)["models"][0]["conversations"].size() == 2;
+  })) << serve.log();
+}
+
+TEST(SavedHomes, AFileThatCannotBeUsedIsNamedAndReplacedAtTheNextWrite) {
+  FakeVllm fake{1};
+  fake.set_engine(0, 0, 0, 0, 0, 0);
+  TempDir dir;
+  const std::string file = dir.file("homes.json");
+  std::ofstream(file) << R"({"lmwarden_saved_homes": 1, "saved_at_unix_ms": 0, "models": [{)";
+  ServeProcess serve{serve_yaml(fake.port(), 1, "", saved_homes(file))};
+  EXPECT_TRUE(eventually([&] {
+    return serve.log().find("saved homes: " + file + " is not usable (not JSON: ") !=
+           std::string::npos;
+  })) << serve.log();
+  turn(serve.port(), fake, "alpha");
+  ::kill(serve.pid(), SIGTERM);
+  ASSERT_TRUE(exit_status(serve.process(), std::chrono::seconds(10)).has_value());
+  EXPECT_EQ(read_json(file)["models"][0]["conversations"].size(), 1u);
+}
+
+}  // namespace
+}  // namespace lmwarden::testing

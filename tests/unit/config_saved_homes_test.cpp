@@ -1,0 +1,80 @@
+// The saved_homes section: the file that keeps conversation homes across a
+// restart (proxy/home_saver.h).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "config_test_util.h"
+
+namespace lmwarden::config {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A scratch directory for the file, removed afterwards.
+class ConfigSavedHomes : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ =
+        fs::temp_directory_path() / ("lmwarden-config-saved-homes-" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string with(const std::string& section) const { return section + std::string(kMinimal); }
+
+  fs::path dir_;
+};
+
+TEST_F(ConfigSavedHomes, AbsentByDefault) {
+  EXPECT_FALSE(load_ok(kMinimal).saved_homes.has_value());
+}
+
+TEST_F(ConfigSavedHomes, ThePathAloneTakesTheDefaultInterval) {
+  const Config c = load_ok(with("saved_homes:\n  path: " + path("homes.json") + "\n"));
+  ASSERT_TRUE(c.saved_homes);
+  EXPECT_EQ(c.saved_homes->path, path("homes.json"));
+  EXPECT_EQ(c.saved_homes->interval, Millis{60'000});
+  EXPECT_FALSE(fs::exists(path("homes.json"))) << "not created by loading the configuration";
+}
+
+TEST_F(ConfigSavedHomes, EveryKey) {
+  std::ofstream(path("homes.json")) << "an earlier run's file\n";  // replaced, so taken
+  const Config c =
+      load_ok(with("saved_homes:\n  path: " + path("homes.json") + "\n  interval: 15s\n"));
+  ASSERT_TRUE(c.saved_homes);
+  EXPECT_EQ(c.saved_homes->interval, Millis{15'000});
+}
+
+TEST_F(ConfigSavedHomes, MistakesAreNamedByKey) {
+  EXPECT_EQ(error_of(with("saved_homes:\n  interval: 1m\n")),
+            "lmwarden.yaml:2: saved_homes.path: is required: the file the homes are kept in, e.g. "
+            "/var/lib/lmwarden/homes.json");
+  EXPECT_EQ(error_of(with("saved_homes: " + path("homes.json") + "\n")),
+            "lmwarden.yaml:1: saved_homes: must be a mapping of keys, e.g. \"path: "
+            "/var/lib/lmwarden/homes.json\" on the next line, indented; got \"" +
+                path("homes.json") + "\"");
+  EXPECT_EQ(error_of(with("saved_homes:\n  path: homes.json\n")),
+            "lmwarden.yaml:2: saved_homes.path: must be an absolute path, got \"homes.json\"");
+  EXPECT_EQ(error_of(with("saved_homes:\n  path: " + path("no-such-dir/homes.json") + "\n")),
+            "lmwarden.yaml:2: saved_homes.path: cannot create files in " + path("no-such-dir") +
+                ": No such file or directory");
+  fs::create_directories(path("a-directory"));
+  EXPECT_EQ(error_of(with("saved_homes:\n  path: " + path("a-directory") + "\n")),
+            "lmwarden.yaml:2: saved_homes.path: " + path("a-directory") + " is not a file");
+  EXPECT_EQ(error_of(with("saved_homes:\n  path: " + path("") + "\n")),
+            "lmwarden.yaml:2: saved_homes.path: " + path("") + " is not a file");
+  EXPECT_EQ(error_of(with("saved_homes:\n  path: " + path("h.json") + "\n  interval: 500ms\n")),
+            "lmwarden.yaml:3: saved_homes.interval: must be at least 1s, got \"500ms\"");
+  EXPECT_EQ(error_of(with("saved_homes:\n  path: " + path("h.json") + "\n  every: 1m\n"))
+                .rfind("lmwarden.yaml:3: saved_homes.every: unknown key", 0),
+            0u);
+  EXPECT_EQ(error_of("access_log: " + path("log.json") +
+                     "\nsaved_homes:\n  path: " + path("log.json") + "\n" + std::string(kMinimal)),
+            "lmwarden.yaml:3: saved_homes.path: is the access_log's file: give each its own");
+}
+
+}  // namespace
+}  // namespace lmwarden::config
