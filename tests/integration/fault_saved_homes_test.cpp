@@ -5,9 +5,11 @@
 // once, and a file that cannot be used is named and replaced.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -156,6 +158,40 @@ TEST(SavedHomes, AFileThatCannotBeUsedIsNamedAndReplacedAtTheNextWrite) {
   ::kill(serve.pid(), SIGTERM);
   ASSERT_TRUE(exit_status(serve.process(), std::chrono::seconds(10)).has_value());
   EXPECT_EQ(read_json(file)["models"][0]["conversations"].size(), 1u);
+}
+
+// A start that fails (its port taken) has read the file but served nothing:
+// the file is left as it was, not replaced with an empty table.
+TEST(SavedHomes, AStartThatFailsLeavesTheFileAsItWas) {
+  TempDir dir;
+  const std::string file = dir.file("homes.json");
+  const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  const std::string before =
+      R"({"lmwarden_saved_homes": 1, "saved_at_unix_ms": )" + std::to_string(now_ms) +
+      R"(, "models": [{"name": "m", "servers": ["http://127.0.0.1:9"], "conversations": [["00000000000000aa", 0, 0, 5]],)"
+      R"( "responses": []}]})";
+  std::ofstream(file) << before;
+  std::uint16_t taken = 0;
+  const int listener = loopback_listener(1, taken);
+  std::ofstream(dir.file("lmwarden.yaml"))
+      << "listen: 127.0.0.1:" << taken << "\n"
+      << saved_homes(file)
+      << "models:\n  - name: m\n    backends:\n      - url: http://127.0.0.1:9\n";
+  const std::string command = "timeout 20 " + std::string(LMWARDEN_BINARY) + " serve --config " +
+                              dir.file("lmwarden.yaml") + " >" + dir.file("out.log") + " 2>&1";
+  const int status = std::system(command.c_str());
+  ::close(listener);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 1);
+  std::ifstream in(file);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), before);
+  std::ifstream out(dir.file("out.log"));
+  const std::string said{std::istreambuf_iterator<char>(out), {}};
+  EXPECT_NE(said.find("model m: 1 conversations and 0 stored responses are back"),
+            std::string::npos)
+      << said;
 }
 
 }  // namespace
