@@ -259,9 +259,13 @@ class Loader : private yaml::Reader {
     SavedHomesFile file;
     const std::size_t errors_before = errors_.size();
     if (const Entry* e = map->find("path")) {
-      if (auto v = read_replaceable_file(*e, "saved_homes.path")) file.path = *v;
-      if (!config.access_log.empty() && file.path == config.access_log)
-        error(*e, "saved_homes.path", "is the access_log's file: give each its own");
+      if (auto v = read_replaceable_file(*e, "saved_homes.path")) {
+        file.path = *v;
+        if (!config.access_log.empty() && same_file(file.path, config.access_log))
+          error(*e, "saved_homes.path", "is the access_log's file: give each its own");
+        else if (same_file(file.path, file_))
+          error(*e, "saved_homes.path", "is this configuration file: name a file of its own");
+      }
     } else {
       add(section.value.Mark().line + 1, "saved_homes.path",
           "is required: the file the homes are kept in, e.g. /var/lib/lmwarden/homes.json");

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <initializer_list>
 #include <limits>
 #include <optional>
@@ -207,6 +208,20 @@ class Reader {
       return std::nullopt;
     }
     return text;
+  }
+
+  // Whether two paths name one file: the same once links and `..` are
+  // resolved, or, both there, the same device and inode (a hard link).
+  static bool same_file(const std::string& a, const std::string& b) {
+    std::error_code a_error;
+    std::error_code b_error;
+    const auto a_path = std::filesystem::weakly_canonical(a, a_error);
+    const auto b_path = std::filesystem::weakly_canonical(b, b_error);
+    if (!a_error && !b_error && a_path == b_path) return true;
+    struct stat a_stat {};
+    struct stat b_stat {};
+    return ::stat(a.c_str(), &a_stat) == 0 && ::stat(b.c_str(), &b_stat) == 0 &&
+           a_stat.st_dev == b_stat.st_dev && a_stat.st_ino == b_stat.st_ino;
   }
 
   // An absolute path of a file that can be read now (a certificate, say),

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 #include "proxy/warden.h"
 
@@ -26,15 +27,39 @@ std::int64_t unix_ms(system_clock::time_point t) {
 // arithmetic on a hand-edited file's figure overflows.
 constexpr std::int64_t kLongestIdleMs = 2LL * 87'600 * 3'600'000;
 
+// The homes a model takes from the file: those of each entry naming it (by
+// its name or an alias; a hand-edited file may name it twice).
+struct Taking {
+  ModelState* model;
+  std::vector<std::string> names;  // as the file names it
+  std::vector<core::Router::KeptHome> conversations;
+  std::vector<core::Router::KeptHome> responses;
+  std::size_t repeated = 0;  // keys listed more than once: taken once, at their latest use
+};
+
+// Each key once (its latest use), least recently used first, as
+// Router::take_homes wants them. Returns how many repeats were dropped.
+std::size_t settle_order(std::vector<core::Router::KeptHome>& homes) {
+  using Home = core::Router::KeptHome;
+  std::ranges::sort(homes, [](const Home& a, const Home& b) {
+    return a.key < b.key || (a.key == b.key && a.last_seen > b.last_seen);
+  });
+  const auto repeats = std::ranges::unique(homes, {}, &Home::key);
+  const auto dropped = static_cast<std::size_t>(repeats.size());
+  homes.erase(repeats.begin(), repeats.end());
+  std::ranges::stable_sort(homes, {}, &Home::last_seen);
+  return dropped;
+}
+
 // What one model took back, as its log line says it.
-std::string restored_line(const SavedModel& saved, const ModelState& m,
-                          const core::Router::Carried& c, bool affinity) {
-  const std::string what = saved.name == m.config.name
-                               ? "model " + saved.name
-                               : "model " + saved.name + " (now " + m.config.name + ")";
+std::string restored_line(const Taking& t, const core::Router::Carried& c, bool affinity) {
+  const std::string& name = t.model->config.name;
+  std::string what = "model " + name;
+  if (t.names != std::vector<std::string>{name})
+    what += fmt::format(" (named {} in the file)", fmt::join(t.names, " and "));
   if (!affinity)
     return fmt::format("{}: affinity is off, so its {} saved conversations are not used", what,
-                       saved.conversations.size());
+                       t.conversations.size());
   std::string line = fmt::format(
       "{}: {} conversations and {} stored responses are back on their servers and ranks", what,
       c.conversations, c.responses);
@@ -47,6 +72,9 @@ std::string restored_line(const SavedModel& saved, const ModelState& m,
   if (c.over_capacity > 0)
     line += fmt::format("; {} over max_conversations are forgotten (the least recently used)",
                         c.over_capacity);
+  if (t.repeated > 0)
+    line +=
+        fmt::format("; {} listed more than once were taken once, at their latest use", t.repeated);
   return line;
 }
 
@@ -90,16 +118,22 @@ std::vector<std::string> restore_homes(const SavedHomes& homes, const ModelSet& 
   // The time since the file was written counts as idle (none when the
   // system clock has gone back meanwhile).
   const std::int64_t since_saved =
-      std::max<std::int64_t>(unix_ms(wall) - homes.saved_at_unix_ms, 0);
+      std::clamp<std::int64_t>(unix_ms(wall) - homes.saved_at_unix_ms, 0, kLongestIdleMs);
+  std::vector<Taking> takings;
+  std::vector<std::string> forgotten;  // said after the models that took homes
   for (const SavedModel& saved : homes.models) {
     ModelState* m = set.find(saved.name);
     if (!m) {
-      lines.push_back(fmt::format(
+      forgotten.push_back(fmt::format(
           "model {} is not configured: its {} conversations and {} stored responses are forgotten",
           saved.name, saved.conversations.size(), saved.responses.size()));
       continue;
     }
-    // Each saved server's index in the model now; -1 for one it no longer has.
+    auto t = std::ranges::find(takings, m, &Taking::model);
+    if (t == takings.end()) t = takings.insert(takings.end(), Taking{.model = m});
+    t->names.push_back(saved.name);
+    // Each saved server's index in the model now; -1 for one it no longer
+    // has. The router's layout is fixed for its life: no lock needed.
     std::vector<int> backend_of;
     for (const std::string& server : saved.servers) {
       const auto it = std::ranges::find(m->routing->servers, server);
@@ -107,39 +141,43 @@ std::vector<std::string> restore_homes(const SavedHomes& homes, const ModelSet& 
                                ? -1
                                : static_cast<int>(it - m->routing->servers.begin()));
     }
-    const auto kept = [&](const std::vector<SavedHome>& list) {
-      std::vector<core::Router::KeptHome> out;
-      out.reserve(list.size());
-      for (const SavedHome& h : list) {
+    const auto add = [&](const std::vector<SavedHome>& from,
+                         std::vector<core::Router::KeptHome>& to) {
+      for (const SavedHome& h : from) {
         const std::int64_t idle = std::min(h.idle_ms, kLongestIdleMs) + since_saved;
-        out.push_back({.key = h.key,
-                       .replica = m->router.replica_at(
-                           backend_of[static_cast<std::size_t>(h.server)], h.rank),
-                       .last_seen = now - milliseconds{idle}});
+        to.push_back({.key = h.key,
+                      .replica = m->router.replica_at(
+                          backend_of[static_cast<std::size_t>(h.server)], h.rank),
+                      .last_seen = now - milliseconds{idle}});
       }
-      // Oldest first, so that a table too small keeps the most recent.
-      std::ranges::stable_sort(out, {}, &core::Router::KeptHome::last_seen);
-      return out;
     };
-    std::lock_guard lock{m->mutex};
-    const core::Router::Carried c =
-        m->router.take_homes(kept(saved.conversations), kept(saved.responses), now);
-    lines.push_back(restored_line(saved, *m, c, m->router.affinity()));
+    add(saved.conversations, t->conversations);
+    add(saved.responses, t->responses);
   }
+  for (Taking& t : takings) {
+    t.repeated = settle_order(t.conversations) + settle_order(t.responses);
+    std::lock_guard lock{t.model->mutex};
+    const core::Router::Carried c = t.model->router.take_homes(t.conversations, t.responses, now);
+    lines.push_back(restored_line(t, c, t.model->router.affinity()));
+  }
+  lines.insert(lines.end(), forgotten.begin(), forgotten.end());
   return lines;
 }
 
 std::string replace_file(const std::string& path, std::string_view text) {
-  const std::string temporary = path + ".tmp";
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
-  if (fd < 0) return fmt::format("cannot create {}: {}", temporary, std::strerror(errno));
+  // A name of its own beside the file (O_EXCL): nothing else's is taken.
+  std::string temporary = path + ".tmp.XXXXXX";
+  const int fd = ::mkostemp(temporary.data(), O_CLOEXEC);
+  if (fd < 0) return fmt::format("cannot create a file beside {}: {}", path, std::strerror(errno));
   const auto fail = [&](std::string_view what) {
+    // Named by the file it was for: the same failure reads the same each time.
     const std::string reason =
-        fmt::format("cannot {} {}: {}", what, temporary, std::strerror(errno));
+        fmt::format("cannot {} a new file beside {}: {}", what, path, std::strerror(errno));
     ::close(fd);
     ::unlink(temporary.c_str());
     return reason;
   };
+  if (::fchmod(fd, 0640) != 0) return fail("set the mode of");
   for (std::size_t done = 0; done < text.size();) {
     const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
     if (n < 0 && errno == EINTR) continue;
@@ -152,7 +190,7 @@ std::string replace_file(const std::string& path, std::string_view text) {
   ::close(fd);
   if (::rename(temporary.c_str(), path.c_str()) != 0) {
     const std::string reason =
-        fmt::format("cannot rename {} to {}: {}", temporary, path, std::strerror(errno));
+        fmt::format("cannot rename a new file over {}: {}", path, std::strerror(errno));
     ::unlink(temporary.c_str());
     return reason;
   }
@@ -165,11 +203,27 @@ std::string replace_file(const std::string& path, std::string_view text) {
   return {};
 }
 
-void restore_saved_homes(const ModelSet& set) {
-  if (!set.config.saved_homes) return;
+std::string file_behind(const std::string& path) {
+  namespace fs = std::filesystem;
+  // Links followed by hand first: weakly_canonical leaves a link to a file
+  // not there yet (the first write's) as it is.
+  fs::path file = path;
+  std::error_code error;
+  for (int links = 0; links < 40 && fs::is_symlink(fs::symlink_status(file, error)); ++links) {
+    const fs::path target = fs::read_symlink(file, error);
+    if (error) break;
+    file = target.is_absolute() ? target : file.parent_path() / target;
+  }
+  const auto resolved = fs::weakly_canonical(file, error);
+  return error ? file.string() : resolved.string();
+}
+
+bool restore_saved_homes(const ModelSet& set) {
+  if (!set.config.saved_homes) return true;
   const std::string& path = set.config.saved_homes->path;
+  const std::string file = file_behind(path);
   std::string text;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
   bool read = fd >= 0;
   for (char chunk[65536]; read;) {
     const ssize_t n = ::read(fd, chunk, sizeof chunk);
@@ -180,32 +234,46 @@ void restore_saved_homes(const ModelSet& set) {
     }
     text.append(chunk, static_cast<std::size_t>(n));
   }
-  if (!read) {
-    if (errno == ENOENT)
-      spdlog::info(
-          "saved homes: {} is not there yet (a first start); homes are written there "
-          "every {} s and at shutdown",
-          path, set.config.saved_homes->interval.count() / 1000.0);
-    else
-      spdlog::warn("saved homes: cannot read {}: {}; starting without them", path,
-                   std::strerror(errno));
-    if (fd >= 0) ::close(fd);
-    return;
+  const int read_error = errno;
+  if (fd >= 0) ::close(fd);
+  if (!read && read_error == ENOENT) {
+    spdlog::info(
+        "saved homes: {} is not there yet (a first start); homes are written there every {} s "
+        "and at shutdown",
+        path, set.config.saved_homes->interval.count() / 1000.0);
+    return true;
   }
-  ::close(fd);
-  const auto homes = parse_saved_homes(text);
+  const auto homes = read ? parse_saved_homes(text)
+                          : Result<SavedHomes, std::string>{unexpected(
+                                fmt::format("cannot read it: {}", std::strerror(read_error)))};
   if (!homes) {
-    spdlog::warn(
-        "saved homes: {} is not usable ({}); starting without them, and the next write "
-        "replaces it",
-        path, homes.error());
-    return;
+    // Kept, under another name, for whoever wants to look: an older or
+    // newer warden's file, or one written by hand, is not overwritten.
+    const std::string aside = file + ".unusable";
+    if (::rename(file.c_str(), aside.c_str()) == 0) {
+      spdlog::warn("saved homes: {} is not usable ({}); moved to {}, and starting without it", path,
+                   homes.error(), aside);
+      return true;
+    }
+    spdlog::error(
+        "saved homes: {} is not usable ({}) and cannot be moved aside ({}); starting without it, "
+        "and it is not written until it is moved or removed",
+        path, homes.error(), std::strerror(errno));
+    return false;
   }
   const auto wall = system_clock::now();
-  spdlog::info("saved homes: read {}, written {:.0f} s ago", path,
-               static_cast<double>(unix_ms(wall) - homes->saved_at_unix_ms) / 1000.0);
+  const std::int64_t age_ms = unix_ms(wall) - homes->saved_at_unix_ms;
+  if (age_ms >= 0)
+    spdlog::info("saved homes: read {}, written {:.0f} s ago", path,
+                 static_cast<double>(age_ms) / 1000.0);
+  else
+    spdlog::warn(
+        "saved homes: read {}, written {:.0f} s from now by this host's clock (set back since, or "
+        "the file came from another host); the time since it was written is taken as 0",
+        path, static_cast<double>(-age_ms) / 1000.0);
   for (const std::string& line : restore_homes(*homes, set, wall, steady_clock::now()))
     spdlog::info("saved homes: {}", line);
+  return true;
 }
 
 HomeSaver::HomeSaver(Warden& warden, SavedHomesWrites& writes) : warden_(warden), writes_(writes) {}
@@ -248,6 +316,11 @@ bool HomeSaver::write_now() {
   return write(false);
 }
 
+void HomeSaver::hold(const std::string& path) {
+  std::lock_guard lock{write_mutex_};
+  held_ = file_behind(path);
+}
+
 void HomeSaver::run() {
   auto last = steady_clock::now();
   std::unique_lock lock{mutex_};
@@ -263,9 +336,10 @@ void HomeSaver::run() {
     if (!interval) {
       wake_.wait(lock, woken);
     } else if (!wake_.wait_until(lock, last + *interval, woken)) {
+      // Every interval from the start of the last write, however long it took.
+      last = steady_clock::now();
       lock.unlock();
       write(false);
-      last = steady_clock::now();
       lock.lock();
       continue;
     }
@@ -278,6 +352,20 @@ bool HomeSaver::write(bool at_stop) {
   const auto set = warden_.models();
   if (!set->config.saved_homes) return true;
   const std::string& path = set->config.saved_homes->path;
+  const std::string file = file_behind(path);
+  if (!held_.empty()) {
+    if (held_ != file || ::access(held_.c_str(), F_OK) != 0) {
+      held_.clear();  // moved or removed, or another path since: written again
+    } else {
+      writes_.failed.fetch_add(1, std::memory_order_relaxed);
+      if (at_stop)
+        spdlog::error(
+            "saved homes: {} not written at shutdown: it still holds the file that "
+            "could not be used at start",
+            path);
+      return false;
+    }
+  }
   const auto began = steady_clock::now();
   const SavedHomes homes = snapshot_homes(*set, system_clock::now(), began);
   std::size_t conversations = 0;
@@ -286,11 +374,14 @@ bool HomeSaver::write(bool at_stop) {
     conversations += m.conversations.size();
     responses += m.responses.size();
   }
-  const std::string failure = replace_file(path, format_saved_homes(homes));
+  const std::string failure = replace_file(file, format_saved_homes(homes));
   if (!failure.empty()) {
     writes_.failed.fetch_add(1, std::memory_order_relaxed);
     if (at_stop)
-      spdlog::error("saved homes: {}; the next start begins without them", failure);
+      spdlog::error(
+          "saved homes: {}; not written at shutdown, so the next start reads what the "
+          "last write that succeeded left there, if anything",
+          failure);
     else if (failure != failing_)
       spdlog::error(
           "saved homes: {}; tried again every {} s, and a restart meanwhile loses "

@@ -51,15 +51,21 @@ std::vector<std::string> restore_homes(const SavedHomes& homes, const ModelSet& 
                                        std::chrono::system_clock::time_point wall,
                                        std::chrono::steady_clock::time_point now);
 
-// Writes `text` to `path` whole: to a file beside it, synced, then renamed
-// over it. Returns "" or why it could not.
+// Writes `text` to `path` whole: to a file of its own beside it
+// (PATH.tmp.XXXXXX), synced, then renamed over it. Returns "" or why it
+// could not.
 std::string replace_file(const std::string& path, std::string_view text);
 
+// The file a path names: a symbolic link followed, `..` resolved (the path
+// itself when it cannot be resolved).
+std::string file_behind(const std::string& path);
+
 // At start: reads the configuration's file, when there is one, into `set`'s
-// models, and logs what it took back (or why the file was not used: a
-// missing file is the first start; an unreadable one is named and left for
-// the next write to replace).
-void restore_saved_homes(const ModelSet& set);
+// models, and logs what it took back, or why the file was not used: a
+// missing file is the first start; one that cannot be read or parsed is
+// moved aside to PATH.unusable, never overwritten. False when it could not
+// be moved aside either: the path must then not be written (HomeSaver::hold).
+bool restore_saved_homes(const ModelSet& set);
 
 // The thread that writes the file every interval of the configuration in
 // force (a reload may set, change or remove `saved_homes`), and once more at
@@ -82,6 +88,9 @@ class HomeSaver {
   // Writes the file now, when the configuration names one; false on failure
   // (logged).
   bool write_now();
+  // Writes nothing to `path` while the file there stays (restore_saved_homes
+  // could neither use it nor move it aside): each write counts as failed.
+  void hold(const std::string& path);
 
  private:
   void run();
@@ -96,6 +105,7 @@ class HomeSaver {
   bool woken_ = false;      // guarded by mutex_
   std::mutex write_mutex_;  // one write at a time
   std::string failing_;     // guarded by write_mutex_: the last failure logged, "" after a success
+  std::string held_;        // guarded by write_mutex_: the file hold() keeps, "" when none
   std::thread thread_;
 };
 

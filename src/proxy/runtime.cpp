@@ -17,7 +17,7 @@ WardenRuntime::WardenRuntime(config::Config config)
 
 net::tcp::endpoint WardenRuntime::start(bool scrape) {
   const auto set = warden_->models();
-  restore_saved_homes(*set);
+  if (!restore_saved_homes(*set)) saver_->hold(set->config.saved_homes->path);
   const auto endpoint = server_->listen(set->config.listen_host, set->config.listen_port);
   scraping_ = scrape;
   warden_->set_health_probed(scrape);

@@ -4,7 +4,9 @@
 #include <simdjson.h>
 
 #include <charconv>
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 namespace lmwarden::proxy {
 namespace {
@@ -28,6 +30,13 @@ void append_homes(std::string& out, std::string_view list, const std::vector<Sav
   out += last ? "}" : ",\n";
 }
 
+// A whole number from `min` to `max`, or nullopt.
+std::optional<std::int64_t> whole(dom::element e, std::int64_t min, std::int64_t max) {
+  std::int64_t value = 0;
+  if (e.get_int64().get(value) || value < min || value > max) return std::nullopt;
+  return value;
+}
+
 // Reads one list of homes of `model` ("conversations" or "responses").
 Result<std::vector<SavedHome>, std::string> read_homes(dom::object model, std::string_view list,
                                                        std::size_t servers,
@@ -47,9 +56,6 @@ Result<std::vector<SavedHome>, std::string> read_homes(dom::object model, std::s
     if (entry.get_array().get(fields) || fields.size() != 4)
       return bad("must be [key, server, rank, idle ms]");
     std::string_view key_text;
-    std::int64_t server = 0;
-    std::int64_t rank = 0;
-    std::int64_t idle_ms = 0;
     if (fields.at(0).get_string().get(key_text) || key_text.size() != 16)
       return bad("the key must be a string of 16 hex digits");
     SavedHome home;
@@ -57,16 +63,20 @@ Result<std::vector<SavedHome>, std::string> read_homes(dom::object model, std::s
         std::from_chars(key_text.data(), key_text.data() + key_text.size(), home.key, 16);
     if (ec != std::errc{} || end != key_text.data() + key_text.size())
       return bad("the key must be a string of 16 hex digits");
-    if (fields.at(1).get_int64().get(server) || server < 0 ||
-        static_cast<std::size_t>(server) >= servers)
-      return bad("the server must be an index into \"servers\"");
-    if (fields.at(2).get_int64().get(rank) || rank < 0 || rank > 1'000'000)
-      return bad("the rank must be a whole number, 0 or more");
-    if (fields.at(3).get_int64().get(idle_ms) || idle_ms < 0)
-      return bad("the idle time must be a whole number of milliseconds, 0 or more");
-    home.server = static_cast<int>(server);
-    home.rank = static_cast<int>(rank);
-    home.idle_ms = idle_ms;
+    const auto server = whole(fields.at(1), 0, static_cast<std::int64_t>(servers) - 1);
+    if (!server)
+      return bad(fmt::format("the server must be an index into \"servers\" (0 to {})",
+                             static_cast<std::int64_t>(servers) - 1));
+    const auto rank = whole(fields.at(2), 0, kMaxSavedRank);
+    if (!rank)
+      return bad(fmt::format("the rank must be a whole number from 0 to {}", kMaxSavedRank));
+    const auto idle = whole(fields.at(3), 0, kMaxSavedIdleMs);
+    if (!idle)
+      return bad(fmt::format("the idle time must be a whole number of milliseconds from 0 to {}",
+                             kMaxSavedIdleMs));
+    home.server = static_cast<int>(*server);
+    home.rank = static_cast<int>(*rank);
+    home.idle_ms = *idle;
     homes.push_back(home);
     ++index;
   }
@@ -133,15 +143,25 @@ Result<SavedHomes, std::string> parse_saved_homes(std::string_view text) {
     return unexpected(std::string("not JSON: ") + simdjson::error_message(error));
   dom::object top;
   if (root.get_object().get(top)) return unexpected(std::string("not a JSON object"));
-  std::int64_t version = 0;
-  if (top["lmwarden_saved_homes"].get_int64().get(version))
+  dom::element marker;
+  if (top["lmwarden_saved_homes"].get(marker))
     return unexpected(std::string("not a file of saved homes (no \"lmwarden_saved_homes\")"));
-  if (version != kSavedHomesVersion)
-    return unexpected(fmt::format("version {} of the format; this warden reads version {}", version,
-                                  kSavedHomesVersion));
+  const auto version = whole(marker, 1, std::numeric_limits<std::int64_t>::max());
+  if (!version)
+    return unexpected(
+        std::string("\"lmwarden_saved_homes\" must be the format's version, a whole number"));
+  if (*version != kSavedHomesVersion)
+    return unexpected(fmt::format("version {} of the format; this warden reads version {}",
+                                  *version, kSavedHomesVersion));
   SavedHomes homes;
-  if (top["saved_at_unix_ms"].get_int64().get(homes.saved_at_unix_ms))
-    return unexpected(std::string("\"saved_at_unix_ms\" must be a whole number"));
+  dom::element saved_at;
+  const auto at =
+      top["saved_at_unix_ms"].get(saved_at) ? std::nullopt : whole(saved_at, 0, kMaxSavedAtUnixMs);
+  if (!at)
+    return unexpected(
+        fmt::format("\"saved_at_unix_ms\" must be a whole number of milliseconds from 0 to {}",
+                    kMaxSavedAtUnixMs));
+  homes.saved_at_unix_ms = *at;
   dom::array models;
   if (top["models"].get_array().get(models))
     return unexpected(std::string("\"models\" must be a list"));

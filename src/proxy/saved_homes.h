@@ -51,6 +51,11 @@ struct SavedHomes {
 };
 
 inline constexpr int kSavedHomesVersion = 1;
+// What a file may say, at most: a rank (data_parallel_size is at most
+// 1024), an idle time (about 31,700 years), a time of writing (the year 3000).
+inline constexpr std::int64_t kMaxSavedRank = 1023;
+inline constexpr std::int64_t kMaxSavedIdleMs = 1'000'000'000'000'000;
+inline constexpr std::int64_t kMaxSavedAtUnixMs = 32'503'680'000'000;
 
 // The file's text.
 std::string format_saved_homes(const SavedHomes& homes);

@@ -244,6 +244,33 @@ std::shared_ptr<const ModelSet> Warden::models() const {
   return models_;
 }
 
+namespace {
+
+// What a reload that changes saved_homes does to the homes file.
+std::string saved_homes_change(const config::Config& now, const config::Config& next) {
+  const auto& before = now.saved_homes;
+  const auto& after = next.saved_homes;
+  if (!after)
+    return fmt::format(
+        "saved_homes removed: {} is no longer written (not at shutdown either), and "
+        "keeps the homes of its last write",
+        before->path);
+  const double every = static_cast<double>(after->interval.count()) / 1000.0;
+  if (!before)
+    return fmt::format(
+        "saved_homes: homes are written to {} every {} s from now, and at "
+        "shutdown (the file is read at start only)",
+        after->path, every);
+  if (before->path != after->path)
+    return fmt::format(
+        "saved_homes: homes are written to {} every {} s from now ({} keeps the "
+        "homes of its last write)",
+        after->path, every, before->path);
+  return fmt::format("saved_homes: {} is written every {} s from now", after->path, every);
+}
+
+}  // namespace
+
 std::vector<std::string> Warden::reload(config::Config next) {
   const auto current = models();
   const config::Config& now = current->config;
@@ -262,6 +289,7 @@ std::vector<std::string> Warden::reload(config::Config next) {
   keep(next.scrape_interval != now.scrape_interval || next.unhealthy_after != now.unhealthy_after,
        "scrape settings");
   keep(next.shared_homes != now.shared_homes, "shared_homes");
+  if (next.saved_homes != now.saved_homes) notes.push_back(saved_homes_change(now, next));
   if (admin_token(next).has_value() != admin_token(now).has_value())
     notes.push_back(run_time_control(next));
   next.listen_host = now.listen_host;

@@ -85,7 +85,8 @@ TEST(SavedHomes, ARestartSendsEachConversationBackToItsReplica) {
   EXPECT_EQ(saved["models"][0]["name"], "m");
   EXPECT_EQ(saved["models"][0]["servers"][0], "http://127.0.0.1:" + std::to_string(fake.port()));
   EXPECT_EQ(saved["models"][0]["conversations"].size(), 8u);
-  EXPECT_FALSE(fs::exists(file + ".tmp"));
+  for (const auto& entry : fs::directory_iterator(fs::path(file).parent_path()))
+    EXPECT_EQ(entry.path().filename(), "homes.json") << "nothing left beside the file";
 
   // Rank 0 is busy now: a conversation placed afresh goes to rank 1.
   fake.set_engine(0, 12, 6, 0.9, 0, 0);
@@ -126,7 +127,8 @@ TEST(SavedHomes, WrittenEveryIntervalAFailedWriteIsCountedAndSaidOnceAndAReloadM
   fs::create_directory(file);
   ASSERT_TRUE(eventually([&] { return written("failed") >= 3; }, std::chrono::seconds(10)))
       << serve.log();
-  const std::string failure = "saved homes: cannot rename " + file + ".tmp to " + file;
+  const std::string failure =
+      "saved homes: cannot rename a new file over " + file + ": Is a directory";
   EXPECT_EQ(count(serve.log(), failure), 1u) << serve.log();
   fs::remove(file);
   EXPECT_TRUE(eventually([&] {
@@ -137,23 +139,35 @@ TEST(SavedHomes, WrittenEveryIntervalAFailedWriteIsCountedAndSaidOnceAndAReloadM
   const std::string moved = dir.file("moved.json");
   serve.write_config(serve_yaml(fake.port(), 1, "", saved_homes(moved, "1s")));
   ::kill(serve.pid(), SIGHUP);
+  EXPECT_TRUE(eventually([&] {
+    return serve.log().find("reload: saved_homes: homes are written to " + moved +
+                            " every 1 s from now (" + file +
+                            " keeps the homes of its last write)") != std::string::npos;
+  })) << serve.log();
   turn(serve.port(), fake, "beta");
   EXPECT_TRUE(eventually([&] {
     return fs::exists(moved) && read_json(moved)["models"][0]["conversations"].size() == 2;
   })) << serve.log();
 }
 
-TEST(SavedHomes, AFileThatCannotBeUsedIsNamedAndReplacedAtTheNextWrite) {
+// A file the warden cannot use (cut short, a newer warden's, written by
+// hand) is moved aside, not overwritten, and the warden starts without it.
+TEST(SavedHomes, AFileThatCannotBeUsedIsNamedAndMovedAside) {
   FakeVllm fake{1};
   fake.set_engine(0, 0, 0, 0, 0, 0);
   TempDir dir;
   const std::string file = dir.file("homes.json");
-  std::ofstream(file) << R"({"lmwarden_saved_homes": 1, "saved_at_unix_ms": 0, "models": [{)";
+  const std::string cut = R"({"lmwarden_saved_homes": 1, "saved_at_unix_ms": 0, "models": [{)";
+  std::ofstream(file) << cut;
   ServeProcess serve{serve_yaml(fake.port(), 1, "", saved_homes(file))};
   EXPECT_TRUE(eventually([&] {
     return serve.log().find("saved homes: " + file + " is not usable (not JSON: ") !=
-           std::string::npos;
+               std::string::npos &&
+           serve.log().find("moved to " + file + ".unusable, and starting without it") !=
+               std::string::npos;
   })) << serve.log();
+  std::ifstream aside(file + ".unusable");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(aside), {}), cut);
   turn(serve.port(), fake, "alpha");
   ::kill(serve.pid(), SIGTERM);
   ASSERT_TRUE(exit_status(serve.process(), std::chrono::seconds(10)).has_value());

@@ -76,5 +76,32 @@ TEST_F(ConfigSavedHomes, MistakesAreNamedByKey) {
             "lmwarden.yaml:3: saved_homes.path: is the access_log's file: give each its own");
 }
 
+// The file is replaced whole at each write: never one the warden has another
+// use for, however the path to it is written.
+TEST_F(ConfigSavedHomes, TheAccessLogOrTheConfigurationFileUnderAnotherNameIsRefused) {
+  fs::create_directories(path("logs"));
+  const std::string log = path("logs/access.log");
+  const auto refused = [&](const std::string& homes) {
+    return error_of("access_log: " + log + "\nsaved_homes:\n  path: " + homes + "\n" +
+                    std::string(kMinimal));
+  };
+  const std::string message =
+      "lmwarden.yaml:3: saved_homes.path: is the access_log's file: give each its own";
+  EXPECT_EQ(refused(path("logs/../logs/access.log")), message);
+  EXPECT_EQ(refused("/" + log), message);
+  fs::create_symlink(log, path("link.log"));
+  EXPECT_EQ(refused(path("link.log")), message);
+  fs::create_hard_link(log, path("hard.log"));
+  EXPECT_EQ(refused(path("hard.log")), message);
+
+  // The configuration file itself, as SIGHUP rereads it.
+  const std::string config = path("lmwarden.yaml");
+  std::ofstream(config) << "saved_homes:\n  path: " << path("./lmwarden.yaml") << "\n" << kMinimal;
+  const auto loaded = load_config_file(config);
+  ASSERT_FALSE(loaded);
+  EXPECT_EQ(loaded.error().message(),
+            config + ":2: saved_homes.path: is this configuration file: name a file of its own");
+}
+
 }  // namespace
 }  // namespace lmwarden::config

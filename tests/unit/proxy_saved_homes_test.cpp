@@ -2,8 +2,12 @@
 // file is refused for, and a restart's models taking back the homes whose
 // server and rank they still have (proxy/saved_homes.h, proxy/home_saver.h).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "common/hash.h"
@@ -73,7 +77,7 @@ TEST(SavedHomesFile, ABadFileIsRefusedWithWhatIsWrong) {
   };
   EXPECT_EQ(refused(with("[\"ffffffffffffffff\", 1,", "[\"ffffffffffffffff\", 2,")),
             "models[0] (qwen \"coder\" ✓): conversations[0]: the server must be an index into "
-            "\"servers\"");
+            "\"servers\" (0 to 1)");
   EXPECT_EQ(refused(with("\"0000000000000001\"", "\"000000000000000g\"")),
             "models[0] (qwen \"coder\" ✓): conversations[1]: the key must be a string of 16 hex "
             "digits");
@@ -82,7 +86,18 @@ TEST(SavedHomesFile, ABadFileIsRefusedWithWhatIsWrong) {
             "digits");
   EXPECT_EQ(refused(with(", 5]", ", -5]")),
             "models[0] (qwen \"coder\" ✓): responses[0]: the idle time must be a whole number of "
-            "milliseconds, 0 or more");
+            "milliseconds from 0 to 1000000000000000");
+  EXPECT_EQ(refused(with(", 5]", ", 9223372036854775807]")),
+            "models[0] (qwen \"coder\" ✓): responses[0]: the idle time must be a whole number of "
+            "milliseconds from 0 to 1000000000000000");
+  EXPECT_EQ(
+      refused(with(", 3, 90000]", ", 1024, 90000]")),
+      "models[0] (qwen \"coder\" ✓): conversations[0]: the rank must be a whole number from 0 "
+      "to 1023");
+  EXPECT_EQ(refused(with("\"lmwarden_saved_homes\": 1", "\"lmwarden_saved_homes\": \"1\"")),
+            "\"lmwarden_saved_homes\" must be the format's version, a whole number");
+  EXPECT_EQ(refused(with("1764950000123", "9223372036854775807")),
+            "\"saved_at_unix_ms\" must be a whole number of milliseconds from 0 to 32503680000000");
   EXPECT_EQ(refused(with(", 5]", "]")),
             "models[0] (qwen \"coder\" ✓): responses[0]: must be [key, server, rank, idle ms]");
   EXPECT_EQ(refused(with("\"responses\"", "\"answers\"")),
@@ -207,6 +222,73 @@ TEST(SavedHomesRestore, ASnapshotNamesEachHomeByServerAndRankAndLeavesOutTheIdle
     EXPECT_EQ(fresh.router.home_of(stable_hash("c" + std::to_string(i)), now),
               homes[static_cast<std::size_t>(i)])
         << i;
+}
+
+TEST(SavedHomesRestore, AKeyOrAModelListedTwiceIsTakenOnceAtItsLatestUse) {
+  const auto set = make_model_set(fleet("      - url: http://10.0.0.1:8000\n"
+                                        "      - url: http://10.0.0.2:8000\n"),
+                                  nullptr);
+  SavedHomes homes;
+  homes.saved_at_unix_ms = 0;
+  const std::vector<std::string> servers = {"http://10.0.0.1:8000", "http://10.0.0.2:8000"};
+  // "m" twice, and under its alias: "x" on server 0, then, used later, on server 1.
+  homes.models.push_back({.name = "m",
+                          .servers = servers,
+                          .conversations = {{.key = 1, .server = 0, .idle_ms = 5'000},
+                                            {.key = 2, .server = 0, .idle_ms = 4'000},
+                                            {.key = 2, .server = 1, .idle_ms = 3'000}},
+                          .responses = {}});
+  homes.models.push_back({.name = "old-m",
+                          .servers = servers,
+                          .conversations = {{.key = 1, .server = 1, .idle_ms = 1'000}},
+                          .responses = {}});
+  homes.models.push_back({.name = "m",
+                          .servers = servers,
+                          .conversations = {{.key = 3, .server = 0, .idle_ms = 0}},
+                          .responses = {}});
+  const auto now = std::chrono::steady_clock::now();
+  const auto lines = restore_homes(homes, *set, std::chrono::system_clock::time_point{}, now);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(
+      lines[0],
+      "model m (named m and old-m and m in the file): 3 conversations and 0 stored responses "
+      "are back on their servers and ranks; 2 listed more than once were taken once, at their "
+      "latest use");
+  ModelState& m = *set->models[0];
+  std::lock_guard lock{m.mutex};
+  EXPECT_EQ(m.router.conversations(), 3u);
+  EXPECT_EQ(m.router.home_of(1, now), 1) << "its latest use, under the alias";
+  EXPECT_EQ(m.router.home_of(2, now), 1);
+  EXPECT_EQ(m.router.home_of(3, now), 0);
+}
+
+TEST(SavedHomesFile, ALinkIsFollowedAndNoOtherFileIsTaken) {
+  namespace fs = std::filesystem;
+  const fs::path dir =
+      fs::temp_directory_path() / ("lmwarden-saved-homes-" + std::to_string(::getpid()));
+  fs::create_directories(dir / "real");
+  fs::create_symlink(dir / "real" / "homes.json", dir / "homes.json");
+  std::ofstream(dir / "homes.json.tmp") << "someone else's";
+  const std::string file = file_behind((dir / "homes.json").string());
+  EXPECT_EQ(file, (dir / "real" / "homes.json").string());
+  EXPECT_EQ(replace_file(file, "first"), "");
+  EXPECT_EQ(replace_file(file, "second"), "");
+  EXPECT_TRUE(fs::is_symlink(dir / "homes.json")) << "the link is left as it is";
+  std::ifstream in(dir / "real" / "homes.json");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "second");
+  std::ifstream other(dir / "homes.json.tmp");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(other), {}), "someone else's");
+  std::size_t files = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(dir))
+    files += entry.is_regular_file() && !entry.is_symlink();
+  EXPECT_EQ(files, 2u) << "no file left beside it";
+  EXPECT_EQ(
+      replace_file((dir / "no-such-dir" / "homes.json").string(), "x")
+          .rfind("cannot create a file beside " + (dir / "no-such-dir" / "homes.json").string() +
+                     ": No such file or directory",
+                 0),
+      0u);
+  fs::remove_all(dir);
 }
 
 TEST(SavedHomesRestore, WithAffinityOffNothingIsTaken) {
