@@ -174,6 +174,38 @@ TEST(SavedHomes, AFileThatCannotBeUsedIsNamedAndMovedAside) {
   EXPECT_EQ(read_json(file)["models"][0]["conversations"].size(), 1u);
 }
 
+// Should the unusable file not move aside (here a directory holds its
+// aside name), nothing is written over it; once the operator removes it,
+// the writes go on.
+TEST(SavedHomes, AFileThatCannotBeMovedAsideIsNotWrittenUntilItIsGone) {
+  FakeVllm fake{1};
+  fake.set_engine(0, 0, 0, 0, 0, 0);
+  TempDir dir;
+  const std::string file = dir.file("homes.json");
+  std::ofstream(file) << "a newer warden's file";
+  fs::create_directories(file + ".unusable/kept");
+  ServeProcess serve{serve_yaml(fake.port(), 1, "", saved_homes(file, "1s"))};
+  EXPECT_TRUE(eventually([&] {
+    return serve.log().find("saved homes: " + file + " is not usable (not JSON: ") !=
+               std::string::npos &&
+           serve.log().find(
+               "and cannot be moved aside (Is a directory); starting without it, and "
+               "it is not written until it is moved or removed") != std::string::npos;
+  })) << serve.log();
+  turn(serve.port(), fake, "alpha");
+  const auto failed = [&] {
+    return metric(serve.port(), "lmwarden_saved_homes_writes_total", {{"result", "failed"}});
+  };
+  ASSERT_TRUE(eventually([&] { return failed() >= 2; })) << serve.log();
+  std::ifstream kept(file);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(kept), {}), "a newer warden's file");
+
+  fs::remove(file);
+  EXPECT_TRUE(eventually([&] {
+    return fs::exists(file) && read_json(file)["models"][0]["conversations"].size() == 1;
+  })) << serve.log();
+}
+
 // A start that fails (its port taken) has read the file but served nothing:
 // the file is left as it was, not replaced with an empty table.
 TEST(SavedHomes, AStartThatFailsLeavesTheFileAsItWas) {
