@@ -135,12 +135,8 @@ std::vector<std::string> restore_homes(const SavedHomes& homes, const ModelSet& 
     // Each saved server's index in the model now; -1 for one it no longer
     // has. The router's layout is fixed for its life: no lock needed.
     std::vector<int> backend_of;
-    for (const std::string& server : saved.servers) {
-      const auto it = std::ranges::find(m->routing->servers, server);
-      backend_of.push_back(it == m->routing->servers.end()
-                               ? -1
-                               : static_cast<int>(it - m->routing->servers.begin()));
-    }
+    for (const std::string& server : saved.servers)
+      backend_of.push_back(server_index(m->routing->servers, server));
     const auto add = [&](const std::vector<SavedHome>& from,
                          std::vector<core::Router::KeptHome>& to) {
       for (const SavedHome& h : from) {

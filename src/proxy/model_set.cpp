@@ -78,10 +78,9 @@ core::RouterView ModelState::view() const {
     }
     // Sent without a rank: counted on their server, while the model has it.
     for (std::size_t b = 0; b < before.unassigned_in_flight.size(); ++b) {
-      const auto now = std::ranges::find(routing->servers, retired_routing.urls[b]);
-      if (now == routing->servers.end()) continue;
-      v.unassigned_in_flight[static_cast<std::size_t>(now - routing->servers.begin())] +=
-          before.unassigned_in_flight[b];
+      const int now = server_index(routing->servers, retired_routing.urls[b]);
+      if (now < 0) continue;
+      v.unassigned_in_flight[static_cast<std::size_t>(now)] += before.unassigned_in_flight[b];
       v.in_flight += before.unassigned_in_flight[b];
     }
   }
@@ -145,12 +144,9 @@ std::shared_ptr<ModelState> continue_with_new_replicas(const ModelState& from,
     for (int r = 0; r < from.router.replica_count(); ++r) {
       const std::string& server =
           from.routing->servers[static_cast<std::size_t>(from.router.replica_backend(r))];
-      const auto b = std::ranges::find(routing->servers, server);
-      home_in.push_back(
-          b == routing->servers.end()
-              ? -1
-              : routing->router.replica_at(static_cast<int>(b - routing->servers.begin()),
-                                           from.router.replica_rank(r)));
+      // replica_at is -1 for a server the model no longer has (index -1).
+      home_in.push_back(routing->router.replica_at(server_index(routing->servers, server),
+                                                   from.router.replica_rank(r)));
       kept = kept || home_in.back() >= 0;
       same_indices = same_indices && (home_in.back() < 0 || home_in.back() == r);
     }
@@ -174,9 +170,8 @@ std::shared_ptr<ModelState> continue_with_new_replicas(const ModelState& from,
   to->router.carry_state(from.router, home_in, counters);
   const auto& before = from.routing->servers;
   for (std::size_t b = 0; b < to->routing->servers.size(); ++b)
-    if (const auto it = std::ranges::find(before, to->routing->servers[b]); it != before.end())
-      to->routing->failed_probes[b] =
-          from.routing->failed_probes[static_cast<std::size_t>(it - before.begin())];
+    if (const int was = server_index(before, to->routing->servers[b]); was >= 0)
+      to->routing->failed_probes[b] = from.routing->failed_probes[static_cast<std::size_t>(was)];
   return to;
 }
 

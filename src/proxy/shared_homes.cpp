@@ -60,6 +60,11 @@ std::vector<std::string> server_names(const config::ModelConfig& model) {
   return names;
 }
 
+int server_index(const std::vector<std::string>& servers, std::string_view name) noexcept {
+  const auto it = std::ranges::find(servers, name);
+  return it == servers.end() ? -1 : static_cast<int>(it - servers.begin());
+}
+
 std::string home_value(std::string_view url, int rank) {
   std::string value = std::to_string(rank);
   value.append(1, ' ').append(url);
@@ -187,9 +192,7 @@ net::Awaitable<SharedHomes::Asked> SharedHomes::ask(ModelState& model, HomeKind 
 int SharedHomes::replica_of(const RoutingState& routing, std::string_view model,
                             std::string_view value) {
   const auto place = parse_home_value(value);
-  int backend = -1;
-  for (std::size_t i = 0; place && i < routing.servers.size() && backend < 0; ++i)
-    if (routing.servers[i] == place->url) backend = static_cast<int>(i);
+  const int backend = place ? server_index(routing.servers, place->url) : -1;
   // The router's layout is fixed for its life (see value_of): no lock to read it.
   const int replica = place ? routing.router.replica_at(backend, place->rank) : -1;
   // Another warden's server this model does not list: most likely the same

@@ -77,6 +77,9 @@ std::string home_key(std::string_view prefix, std::string_view model, HomeKind k
 // file: "http://HOST:PORT/PATH", the port always there, no trailing '/'.
 std::string server_name(const config::BackendConfig& backend);
 std::vector<std::string> server_names(const config::ModelConfig& model);
+// The index of the server named `name` among `servers` (server_names); -1
+// when it is not one of them.
+int server_index(const std::vector<std::string>& servers, std::string_view name) noexcept;
 std::string home_value(std::string_view server, int rank);
 
 struct HomePlace {
