@@ -225,7 +225,7 @@ int serve(const ServeOptions& opts) {
   try {
     bound = runtime.start();
     listening.port = bound.port();
-  } catch (const std::system_error& e) {
+  } catch (const std::runtime_error& e) {  // the port, or the homes file another warden keeps
     std::fprintf(stderr, "lmwarden: %s\n", e.what());
     return 1;
   }

@@ -265,6 +265,21 @@ class Loader : private yaml::Reader {
           error(*e, "saved_homes.path", "is the access_log's file: give each its own");
         else if (same_file(file.path, file_))
           error(*e, "saved_homes.path", "is this configuration file: name a file of its own");
+        // The names the warden gives beside it: its lock, and where a file it
+        // cannot use is moved.
+        for (const std::string_view beside : {".lock", ".unusable"}) {
+          const std::string name = file.path + std::string(beside);
+          if (!config.access_log.empty() && same_file(name, config.access_log))
+            error(*e, "saved_homes.path",
+                  fmt::format("{}, a name the warden uses beside the file, is the access_log's "
+                              "file: give each its own",
+                              name));
+          else if (same_file(name, file_))
+            error(*e, "saved_homes.path",
+                  fmt::format("{}, a name the warden uses beside the file, is this configuration "
+                              "file: name a file of its own",
+                              name));
+        }
       }
     } else {
       add(section.value.Mark().line + 1, "saved_homes.path",

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -76,6 +77,65 @@ std::string restored_line(const Taking& t, const core::Router::Carried& c, bool 
     line +=
         fmt::format("; {} listed more than once were taken once, at their latest use", t.repeated);
   return line;
+}
+
+// The lock that keeps a file to one warden: flock() on PATH.lock, beside
+// the file, held while the configuration names it and let go by the kernel
+// when the process ends, however it ends. The holder writes its process id
+// there, for the message another warden gives. The lock file stays: removing
+// it would let a third process lock a new one while the first still holds
+// the old.
+struct FileLock {
+  int fd = -1;
+  std::string reason;  // why it was not taken, when fd < 0
+};
+
+FileLock lock_file(const std::string& path, const std::string& file) {
+  const std::string lock = file + ".lock";
+  // Not through a link: the id written there would land in another file.
+  const int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0640);
+  if (fd < 0) return {.reason = fmt::format("cannot open {}: {}", lock, std::strerror(errno))};
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int error = errno;
+    char text[24] = {};
+    const ssize_t n = ::pread(fd, text, sizeof text - 1, 0);
+    ::close(fd);
+    if (error != EWOULDBLOCK)
+      return {.reason = fmt::format("cannot lock {}: {}", lock, std::strerror(error))};
+    std::string_view holder{text, static_cast<std::size_t>(std::max<ssize_t>(n, 0))};
+    holder = holder.substr(0, holder.find_first_not_of("0123456789"));
+    return {.reason = fmt::format(
+                "{} is kept by another warden ({}, which holds {}): give each warden a file of "
+                "its own",
+                path, holder.empty() ? std::string("a process") : fmt::format("process {}", holder),
+                lock)};
+  }
+  // Only for another warden's message: a failure here changes nothing else.
+  const std::string id = fmt::format("{}\n", ::getpid());
+  [[maybe_unused]] const bool noted =
+      ::ftruncate(fd, 0) == 0 && ::pwrite(fd, id.data(), id.size(), 0) > 0;
+  return {.fd = fd};
+}
+
+// The files PATH.tmp.XXXXXX beside `file` that writes cut short by a crash
+// left (replace_file's names), removed; with the lock held no write of
+// another warden is under way. Returns their names.
+std::vector<std::string> remove_cut_writes(const std::string& file) {
+  namespace fs = std::filesystem;
+  const fs::path path{file};
+  const std::string prefix = path.filename().string() + ".tmp.";
+  std::vector<std::string> removed;
+  std::error_code error;
+  for (fs::directory_iterator it{path.parent_path(), error}, end; !error && it != end;
+       it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() != prefix.size() + 6 || !name.starts_with(prefix)) continue;
+    std::error_code kind_error;
+    if (!it->is_regular_file(kind_error) || it->is_symlink(kind_error)) continue;
+    if (std::error_code gone; fs::remove(it->path(), gone)) removed.push_back(name);
+  }
+  std::ranges::sort(removed);
+  return removed;
 }
 
 }  // namespace
@@ -281,6 +341,34 @@ HomeSaver::~HomeSaver() {
   }
   wake_.notify_all();
   if (thread_.joinable()) thread_.join();
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+}
+
+std::string HomeSaver::claim() {
+  std::lock_guard lock{write_mutex_};
+  const auto set = warden_.models();
+  if (!set->config.saved_homes) return {};
+  return keep_lock(set->config.saved_homes->path);
+}
+
+std::string HomeSaver::keep_lock(const std::string& path) {
+  const std::string file = file_behind(path);
+  if (lock_fd_ >= 0 && locked_ == file) return {};
+  let_go();
+  FileLock taken = lock_file(path, file);
+  if (taken.fd < 0) return taken.reason;
+  lock_fd_ = taken.fd;
+  locked_ = file;
+  if (const auto removed = remove_cut_writes(file); !removed.empty())
+    spdlog::warn("saved homes: removed {} file(s) beside {} that writes cut short left ({})",
+                 removed.size(), path, fmt::join(removed, ", "));
+  return {};
+}
+
+void HomeSaver::let_go() {
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+  lock_fd_ = -1;
+  locked_.clear();
 }
 
 void HomeSaver::start() {
@@ -288,6 +376,20 @@ void HomeSaver::start() {
 }
 
 void HomeSaver::reconfigured() {
+  {
+    // The new file's lock now, so that a file another warden keeps is said
+    // at the reload, not an interval later.
+    std::lock_guard lock{write_mutex_};
+    const auto set = warden_.models();
+    if (!set->config.saved_homes) {
+      let_go();
+    } else if (const std::string reason = keep_lock(set->config.saved_homes->path);
+               !reason.empty() && reason != failing_) {
+      spdlog::error("saved homes: {}; nothing is written there until it is free (tried every {} s)",
+                    reason, set->config.saved_homes->interval.count() / 1000.0);
+      failing_ = reason;
+    }
+  }
   {
     std::lock_guard lock{mutex_};
     woken_ = true;
@@ -363,14 +465,17 @@ bool HomeSaver::write(bool at_stop) {
     }
   }
   const auto began = steady_clock::now();
-  const SavedHomes homes = snapshot_homes(*set, system_clock::now(), began);
   std::size_t conversations = 0;
   std::size_t responses = 0;
-  for (const SavedModel& m : homes.models) {
-    conversations += m.conversations.size();
-    responses += m.responses.size();
+  std::string failure = keep_lock(path);
+  if (failure.empty()) {
+    const SavedHomes homes = snapshot_homes(*set, system_clock::now(), began);
+    for (const SavedModel& m : homes.models) {
+      conversations += m.conversations.size();
+      responses += m.responses.size();
+    }
+    failure = replace_file(file, format_saved_homes(homes));
   }
-  const std::string failure = replace_file(file, format_saved_homes(homes));
   if (!failure.empty()) {
     writes_.failed.fetch_add(1, std::memory_order_relaxed);
     if (at_stop)

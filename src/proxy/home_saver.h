@@ -77,6 +77,12 @@ class HomeSaver {
   HomeSaver(const HomeSaver&) = delete;
   HomeSaver& operator=(const HomeSaver&) = delete;
 
+  // Takes the lock that keeps the configuration's file to this warden
+  // (PATH.lock; see lock_file in home_saver.cpp), before the file is read.
+  // Returns "" or why not: another warden keeps it, or the lock cannot be
+  // made. A reload to another file takes that file's lock (reconfigured()),
+  // and a write finding it not held tries again.
+  std::string claim();
   void start();
   // After a reload: the interval or path may have changed.
   void reconfigured();
@@ -96,6 +102,10 @@ class HomeSaver {
   void run();
   // write_now(), or finish()'s last write (logged at info, with its counts).
   bool write(bool at_stop);
+  // The lock of `path`'s file held, a previous file's let go: "" or why not.
+  // Both with write_mutex_ held.
+  std::string keep_lock(const std::string& path);
+  void let_go();
 
   Warden& warden_;
   SavedHomesWrites& writes_;
@@ -106,6 +116,8 @@ class HomeSaver {
   std::mutex write_mutex_;  // one write at a time
   std::string failing_;     // guarded by write_mutex_: the last failure logged, "" after a success
   std::string held_;        // guarded by write_mutex_: the file hold() keeps, "" when none
+  int lock_fd_ = -1;        // guarded by write_mutex_: the lock of locked_, -1 when none
+  std::string locked_;      // guarded by write_mutex_
   std::thread thread_;
 };
 

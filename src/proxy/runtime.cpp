@@ -1,6 +1,7 @@
 #include "proxy/runtime.h"
 
 #include <boost/asio/post.hpp>
+#include <stdexcept>
 
 namespace lmwarden::proxy {
 
@@ -17,6 +18,8 @@ WardenRuntime::WardenRuntime(config::Config config)
 
 net::tcp::endpoint WardenRuntime::start(bool scrape) {
   const auto set = warden_->models();
+  if (const std::string reason = saver_->claim(); !reason.empty())
+    throw std::runtime_error("saved homes: " + reason);
   if (!restore_saved_homes(*set)) saver_->hold(set->config.saved_homes->path);
   const auto endpoint = server_->listen(set->config.listen_host, set->config.listen_port);
   scraping_ = scrape;

@@ -23,9 +23,10 @@ class WardenRuntime {
   WardenRuntime(const WardenRuntime&) = delete;
   WardenRuntime& operator=(const WardenRuntime&) = delete;
 
-  // Reads the homes file (saved_homes) into the models, binds the
-  // configured address (throws std::system_error with a clear message when
-  // it cannot) and starts the I/O threads, the writer of the homes file and,
+  // Takes the homes file's lock and reads the file (saved_homes) into the
+  // models (throws std::runtime_error when another warden keeps the file),
+  // binds the configured address (throws std::system_error with a clear
+  // message when it cannot) and starts the I/O threads, the writer of the homes file and,
   // with `scrape`, the scraper.
   net::tcp::endpoint start(bool scrape = true);
   void stop_accepting() { server_->stop_accepting(); }

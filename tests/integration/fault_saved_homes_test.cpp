@@ -86,7 +86,9 @@ TEST(SavedHomes, ARestartSendsEachConversationBackToItsReplica) {
   EXPECT_EQ(saved["models"][0]["servers"][0], "http://127.0.0.1:" + std::to_string(fake.port()));
   EXPECT_EQ(saved["models"][0]["conversations"].size(), 8u);
   for (const auto& entry : fs::directory_iterator(fs::path(file).parent_path()))
-    EXPECT_EQ(entry.path().filename(), "homes.json") << "nothing left beside the file";
+    EXPECT_TRUE(entry.path().filename() == "homes.json" ||
+                entry.path().filename() == "homes.json.lock")
+        << "nothing left beside the file but its lock: " << entry.path();
 
   // Rank 0 is busy now: a conversation placed afresh goes to rank 1.
   fake.set_engine(0, 12, 6, 0.9, 0, 0);
@@ -238,6 +240,92 @@ TEST(SavedHomes, AStartThatFailsLeavesTheFileAsItWas) {
   EXPECT_NE(said.find("model m: 1 conversations and 0 stored responses are back"),
             std::string::npos)
       << said;
+}
+
+// Two wardens given one file would each overwrite the other's homes: the
+// second does not start, and names the first. Files that writes cut short
+// left beside the file are removed by the warden that takes it.
+TEST(SavedHomes, ASecondWardenGivenTheSameFileDoesNotStart) {
+  FakeVllm fake{1};
+  fake.set_engine(0, 0, 0, 0, 0, 0);
+  TempDir dir;
+  const std::string file = dir.file("homes.json");
+  for (const char* name :
+       {"homes.json.tmp.AbC123", "homes.json.tmp.toolong1", "other.json.tmp.XyZ789"})
+    std::ofstream(dir.file(name)) << "{";
+  const std::string yaml = serve_yaml(fake.port(), 1, "", saved_homes(file));
+  std::optional<ServeProcess> first{std::in_place, yaml};
+  EXPECT_TRUE(eventually([&] {
+    return first->log().find("saved homes: removed 1 file(s) beside " + file +
+                             " that writes cut short left (homes.json.tmp.AbC123)") !=
+           std::string::npos;
+  })) << first->log();
+  EXPECT_FALSE(fs::exists(dir.file("homes.json.tmp.AbC123")));
+  EXPECT_TRUE(fs::exists(dir.file("homes.json.tmp.toolong1"))) << "not a name the warden gives";
+  EXPECT_TRUE(fs::exists(dir.file("other.json.tmp.XyZ789"))) << "another file's";
+  turn(first->port(), fake, "alpha");
+
+  std::ofstream(dir.file("second.yaml")) << yaml;
+  const std::string command = "timeout 20 " + std::string(LMWARDEN_BINARY) + " serve --config " +
+                              dir.file("second.yaml") + " >" + dir.file("second.log") + " 2>&1";
+  const int status = std::system(command.c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 1);
+  std::ifstream out(dir.file("second.log"));
+  const std::string said{std::istreambuf_iterator<char>(out), {}};
+  EXPECT_NE(said.find("lmwarden: saved homes: " + file + " is kept by another warden (process " +
+                      std::to_string(first->pid()) + ", which holds " + file +
+                      ".lock): give each warden a file of its own"),
+            std::string::npos)
+      << said;
+
+  // Once the first has stopped (its homes written), the file is free.
+  ::kill(first->pid(), SIGTERM);
+  ASSERT_TRUE(exit_status(first->process(), std::chrono::seconds(10)).has_value());
+  first.reset();
+  ServeProcess second{yaml};
+  EXPECT_TRUE(eventually([&] {
+    return second.log().find(
+               "saved homes: model m: 1 conversations and 0 stored responses are back") !=
+           std::string::npos;
+  })) << second.log();
+}
+
+// A reload that names a file another warden keeps: the reload goes through,
+// says so at once, and each write counts as failed until the file is free.
+TEST(SavedHomes, AReloadToAFileAnotherWardenKeepsWritesOnceItIsFree) {
+  FakeVllm fake{1};
+  fake.set_engine(0, 0, 0, 0, 0, 0);
+  TempDir dir;
+  const std::string kept = dir.file("kept.json");
+  const std::string own = dir.file("own.json");
+  std::optional<ServeProcess> keeper{std::in_place,
+                                     serve_yaml(fake.port(), 1, "", saved_homes(kept)), "-keeper"};
+  ServeProcess serve{serve_yaml(fake.port(), 1, "", saved_homes(own, "1s"))};
+  const auto written = [&](const std::string& result) {
+    return metric(serve.port(), "lmwarden_saved_homes_writes_total", {{"result", result}});
+  };
+  turn(serve.port(), fake, "alpha");
+  serve.write_config(serve_yaml(fake.port(), 1, "", saved_homes(kept, "1s")));
+  ::kill(serve.pid(), SIGHUP);
+  const std::string refused = "saved homes: " + kept + " is kept by another warden (process " +
+                              std::to_string(keeper->pid()) + ", which holds " + kept +
+                              ".lock): give each warden a file of its own; nothing is written "
+                              "there until it is free (tried every 1 s)";
+  EXPECT_TRUE(eventually([&] { return serve.log().find(refused) != std::string::npos; }))
+      << serve.log();
+  ASSERT_TRUE(eventually([&] { return written("failed") >= 2; }, std::chrono::seconds(10)))
+      << serve.log();
+  EXPECT_EQ(count(serve.log(), "is kept by another warden"), 1u) << "said once: " << serve.log();
+
+  ::kill(keeper->pid(), SIGTERM);
+  ASSERT_TRUE(exit_status(keeper->process(), std::chrono::seconds(10)).has_value());
+  keeper.reset();
+  EXPECT_TRUE(eventually([&] {
+    return serve.log().find("saved homes: " + kept + " written again") != std::string::npos;
+  })) << serve.log();
+  EXPECT_TRUE(eventually([&] { return read_json(kept)["models"][0]["conversations"].size() == 1; }))
+      << "the reloaded warden's own conversation";
 }
 
 }  // namespace

@@ -22,10 +22,11 @@ namespace lmwarden::testing {
 
 class ServeProcess {
  public:
-  explicit ServeProcess(const std::string& yaml)
+  // `name` tells apart the directories of two wardens a test runs at once.
+  explicit ServeProcess(const std::string& yaml, const std::string& name = "")
       : dir_(std::filesystem::temp_directory_path() /
              ("lmwarden-restart-" + std::to_string(::getpid()) + "-" +
-              ::testing::UnitTest::GetInstance()->current_test_info()->name())) {
+              ::testing::UnitTest::GetInstance()->current_test_info()->name() + name)) {
     std::filesystem::create_directories(dir_);
     write_config(yaml);
     process_.emplace(

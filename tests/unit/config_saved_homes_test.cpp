@@ -103,5 +103,30 @@ TEST_F(ConfigSavedHomes, TheAccessLogOrTheConfigurationFileUnderAnotherNameIsRef
             config + ":2: saved_homes.path: is this configuration file: name a file of its own");
 }
 
+// The warden's lock (PATH.lock) and the name an unusable file is moved to
+// (PATH.unusable) would take over a file of those names.
+TEST_F(ConfigSavedHomes, TheNamesUsedBesideTheFileAreNotTheAccessLogNorTheConfigurationFile) {
+  const std::string homes = path("homes.json");
+  for (const std::string beside : {".lock", ".unusable"}) {
+    EXPECT_EQ(error_of("access_log: " + homes + beside + "\nsaved_homes:\n  path: " + homes + "\n" +
+                       std::string(kMinimal)),
+              "lmwarden.yaml:3: saved_homes.path: " + homes + beside +
+                  ", a name the warden uses beside the file, is the access_log's file: give each "
+                  "its own");
+    const std::string config = homes + beside;
+    std::ofstream(config) << "saved_homes:\n  path: " << homes << "\n" << kMinimal;
+    const auto loaded = load_config_file(config);
+    ASSERT_FALSE(loaded);
+    EXPECT_EQ(loaded.error().message(),
+              config + ":2: saved_homes.path: " + config +
+                  ", a name the warden uses beside the file, is this configuration file: name a "
+                  "file of its own");
+  }
+  const std::string fine =
+      "access_log: " + path("homes.json.log") + "\nsaved_homes:\n  path: " + homes + "\n";
+  EXPECT_TRUE(load_config_string(fine + std::string(kMinimal), "lmwarden.yaml"))
+      << "another name beside it";
+}
+
 }  // namespace
 }  // namespace lmwarden::config
