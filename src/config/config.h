@@ -128,6 +128,8 @@ struct SharedHomes {
   std::string tls_ca_file;
   std::string tls_cert_file;
   std::string tls_key_file;
+  // The name Redis's certificate must carry, "" for the URL's host.
+  std::string tls_server_name;
 
   bool operator==(const SharedHomes&) const = default;
 };

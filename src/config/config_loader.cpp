@@ -204,7 +204,7 @@ class Loader : private yaml::Reader {
     }
     const auto map = read_map(section.value, "shared_homes",
                               {"redis", "password_env", "key_prefix", "timeout", "tls_ca_file",
-                               "tls_cert_file", "tls_key_file"});
+                               "tls_cert_file", "tls_key_file", "tls_server_name"});
     if (!map) return;
     SharedHomes homes;
     const std::size_t errors_before = errors_.size();
@@ -306,6 +306,20 @@ class Loader : private yaml::Reader {
         continue;
       }
       if (auto v = read_readable_file(*e, path)) *out = *v;
+    }
+    if (const Entry* e = map.find("tls_server_name")) {
+      if (!tls && !homes.redis.empty()) {
+        error(*e, "shared_homes.tls_server_name",
+              "needs a rediss:// URL in shared_homes.redis (Redis over TLS)");
+      } else if (auto name = read_string(*e, "shared_homes.tls_server_name")) {
+        if (!is_hostname(*name) && !is_ipv6(*name))
+          error(*e, "shared_homes.tls_server_name",
+                fmt::format("must be a host name or an IP address that Redis's certificate "
+                            "carries, e.g. redis.internal; got {}",
+                            shown(e->value)));
+        else
+          homes.tls_server_name = *name;
+      }
     }
     const Entry* cert = map.find("tls_cert_file");
     const Entry* key = map.find("tls_key_file");

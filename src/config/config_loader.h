@@ -66,6 +66,10 @@ ConfigResult load_config_string(std::string_view text, std::string_view source_n
 // for a free port (tests). The error is a sentence without the input in it.
 Result<ListenAddress, std::string> parse_listen_address(std::string_view text);
 
+// A DNS name as found in container networks and /etc/hosts (letters,
+// digits, '-', '_' and '.', at most 253), not checked against a resolver.
+bool is_hostname(std::string_view s) noexcept;
+
 // "500ms", "90s", "30m", "1h", or sums such as "1h30m". Whole numbers only;
 // a bare number is refused (seconds or milliseconds would be a guess).
 std::optional<std::chrono::milliseconds> parse_duration(std::string_view text);

@@ -54,15 +54,6 @@ std::optional<std::uint16_t> parse_port(std::string_view s) noexcept {
   return static_cast<std::uint16_t>(*port);
 }
 
-// DNS names as found in container networks and /etc/hosts: letters, digits,
-// '-', '_' and '.'.
-bool is_hostname(std::string_view s) noexcept {
-  return !s.empty() && s.size() <= 253 && std::all_of(s.begin(), s.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || is_digit(c) || c == '-' ||
-           c == '_' || c == '.';
-  });
-}
-
 // RFC 9110 token characters: what an HTTP field name may contain.
 bool is_header_name(std::string_view s) noexcept {
   constexpr std::string_view kSpecials = "!#$%&'*+-.^_`|~";
@@ -73,6 +64,15 @@ bool is_header_name(std::string_view s) noexcept {
 }
 
 }  // namespace
+
+// DNS names as found in container networks and /etc/hosts: letters, digits,
+// '-', '_' and '.'.
+bool is_hostname(std::string_view s) noexcept {
+  return !s.empty() && s.size() <= 253 && std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || is_digit(c) || c == '-' ||
+           c == '_' || c == '.';
+  });
+}
 
 std::optional<bool> parse_bool(std::string_view text) {
   const std::string lowered = to_lower(trim(text));

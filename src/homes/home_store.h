@@ -55,16 +55,19 @@ Result<RedisAddress, std::string> parse_redis_url(std::string_view url);
 // The address without its password, for logs: "redis://host:port/db".
 std::string describe(const RedisAddress& address);
 
-// PEM files for a TLS connection (RedisAddress::tls), read at each connect,
-// so that renewed ones are taken up. `ca_file` "" trusts the system's
-// certificate authorities; `cert_file` and `key_file`, both or neither, are
-// the warden's own certificate, for a Redis that asks for one.
-struct RedisTlsFiles {
+// A TLS connection's settings (RedisAddress::tls). PEM files, read at each
+// connect, so that renewed ones are taken up: `ca_file` "" trusts the
+// system's certificate authorities; `cert_file` and `key_file`, both or
+// neither, are the warden's own certificate, for a Redis that asks for one.
+// `server_name`: the name Redis's certificate must carry (and the SNI sent),
+// "" for the URL's host.
+struct RedisTls {
   std::string ca_file;
   std::string cert_file;
   std::string key_file;
+  std::string server_name;
 
-  bool operator==(const RedisTlsFiles&) const = default;
+  bool operator==(const RedisTls&) const = default;
 };
 
 enum class LookupStatus { kFound, kAbsent, kFailed };
@@ -88,7 +91,7 @@ struct Claim {
 
 struct HomeStoreOptions {
   RedisAddress address;
-  RedisTlsFiles tls;  // with address.tls
+  RedisTls tls;  // with address.tls
   // Connecting, and each pipeline's replies: past it the connection is
   // dropped and what it carried fails.
   std::chrono::milliseconds timeout{50};

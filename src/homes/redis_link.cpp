@@ -47,7 +47,7 @@ std::string tls_error(std::string_view what) {
 
 // The context for one connection: Redis's certificate checked against the CA
 // file (or the system's), the warden's own certificate when given.
-Result<ContextPtr, std::string> make_context(const RedisTlsFiles& files) {
+Result<ContextPtr, std::string> make_context(const RedisTls& files) {
   ERR_clear_error();
   ContextPtr ctx(SSL_CTX_new(TLS_client_method()));
   if (!ctx) return unexpected(tls_error("cannot create a context"));
@@ -90,7 +90,7 @@ void RedisLink::close() noexcept {
   fd_ = -1;
 }
 
-std::optional<std::string> RedisLink::connect(const RedisAddress& address, const RedisTlsFiles& tls,
+std::optional<std::string> RedisLink::connect(const RedisAddress& address, const RedisTls& tls,
                                               std::chrono::milliseconds timeout) {
   close();
   timeout_ = timeout;
@@ -106,7 +106,8 @@ std::optional<std::string> RedisLink::connect(const RedisAddress& address, const
   const auto deadline = Clock::now() + timeout;
   if (auto error = open_socket(address, deadline)) return error;
   if (context) {
-    if (auto error = start_tls(address, context.get(), deadline)) return error;
+    const std::string& name = tls.server_name.empty() ? address.host : tls.server_name;
+    if (auto error = start_tls(name, context.get(), deadline)) return error;
   }
   reader_.reset(redisReaderCreate());
   if (!reader_) return fail("cannot allocate a connection");
@@ -180,19 +181,18 @@ std::optional<std::string> RedisLink::open_socket(const RedisAddress& address,
   return fail(error);
 }
 
-std::optional<std::string> RedisLink::start_tls(const RedisAddress& address, ssl_ctx_st* context,
+std::optional<std::string> RedisLink::start_tls(const std::string& name, ssl_ctx_st* context,
                                                 Clock::time_point deadline) {
   ssl_.reset(SSL_new(context));  // holds its own reference to the context
   if (!ssl_ || SSL_set_fd(ssl_.get(), fd_) != 1) return fail(tls_error("cannot start"));
-  // The certificate must name the host the URL names: an address as an IP
-  // entry, a name as a DNS one (and sent as SNI, for servers behind a proxy
-  // that routes by it).
-  const bool by_ip = is_ipv4(address.host) || is_ipv6(address.host);
+  // The certificate must carry `name`: an address as an IP entry, a name as
+  // a DNS one (and sent as SNI, for servers behind a proxy that routes by it).
+  const bool by_ip = is_ipv4(name) || is_ipv6(name);
   const bool named =
-      by_ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl_.get()), address.host.c_str()) == 1
-            : SSL_set1_host(ssl_.get(), address.host.c_str()) == 1 &&
-                  SSL_set_tlsext_host_name(ssl_.get(), address.host.c_str()) == 1;
-  if (!named) return fail(tls_error("cannot check the certificate against " + address.host));
+      by_ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl_.get()), name.c_str()) == 1
+            : SSL_set1_host(ssl_.get(), name.c_str()) == 1 &&
+                  SSL_set_tlsext_host_name(ssl_.get(), name.c_str()) == 1;
+  if (!named) return fail(tls_error("cannot check the certificate against " + name));
   for (;;) {
     ERR_clear_error();
     const int rc = SSL_connect(ssl_.get());
@@ -205,6 +205,11 @@ std::optional<std::string> RedisLink::start_tls(const RedisAddress& address, ssl
       continue;
     }
     const long verified = SSL_get_verify_result(ssl_.get());
+    if (verified == X509_V_ERR_HOSTNAME_MISMATCH || verified == X509_V_ERR_IP_ADDRESS_MISMATCH)
+      return fail(std::string("TLS: Redis's certificate is not trusted: ") +
+                  X509_verify_cert_error_string(verified) + ": it does not name " + name +
+                  " (where the URL reaches Redis by another name or address, set "
+                  "shared_homes.tls_server_name to one the certificate carries)");
     if (verified != X509_V_OK)
       return fail(std::string("TLS: Redis's certificate is not trusted: ") +
                   X509_verify_cert_error_string(verified));

@@ -59,7 +59,7 @@ class RedisLink {
   // against the address's host), then sends AUTH and SELECT as the address
   // asks and a PING (one round trip, within `timeout` too). The error
   // otherwise: a refused AUTH reads "redis refused AUTH: <its reply>".
-  std::optional<std::string> connect(const RedisAddress& address, const RedisTlsFiles& tls,
+  std::optional<std::string> connect(const RedisAddress& address, const RedisTls& tls,
                                      std::chrono::milliseconds timeout);
 
   // Queues one command (argv-style, so keys and values may hold any byte).
@@ -94,7 +94,8 @@ class RedisLink {
   };
 
   std::optional<std::string> open_socket(const RedisAddress& address, Clock::time_point deadline);
-  std::optional<std::string> start_tls(const RedisAddress& address, ssl_ctx_st* context,
+  // The handshake, Redis's certificate checked against `name`.
+  std::optional<std::string> start_tls(const std::string& name, ssl_ctx_st* context,
                                        Clock::time_point deadline);
   Result<Io, std::string> write_some(const char* data, std::size_t size);
   Result<Io, std::string> read_some(char* data, std::size_t size);

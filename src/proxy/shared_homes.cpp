@@ -88,9 +88,10 @@ homes::HomeStoreOptions store_options(const config::SharedHomes& config) {
   if (address) options.address = std::move(*address);
   if (config.password_env) options.address.password = config.password;
   options.timeout = config.timeout;
-  options.tls = homes::RedisTlsFiles{.ca_file = config.tls_ca_file,
-                                     .cert_file = config.tls_cert_file,
-                                     .key_file = config.tls_key_file};
+  options.tls = homes::RedisTls{.ca_file = config.tls_ca_file,
+                                .cert_file = config.tls_cert_file,
+                                .key_file = config.tls_key_file,
+                                .server_name = config.tls_server_name};
   return options;
 }
 

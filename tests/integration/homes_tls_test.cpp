@@ -103,6 +103,26 @@ TEST_F(HomeStoreTls, ACertificateForAnotherHostIsRefused) {
   }
 }
 
+// Reached by an address its certificate does not carry (a tunnel, a
+// private endpoint): tls_server_name is the name checked, and sent as SNI.
+TEST_F(HomeStoreTls, AServerNameIsCheckedInsteadOfTheUrlsHost) {
+  redis(/*auth_clients=*/false, "elsewhere");
+  HomeStoreOptions options = tls_options();
+  options.tls.server_name = "redis.elsewhere.invalid";
+  {
+    HomeStore store(options);
+    EXPECT_EQ(lookup(store, "conv:1"), "absent");
+    EXPECT_TRUE(store.stats().connected);
+  }
+  options.tls.server_name = "redis.other.invalid";
+  const std::string why = refused(options);
+  EXPECT_NE(why.find("TLS: Redis's certificate is not trusted: hostname mismatch: it does not "
+                     "name redis.other.invalid (where the URL reaches Redis by another name or "
+                     "address, set shared_homes.tls_server_name to one the certificate carries)"),
+            std::string::npos)
+      << why;
+}
+
 TEST_F(HomeStoreTls, ARedisThatAsksForACertificateGetsTheWardens) {
   redis(/*auth_clients=*/true);
   EXPECT_NE(refused(tls_options()), "");

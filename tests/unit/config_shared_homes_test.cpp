@@ -123,6 +123,29 @@ TEST(ConfigSharedHomes, TlsFilesGoWithARedissUrl) {
             "together: the warden's certificate and its key");
 }
 
+// The name Redis's certificate carries, for a URL that reaches it by
+// another (an address, a tunnel).
+TEST(ConfigSharedHomes, ATlsServerNameGoesWithARedissUrl) {
+  const auto named = [](const std::string& name) {
+    return "shared_homes:\n  redis: rediss://10.0.0.5\n  tls_server_name: " + name + "\n" +
+           std::string(kMinimal);
+  };
+  EXPECT_EQ(load_ok(named("redis.internal")).shared_homes->tls_server_name, "redis.internal");
+  EXPECT_EQ(load_ok(named("10.0.0.6")).shared_homes->tls_server_name, "10.0.0.6");
+  EXPECT_EQ(load_ok(named("\"fd00::6\"")).shared_homes->tls_server_name, "fd00::6");
+  EXPECT_TRUE(load_ok("shared_homes:\n  redis: rediss://h\n" + std::string(kMinimal))
+                  .shared_homes->tls_server_name.empty());
+  EXPECT_EQ(error_of(named("\"redis internal\"")),
+            "lmwarden.yaml:3: shared_homes.tls_server_name: must be a host name or an IP address "
+            "that Redis's certificate carries, e.g. redis.internal; got \"redis internal\"");
+  EXPECT_EQ(error_of(named("\"\"")),
+            "lmwarden.yaml:3: shared_homes.tls_server_name: must be a non-empty string, got \"\"");
+  EXPECT_EQ(error_of("shared_homes:\n  redis: redis://h\n  tls_server_name: redis.internal\n" +
+                     std::string(kMinimal)),
+            "lmwarden.yaml:3: shared_homes.tls_server_name: needs a rediss:// URL in "
+            "shared_homes.redis (Redis over TLS)");
+}
+
 TEST(ConfigSharedHomes, ABadUrlsErrorNeverShowsItsPassword) {
   const std::string error =
       error_of("shared_homes:\n  redis: redis://:hunter2@10.0.0.5:99999\n" + std::string(kMinimal));
