@@ -100,7 +100,21 @@ struct ServeOptions {
   std::string config_path;
   std::string listen;
   std::string log_level = "info";
+  bool check = false;  // load the file, say what it sets, and exit
 };
+
+// A model as the start's log and --check describe it.
+std::string model_summary(const config::ModelConfig& m) {
+  // Where requests go without a rank: said only where a server has ranks.
+  std::string unranked;
+  if (std::ranges::any_of(m.backends, [](const auto& b) { return b.data_parallel_size > 1; }))
+    for (const std::string& route : m.unranked_routes)
+      unranked += (unranked.empty() ? "; without a rank on multi-rank servers: " : ", ") + route;
+  return "model " + m.name + ": " + std::to_string(m.replica_count()) + " replica(s) on " +
+         std::to_string(m.backends.size()) + " server(s), affinity " + (m.affinity ? "on" : "off") +
+         ", spill threshold " +
+         (m.spill_threshold ? std::to_string(*m.spill_threshold) : std::string("auto")) + unranked;
+}
 
 // The first backend of `cfg` that is the warden itself listening on
 // `address`, as "model M's backend URL"; empty when none is.
@@ -191,6 +205,14 @@ int serve(const ServeOptions& opts) {
     return 2;
   }
   config::Config cfg = std::move(loaded).value();
+  if (opts.check) {
+    // What a start would take, without starting: nothing bound, nothing
+    // connected, no signal sent (a running warden rereads the file on SIGHUP).
+    std::printf("%s: the configuration is valid; it listens on %s\n", opts.config_path.c_str(),
+                host_port(cfg.listen_host, cfg.listen_port).c_str());
+    for (const auto& m : cfg.models) std::printf("%s\n", model_summary(m).c_str());
+    return 0;
+  }
   spdlog::set_level(spdlog::level::from_str(opts.log_level));
 
   fit_descriptor_limit(cfg.limits.max_connections);
@@ -235,16 +257,7 @@ int serve(const ServeOptions& opts) {
   spdlog::info("memory allocator: {}", allocator_name());
   log_scheduling_policy();
   if (!proxy::admin_token(cfg)) spdlog::info("{}", proxy::run_time_control(cfg));
-  for (const auto& m : cfg.models) {
-    // Where requests go without a rank: said only where a server has ranks.
-    std::string unranked;
-    if (std::ranges::any_of(m.backends, [](const auto& b) { return b.data_parallel_size > 1; }))
-      for (const std::string& route : m.unranked_routes)
-        unranked += (unranked.empty() ? "; without a rank on multi-rank servers: " : ", ") + route;
-    spdlog::info("model {}: {} replica(s) on {} server(s), affinity {}, spill threshold {}{}",
-                 m.name, m.replica_count(), m.backends.size(), m.affinity ? "on" : "off",
-                 m.spill_threshold ? std::to_string(*m.spill_threshold) : "auto", unranked);
-  }
+  for (const auto& m : cfg.models) spdlog::info("{}", model_summary(m));
 
   signals.async_wait(on_signal);
   signals_ctx.run();
@@ -291,6 +304,9 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--log-level", opts->log_level, "trace, debug, info, warn, error, off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
       ->capture_default_str();
+  cmd->add_flag("-t,--check", opts->check,
+                "Check the configuration (with --listen) and exit: 0 and what it sets when a "
+                "start would take it, 2 and every problem when not; nothing is started");
   cmd->callback([opts] { std::exit(serve(*opts)); });
 }
 

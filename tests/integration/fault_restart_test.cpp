@@ -355,6 +355,57 @@ TEST(ServeRestart, AListenAddressThatMakesABackendTheWardenItselfIsRefused) {
                       port + " is that address: every request would come back to it\n");
 }
 
+// `serve --check`: the file checked as a start checks it, what it sets
+// said, and nothing started (no port, no homes file's lock).
+TEST(ServeRestart, CheckSaysWhatTheFileSetsOrEveryProblemAndStartsNothing) {
+  TempDir dir{"lmwarden-check"};
+  const auto check = [&](const std::string& yaml, const std::string& extra = "") {
+    std::ofstream(dir.file("lmwarden.yaml")) << yaml;
+    const std::string out = dir.file("out.log");
+    const std::string command = "timeout 20 " + std::string(LMWARDEN_BINARY) + " serve --config " +
+                                dir.file("lmwarden.yaml") + " --check" + extra + " >" + out +
+                                " 2>&1";
+    const int status = std::system(command.c_str());
+    EXPECT_TRUE(WIFEXITED(status));
+    std::ifstream in(out);
+    return std::pair{WEXITSTATUS(status), std::string{std::istreambuf_iterator<char>(in),
+                                                      std::istreambuf_iterator<char>()}};
+  };
+  const std::uint16_t listen = closed_port();
+  const std::string backend = "http://127.0.0.1:" + std::to_string(closed_port());
+  const std::string valid = "listen: 127.0.0.1:" + std::to_string(listen) +
+                            "\nsaved_homes:\n  path: " + dir.file("homes.json") +
+                            "\nmodels:\n  - name: m\n    backends:\n      - url: " + backend +
+                            "\n        data_parallel_size: 2\n  - name: n\n    affinity: false\n"
+                            "    spill_threshold: 3\n    backends:\n      - url: " +
+                            backend + "\n";
+  const auto [ok, said] = check(valid);
+  EXPECT_EQ(ok, 0);
+  EXPECT_EQ(said,
+            dir.file("lmwarden.yaml") +
+                ": the configuration is valid; it listens on 127.0.0.1:" + std::to_string(listen) +
+                "\nmodel m: 2 replica(s) on 1 server(s), affinity on, spill threshold auto; "
+                "without a rank on multi-rank servers: /v1/responses\n"
+                "model n: 1 replica(s) on 1 server(s), affinity off, spill threshold 3\n");
+  EXPECT_FALSE(can_connect(listen));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("homes.json.lock"))) << "no lock taken";
+
+  const auto [moved, moved_said] = check(valid, " --listen 127.0.0.1:0");
+  EXPECT_EQ(moved, 0);
+  EXPECT_NE(moved_said.find("it listens on 127.0.0.1:0\n"), std::string::npos) << moved_said;
+
+  const auto [bad, bad_said] = check(
+      "lisen: 127.0.0.1:1\nmodels:\n  - name: m\n    spill_threshold: 0\n    backends:\n"
+      "      - url: " +
+      backend + "\n");
+  EXPECT_EQ(bad, 2);
+  EXPECT_EQ(bad_said, "lmwarden: invalid configuration\n" + dir.file("lmwarden.yaml") +
+                          ":1: lisen: unknown key (did you mean \"listen\"?)\n" +
+                          dir.file("lmwarden.yaml") +
+                          ":4: models[0].spill_threshold: must be an integer from 1 to 1000000 or "
+                          "\"auto\", got \"0\"\n");
+}
+
 // The start log names the allocator the process runs on: a sanitizer
 // build's own (as this test is built, so is the warden it runs).
 TEST(ServeRestart, TheStartLogNamesTheAllocator) {
