@@ -17,6 +17,7 @@
 #include "common/host_port.h"
 #include "common/result.h"
 #include "config/config_loader.h"
+#include "homes/home_store.h"
 #include "proxy/api.h"
 #include "proxy/runtime.h"
 
@@ -105,14 +106,20 @@ struct ServeOptions {
 
 // A model as the start's log and --check describe it.
 std::string model_summary(const config::ModelConfig& m) {
-  // Where requests go without a rank: said only where a server has ranks.
+  // Where requests go without a rank: said only where a server has ranks
+  // and affinity would give one.
   std::string unranked;
-  if (std::ranges::any_of(m.backends, [](const auto& b) { return b.data_parallel_size > 1; }))
+  if (m.affinity &&
+      std::ranges::any_of(m.backends, [](const auto& b) { return b.data_parallel_size > 1; }))
     for (const std::string& route : m.unranked_routes)
       unranked += (unranked.empty() ? "; without a rank on multi-rank servers: " : ", ") + route;
-  return "model " + m.name + ": " + std::to_string(m.replica_count()) + " replica(s) on " +
-         std::to_string(m.backends.size()) + " server(s), affinity " + (m.affinity ? "on" : "off") +
-         ", spill threshold " +
+  std::string aliases;
+  for (const std::string& alias : m.aliases)
+    aliases += (aliases.empty() ? " (also " : ", ") + alias;
+  if (!aliases.empty()) aliases += ")";
+  return "model " + m.name + aliases + ": " + std::to_string(m.replica_count()) +
+         " replica(s) on " + std::to_string(m.backends.size()) + " server(s), affinity " +
+         (m.affinity ? "on" : "off") + ", spill threshold " +
          (m.spill_threshold ? std::to_string(*m.spill_threshold) : std::string("auto")) + unranked;
 }
 
@@ -211,6 +218,21 @@ int serve(const ServeOptions& opts) {
     std::printf("%s: the configuration is valid; it listens on %s\n", opts.config_path.c_str(),
                 host_port(cfg.listen_host, cfg.listen_port).c_str());
     for (const auto& m : cfg.models) std::printf("%s\n", model_summary(m).c_str());
+    if (!cfg.access_log.empty()) std::printf("access log: %s\n", cfg.access_log.c_str());
+    if (cfg.saved_homes)
+      std::printf("saved homes: %s, written every %g s\n", cfg.saved_homes->path.c_str(),
+                  static_cast<double>(cfg.saved_homes->interval.count()) / 1000.0);
+    if (const auto& shared = cfg.shared_homes) {
+      // The URL as the logs show it: never its password.
+      const auto address = homes::parse_redis_url(shared->redis);  // checked at load
+      std::printf("shared homes: %s, keys under %s%s\n",
+                  address ? homes::describe(*address).c_str() : "?", shared->key_prefix.c_str(),
+                  shared->tls_server_name.empty()
+                      ? ""
+                      : (", its certificate checked for " + shared->tls_server_name).c_str());
+    }
+    // As at a start, on this process's limit (a service manager may set another).
+    fit_descriptor_limit(cfg.limits.max_connections);
     return 0;
   }
   spdlog::set_level(spdlog::level::from_str(opts.log_level));

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -261,25 +262,7 @@ class Loader : private yaml::Reader {
     if (const Entry* e = map->find("path")) {
       if (auto v = read_replaceable_file(*e, "saved_homes.path")) {
         file.path = *v;
-        if (!config.access_log.empty() && same_file(file.path, config.access_log))
-          error(*e, "saved_homes.path", "is the access_log's file: give each its own");
-        else if (same_file(file.path, file_))
-          error(*e, "saved_homes.path", "is this configuration file: name a file of its own");
-        // The names the warden gives beside it: its lock, and where a file it
-        // cannot use is moved.
-        for (const std::string_view beside : {".lock", ".unusable"}) {
-          const std::string name = file.path + std::string(beside);
-          if (!config.access_log.empty() && same_file(name, config.access_log))
-            error(*e, "saved_homes.path",
-                  fmt::format("{}, a name the warden uses beside the file, is the access_log's "
-                              "file: give each its own",
-                              name));
-          else if (same_file(name, file_))
-            error(*e, "saved_homes.path",
-                  fmt::format("{}, a name the warden uses beside the file, is this configuration "
-                              "file: name a file of its own",
-                              name));
-        }
+        check_homes_path(*e, file.path, config);
       }
     } else {
       add(section.value.Mark().line + 1, "saved_homes.path",
@@ -289,6 +272,74 @@ class Loader : private yaml::Reader {
       if (auto v = read_duration(*e, "saved_homes.interval", Millis{1'000}, Millis{86'400'000}))
         file.interval = *v;
     if (errors_.size() == errors_before) config.saved_homes = std::move(file);
+  }
+
+  // A name a certificate can carry: an IP address, or a DNS name of labels
+  // of 1 to 63 letters, digits and '-' (not first or last), not all digits
+  // (a mistyped address, such as 999.1.1.1).
+  static bool is_certificate_name(const std::string& name) {
+    if (is_ipv4(name) || is_ipv6(name)) return true;
+    if (name.empty() || name.size() > 253) return false;
+    bool all_numeric = true;
+    for (std::size_t begin = 0; begin <= name.size();) {
+      const std::size_t end = std::min(name.find('.', begin), name.size());
+      const std::string_view label = std::string_view(name).substr(begin, end - begin);
+      if (label.empty() || label.size() > 63 || label.front() == '-' || label.back() == '-')
+        return false;
+      for (const char c : label) {
+        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-') return false;
+        all_numeric = all_numeric && std::isdigit(static_cast<unsigned char>(c));
+      }
+      begin = end + 1;
+    }
+    return !all_numeric;
+  }
+
+  // saved_homes.path, beyond being a file the warden can replace: not a file
+  // kept for something else, and its lock usable.
+  void check_homes_path(const Entry& e, const std::string& path, const Config& config) {
+    static constexpr const char* kKey = "saved_homes.path";
+    // The names the warden gives beside a homes file. Taken as a homes file,
+    // such a path would have another warden's lock moved aside as unusable.
+    const std::string name = std::filesystem::path(path).filename().string();
+    const bool cut_write = name.size() > 11 && name.compare(name.size() - 11, 5, ".tmp.") == 0;
+    if (name.ends_with(".lock") || name.ends_with(".unusable") || cut_write) {
+      error(e, kKey,
+            fmt::format("{} is a name the warden gives beside a homes file (its lock, a file moved "
+                        "aside, a write under way): name the homes file itself",
+                        path));
+      return;
+    }
+    // The file, its lock, and where an unusable file is moved: none of them
+    // the access log or this configuration file, however they are written.
+    const std::pair<std::string_view, std::string_view> beside[] = {
+        {"", ""}, {".lock", "the warden's lock"}, {".unusable", "where an unusable file is moved"}};
+    for (const auto& [suffix, role] : beside) {
+      const std::string other = path + std::string(suffix);
+      const std::string which =
+          suffix.empty() ? std::string() : fmt::format("{}, {} beside it, ", other, role);
+      if (!config.access_log.empty() && same_file(other, config.access_log))
+        error(e, kKey, which + "is the access_log's file: give each its own");
+      else if (same_file(other, file_))
+        error(e, kKey, which + "is this configuration file: name a file of its own");
+    }
+    // A lock file that is there must be one the warden can open and lock:
+    // what a start would otherwise refuse, said at load.
+    const std::string lock = path + ".lock";
+    struct stat st {};
+    if (::lstat(lock.c_str(), &st) != 0) return;
+    if (S_ISLNK(st.st_mode))
+      error(e, kKey,
+            fmt::format("{}, the warden's lock beside it, is a symbolic link: remove it (the "
+                        "warden makes its lock itself)",
+                        lock));
+    else if (!S_ISREG(st.st_mode))
+      error(e, kKey,
+            fmt::format("{}, the warden's lock beside it, is not a file: remove it", lock));
+    else if (::access(lock.c_str(), W_OK) != 0)
+      error(e, kKey,
+            fmt::format("{}, the warden's lock beside it, cannot be opened for writing: {}", lock,
+                        std::strerror(errno)));
   }
 
   // shared_homes.tls_*: files for a rediss:// URL only; the warden's
@@ -312,7 +363,9 @@ class Loader : private yaml::Reader {
         error(*e, "shared_homes.tls_server_name",
               "needs a rediss:// URL in shared_homes.redis (Redis over TLS)");
       } else if (auto name = read_string(*e, "shared_homes.tls_server_name")) {
-        if (!is_hostname(*name) && !is_ipv6(*name))
+        // A fully qualified name's final dot: certificates never carry it.
+        if (name->size() > 1 && name->back() == '.' && !is_ipv4(*name)) name->pop_back();
+        if (!is_certificate_name(*name))
           error(*e, "shared_homes.tls_server_name",
                 fmt::format("must be a host name or an IP address that Redis's certificate "
                             "carries, e.g. redis.internal; got {}",

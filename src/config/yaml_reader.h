@@ -177,18 +177,24 @@ class Reader {
   }
 
   // An absolute path of a file that can be opened for appending, as it is at start and at
-  // each reload; created when missing. Checked here so that a bad path stops
-  // the start, or the reload, with its reason.
+  // each reload, which create it when missing. Checked here so that a bad path stops
+  // the start, or the reload, with its reason; without creating it, so that a check
+  // (serve --check) leaves nothing behind, nor a file owned by whoever ran it.
   std::optional<std::string> read_log_path(const Entry& e, const std::string& path) {
     auto text = read_absolute_path(e, path);
     if (!text) return std::nullopt;
-    const int fd = ::open(text->c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
-    if (fd < 0) {
-      error(e, path, fmt::format("cannot open {} for appending: {}", *text, std::strerror(errno)));
-      return std::nullopt;
+    const int fd = ::open(text->c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (fd >= 0) {
+      ::close(fd);
+      return text;
     }
-    ::close(fd);
-    return text;
+    if (errno == ENOENT) {
+      // Not there yet: its directory must let the warden create it.
+      const std::string directory = text->substr(0, std::max<std::size_t>(text->rfind('/'), 1));
+      if (::access(directory.c_str(), W_OK | X_OK) == 0) return text;
+    }
+    error(e, path, fmt::format("cannot open {} for appending: {}", *text, std::strerror(errno)));
+    return std::nullopt;
   }
 
   // An absolute path of a file the warden writes whole and replaces (a

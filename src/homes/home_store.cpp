@@ -480,7 +480,10 @@ void HomeStore::State::connect() {
         "again",
         describe(options.address));
   } else if (!connected_before) {
-    spdlog::info("shared homes: connected to {}", describe(options.address));
+    spdlog::info("shared homes: connected to {}{}", describe(options.address),
+                 options.tls.server_name.empty()
+                     ? std::string()
+                     : " (its certificate checked for " + options.tls.server_name + ")");
   } else {
     spdlog::debug("shared homes: connected to {}", describe(options.address));
   }

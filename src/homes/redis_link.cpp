@@ -106,8 +106,9 @@ std::optional<std::string> RedisLink::connect(const RedisAddress& address, const
   const auto deadline = Clock::now() + timeout;
   if (auto error = open_socket(address, deadline)) return error;
   if (context) {
-    const std::string& name = tls.server_name.empty() ? address.host : tls.server_name;
-    if (auto error = start_tls(name, context.get(), deadline)) return error;
+    if (auto error = start_tls(tls.server_name.empty() ? address.host : tls.server_name,
+                               !tls.server_name.empty(), context.get(), deadline))
+      return error;
   }
   reader_.reset(redisReaderCreate());
   if (!reader_) return fail("cannot allocate a connection");
@@ -181,8 +182,52 @@ std::optional<std::string> RedisLink::open_socket(const RedisAddress& address,
   return fail(error);
 }
 
-std::optional<std::string> RedisLink::start_tls(const std::string& name, ssl_ctx_st* context,
-                                                Clock::time_point deadline) {
+namespace {
+
+// The names a certificate carries (its subject alternative names), as
+// "; it names a, b", or "" when it names none.
+std::string names_carried(X509* peer) {
+  auto* names =
+      static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(peer, NID_subject_alt_name, nullptr, nullptr));
+  if (!names) return {};
+  std::string out;
+  for (int i = 0; i < sk_GENERAL_NAME_num(names); ++i) {
+    const GENERAL_NAME* n = sk_GENERAL_NAME_value(names, i);
+    std::string one;
+    if (n->type == GEN_DNS) {
+      const auto* s = n->d.dNSName;
+      one.assign(reinterpret_cast<const char*>(ASN1_STRING_get0_data(s)),
+                 static_cast<std::size_t>(ASN1_STRING_length(s)));
+    } else if (n->type == GEN_IPADD) {
+      const auto* ip = n->d.iPAddress;
+      char text[INET6_ADDRSTRLEN] = {};
+      const int family = ASN1_STRING_length(ip) == 4 ? AF_INET : AF_INET6;
+      if (ASN1_STRING_length(ip) == 4 || ASN1_STRING_length(ip) == 16)
+        if (inet_ntop(family, ASN1_STRING_get0_data(ip), text, sizeof text)) one = text;
+    }
+    if (one.empty()) continue;
+    out += (out.empty() ? "; it names " : ", ") + one;
+  }
+  GENERAL_NAMES_free(names);
+  return out;
+}
+
+// The verify callback: where Redis's own certificate fails the check, the
+// names it carries go to the string the connection's app data points to
+// (OpenSSL keeps no peer certificate from a handshake it refused).
+int note_names(int ok, X509_STORE_CTX* store) {
+  if (ok || X509_STORE_CTX_get_error_depth(store) != 0) return ok;
+  auto* ssl =
+      static_cast<SSL*>(X509_STORE_CTX_get_ex_data(store, SSL_get_ex_data_X509_STORE_CTX_idx()));
+  auto* out = ssl ? static_cast<std::string*>(SSL_get_app_data(ssl)) : nullptr;
+  if (X509* leaf = X509_STORE_CTX_get_current_cert(store); out && leaf) *out = names_carried(leaf);
+  return ok;
+}
+
+}  // namespace
+
+std::optional<std::string> RedisLink::start_tls(const std::string& name, bool name_given,
+                                                ssl_ctx_st* context, Clock::time_point deadline) {
   ssl_.reset(SSL_new(context));  // holds its own reference to the context
   if (!ssl_ || SSL_set_fd(ssl_.get(), fd_) != 1) return fail(tls_error("cannot start"));
   // The certificate must carry `name`: an address as an IP entry, a name as
@@ -193,6 +238,13 @@ std::optional<std::string> RedisLink::start_tls(const std::string& name, ssl_ctx
             : SSL_set1_host(ssl_.get(), name.c_str()) == 1 &&
                   SSL_set_tlsext_host_name(ssl_.get(), name.c_str()) == 1;
   if (!named) return fail(tls_error("cannot check the certificate against " + name));
+  std::string carried;  // what a certificate that does not name `name` names
+  SSL_set_app_data(ssl_.get(), &carried);
+  SSL_set_verify(ssl_.get(), SSL_VERIFY_PEER, note_names);
+  struct Forget {
+    SSL* ssl;
+    ~Forget() { SSL_set_app_data(ssl, nullptr); }
+  } forget{ssl_.get()};
   for (;;) {
     ERR_clear_error();
     const int rc = SSL_connect(ssl_.get());
@@ -208,8 +260,10 @@ std::optional<std::string> RedisLink::start_tls(const std::string& name, ssl_ctx
     if (verified == X509_V_ERR_HOSTNAME_MISMATCH || verified == X509_V_ERR_IP_ADDRESS_MISMATCH)
       return fail(std::string("TLS: Redis's certificate is not trusted: ") +
                   X509_verify_cert_error_string(verified) + ": it does not name " + name +
-                  " (where the URL reaches Redis by another name or address, set "
-                  "shared_homes.tls_server_name to one the certificate carries)");
+                  (name_given ? ", shared_homes.tls_server_name" : "") + carried +
+                  (name_given ? ""
+                              : " (where the URL reaches Redis by another name or address, set "
+                                "shared_homes.tls_server_name to one the certificate carries)"));
     if (verified != X509_V_OK)
       return fail(std::string("TLS: Redis's certificate is not trusted: ") +
                   X509_verify_cert_error_string(verified));

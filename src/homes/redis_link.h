@@ -94,9 +94,10 @@ class RedisLink {
   };
 
   std::optional<std::string> open_socket(const RedisAddress& address, Clock::time_point deadline);
-  // The handshake, Redis's certificate checked against `name`.
-  std::optional<std::string> start_tls(const std::string& name, ssl_ctx_st* context,
-                                       Clock::time_point deadline);
+  // The handshake, Redis's certificate checked against `name` (given in
+  // the configuration, or the URL's host).
+  std::optional<std::string> start_tls(const std::string& name, bool name_given,
+                                       ssl_ctx_st* context, Clock::time_point deadline);
   Result<Io, std::string> write_some(const char* data, std::size_t size);
   Result<Io, std::string> read_some(char* data, std::size_t size);
   std::string fail(std::string error);

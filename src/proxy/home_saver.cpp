@@ -94,7 +94,16 @@ FileLock lock_file(const std::string& path, const std::string& file) {
   const std::string lock = file + ".lock";
   // Not through a link: the id written there would land in another file.
   const int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0640);
-  if (fd < 0) return {.reason = fmt::format("cannot open {}: {}", lock, std::strerror(errno))};
+  if (fd < 0 && errno == ELOOP)
+    return {.reason = fmt::format(
+                "{}, the lock beside {}, is a symbolic link: remove it (the warden makes its lock "
+                "itself)",
+                lock, path)};
+  if (fd < 0 && errno == EISDIR)
+    return {.reason = fmt::format("{}, the lock beside {}, is not a file: remove it", lock, path)};
+  if (fd < 0)
+    return {.reason = fmt::format("cannot open {}, the lock beside {}: {}", lock, path,
+                                  std::strerror(errno))};
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int error = errno;
     char text[24] = {};
@@ -385,7 +394,7 @@ void HomeSaver::reconfigured() {
       let_go();
     } else if (const std::string reason = keep_lock(set->config.saved_homes->path);
                !reason.empty() && reason != failing_) {
-      spdlog::error("saved homes: {}; nothing is written there until it is free (tried every {} s)",
+      spdlog::error("saved homes: {}; nothing is written there meanwhile (tried again every {} s)",
                     reason, set->config.saved_homes->interval.count() / 1000.0);
       failing_ = reason;
     }

@@ -36,9 +36,10 @@ TEST(SharedHomesTls, ARedisWhoseCertificateNamesAnotherHostIsUsedWithTlsServerNa
     turn(serve);
     EXPECT_TRUE(eventually([&] {
       return serve.log().find(
-                 "it does not name 127.0.0.1 (where the URL reaches Redis by another "
-                 "name or address, set shared_homes.tls_server_name to one the "
-                 "certificate carries)") != std::string::npos;
+                 "it does not name 127.0.0.1; it names redis.elsewhere.invalid "
+                 "(where the URL reaches Redis by another name or address, set "
+                 "shared_homes.tls_server_name to one the certificate carries)") !=
+             std::string::npos;
     })) << serve.log();
     EXPECT_EQ(metric(serve.port(), "lmwarden_shared_homes_connected"), 0);
   }
@@ -48,6 +49,11 @@ TEST(SharedHomesTls, ARedisWhoseCertificateNamesAnotherHostIsUsedWithTlsServerNa
   EXPECT_TRUE(eventually([&] {
     return metric(serve.port(), "lmwarden_shared_homes_connected") == 1;
   })) << serve.log();
+  EXPECT_NE(serve.log().find("shared homes: connected to rediss://127.0.0.1:" +
+                             std::to_string(redis.tls_port()) +
+                             "/0 (its certificate checked for redis.elsewhere.invalid)"),
+            std::string::npos)
+      << serve.log();
   EXPECT_TRUE(eventually([&] { return redis.command({"DBSIZE"}) != ":0"; }))
       << "the conversation's home written over TLS";
 }

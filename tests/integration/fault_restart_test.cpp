@@ -375,7 +375,10 @@ TEST(ServeRestart, CheckSaysWhatTheFileSetsOrEveryProblemAndStartsNothing) {
   const std::string backend = "http://127.0.0.1:" + std::to_string(closed_port());
   const std::string valid = "listen: 127.0.0.1:" + std::to_string(listen) +
                             "\nsaved_homes:\n  path: " + dir.file("homes.json") +
-                            "\nmodels:\n  - name: m\n    backends:\n      - url: " + backend +
+                            "\naccess_log: " + dir.file("access.log") +
+                            "\nmodels:\n  - name: m\n    aliases: [m2, m3]\n    backends:\n"
+                            "      - url: " +
+                            backend +
                             "\n        data_parallel_size: 2\n  - name: n\n    affinity: false\n"
                             "    spill_threshold: 3\n    backends:\n      - url: " +
                             backend + "\n";
@@ -384,11 +387,15 @@ TEST(ServeRestart, CheckSaysWhatTheFileSetsOrEveryProblemAndStartsNothing) {
   EXPECT_EQ(said,
             dir.file("lmwarden.yaml") +
                 ": the configuration is valid; it listens on 127.0.0.1:" + std::to_string(listen) +
-                "\nmodel m: 2 replica(s) on 1 server(s), affinity on, spill threshold auto; "
-                "without a rank on multi-rank servers: /v1/responses\n"
-                "model n: 1 replica(s) on 1 server(s), affinity off, spill threshold 3\n");
+                "\nmodel m (also m2, m3): 2 replica(s) on 1 server(s), affinity on, spill "
+                "threshold auto; without a rank on multi-rank servers: /v1/responses\n"
+                "model n: 1 replica(s) on 1 server(s), affinity off, spill threshold 3\n"
+                "access log: " +
+                dir.file("access.log") + "\nsaved homes: " + dir.file("homes.json") +
+                ", written every 60 s\n");
   EXPECT_FALSE(can_connect(listen));
   EXPECT_FALSE(std::filesystem::exists(dir.file("homes.json.lock"))) << "no lock taken";
+  EXPECT_FALSE(std::filesystem::exists(dir.file("access.log"))) << "nothing written";
 
   const auto [moved, moved_said] = check(valid, " --listen 127.0.0.1:0");
   EXPECT_EQ(moved, 0);

@@ -311,7 +311,7 @@ TEST(SavedHomes, AReloadToAFileAnotherWardenKeepsWritesOnceItIsFree) {
   const std::string refused = "saved homes: " + kept + " is kept by another warden (process " +
                               std::to_string(keeper->pid()) + ", which holds " + kept +
                               ".lock): give each warden a file of its own; nothing is written "
-                              "there until it is free (tried every 1 s)";
+                              "there meanwhile (tried again every 1 s)";
   EXPECT_TRUE(eventually([&] { return serve.log().find(refused) != std::string::npos; }))
       << serve.log();
   ASSERT_TRUE(eventually([&] { return written("failed") >= 2; }, std::chrono::seconds(10)))

@@ -117,10 +117,21 @@ TEST_F(HomeStoreTls, AServerNameIsCheckedInsteadOfTheUrlsHost) {
   options.tls.server_name = "redis.other.invalid";
   const std::string why = refused(options);
   EXPECT_NE(why.find("TLS: Redis's certificate is not trusted: hostname mismatch: it does not "
-                     "name redis.other.invalid (where the URL reaches Redis by another name or "
-                     "address, set shared_homes.tls_server_name to one the certificate carries)"),
+                     "name redis.other.invalid, shared_homes.tls_server_name; it names "
+                     "redis.elsewhere.invalid)"),
             std::string::npos)
       << why;
+  // Without the name, the URL's address is checked, and the log says how to
+  // name the host instead.
+  options.tls.server_name.clear();
+  const std::string without = refused(options);
+  EXPECT_NE(
+      without.find("TLS: Redis's certificate is not trusted: IP address mismatch: it does not "
+                   "name 127.0.0.1; it names redis.elsewhere.invalid (where the URL reaches "
+                   "Redis by another name or address, set shared_homes.tls_server_name to "
+                   "one the certificate carries)"),
+      std::string::npos)
+      << without;
 }
 
 TEST_F(HomeStoreTls, ARedisThatAsksForACertificateGetsTheWardens) {

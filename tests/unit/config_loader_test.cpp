@@ -261,7 +261,15 @@ TEST(ConfigLoader, AccessLogIsAnAbsolutePathOpenedForAppending) {
   std::filesystem::create_directories(dir);
   const auto path = (dir / "access.log").string();
   EXPECT_EQ(load_ok("access_log: " + path + "\n" + std::string(kMinimal)).access_log, path);
-  EXPECT_TRUE(std::filesystem::exists(path)) << "created when missing, as it will be at start";
+  EXPECT_FALSE(std::filesystem::exists(path)) << "not created by the check: the start creates it";
+  std::filesystem::permissions(
+      dir, std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
+  if (::geteuid() != 0) {  // root may create files in any directory
+    EXPECT_EQ(
+        error_of("access_log: " + path + "\n" + std::string(kMinimal)),
+        "lmwarden.yaml:1: access_log: cannot open " + path + " for appending: Permission denied");
+  }
+  std::filesystem::permissions(dir, std::filesystem::perms::owner_all);
   std::filesystem::remove_all(dir);
 
   EXPECT_EQ(error_of("access_log: logs/access.log\n" + std::string(kMinimal)),

@@ -81,6 +81,7 @@ TEST_F(ConfigSavedHomes, MistakesAreNamedByKey) {
 TEST_F(ConfigSavedHomes, TheAccessLogOrTheConfigurationFileUnderAnotherNameIsRefused) {
   fs::create_directories(path("logs"));
   const std::string log = path("logs/access.log");
+  std::ofstream{log} << "";  // there, as the warden's first start leaves it
   const auto refused = [&](const std::string& homes) {
     return error_of("access_log: " + log + "\nsaved_homes:\n  path: " + homes + "\n" +
                     std::string(kMinimal));
@@ -107,25 +108,59 @@ TEST_F(ConfigSavedHomes, TheAccessLogOrTheConfigurationFileUnderAnotherNameIsRef
 // (PATH.unusable) would take over a file of those names.
 TEST_F(ConfigSavedHomes, TheNamesUsedBesideTheFileAreNotTheAccessLogNorTheConfigurationFile) {
   const std::string homes = path("homes.json");
-  for (const std::string beside : {".lock", ".unusable"}) {
+  const std::pair<std::string, std::string> names[] = {
+      {".lock", "the warden's lock"}, {".unusable", "where an unusable file is moved"}};
+  for (const auto& [beside, role] : names) {
     EXPECT_EQ(error_of("access_log: " + homes + beside + "\nsaved_homes:\n  path: " + homes + "\n" +
                        std::string(kMinimal)),
-              "lmwarden.yaml:3: saved_homes.path: " + homes + beside +
-                  ", a name the warden uses beside the file, is the access_log's file: give each "
-                  "its own");
+              "lmwarden.yaml:3: saved_homes.path: " + homes + beside + ", " + role +
+                  " beside it, is the access_log's file: give each its own");
     const std::string config = homes + beside;
     std::ofstream(config) << "saved_homes:\n  path: " << homes << "\n" << kMinimal;
     const auto loaded = load_config_file(config);
     ASSERT_FALSE(loaded);
-    EXPECT_EQ(loaded.error().message(),
-              config + ":2: saved_homes.path: " + config +
-                  ", a name the warden uses beside the file, is this configuration file: name a "
-                  "file of its own");
+    EXPECT_EQ(loaded.error().message(), config + ":2: saved_homes.path: " + config + ", " + role +
+                                            " beside it, is this configuration file: name a "
+                                            "file of its own");
+    fs::remove(config);
   }
   const std::string fine =
       "access_log: " + path("homes.json.log") + "\nsaved_homes:\n  path: " + homes + "\n";
   EXPECT_TRUE(load_config_string(fine + std::string(kMinimal), "lmwarden.yaml"))
       << "another name beside it";
+}
+
+// A path that is itself one of those names (another homes file's lock, say)
+// would have the warden move that file aside as unusable.
+TEST_F(ConfigSavedHomes, ANameTheWardenGivesBesideAHomesFileIsNotAHomesFile) {
+  for (const std::string name :
+       {"homes.json.lock", "homes.json.unusable", "homes.json.tmp.Ab12Cd"}) {
+    EXPECT_EQ(
+        error_of(with("saved_homes:\n  path: " + path(name) + "\n")),
+        "lmwarden.yaml:2: saved_homes.path: " + path(name) +
+            " is a name the warden gives beside a homes file (its lock, a file moved aside, a "
+            "write under way): name the homes file itself");
+  }
+  EXPECT_TRUE(load_config_string(with("saved_homes:\n  path: " + path("locks.json") + "\n"),
+                                 "lmwarden.yaml"));
+}
+
+// A lock file that is there but that the warden could not lock is said at
+// load (and so by serve --check), not only when the warden starts.
+TEST_F(ConfigSavedHomes, ALockFileThatIsThereMustBeAFile) {
+  const std::string homes = path("homes.json");
+  const std::string yaml = with("saved_homes:\n  path: " + homes + "\n");
+  fs::create_directory(homes + ".lock");
+  EXPECT_EQ(error_of(yaml), "lmwarden.yaml:2: saved_homes.path: " + homes +
+                                ".lock, the warden's lock beside it, is not a file: remove it");
+  fs::remove(homes + ".lock");
+  fs::create_symlink(path("elsewhere"), homes + ".lock");
+  EXPECT_EQ(error_of(yaml), "lmwarden.yaml:2: saved_homes.path: " + homes +
+                                ".lock, the warden's lock beside it, is a symbolic link: remove it "
+                                "(the warden makes its lock itself)");
+  fs::remove(homes + ".lock");
+  std::ofstream(homes + ".lock") << "4242\n";
+  EXPECT_TRUE(load_config_string(yaml, "lmwarden.yaml")) << "a lock file left by a warden gone";
 }
 
 }  // namespace

@@ -135,6 +135,23 @@ TEST(ConfigSharedHomes, ATlsServerNameGoesWithARedissUrl) {
   EXPECT_EQ(load_ok(named("\"fd00::6\"")).shared_homes->tls_server_name, "fd00::6");
   EXPECT_TRUE(load_ok("shared_homes:\n  redis: rediss://h\n" + std::string(kMinimal))
                   .shared_homes->tls_server_name.empty());
+  EXPECT_EQ(load_ok(named("redis.internal.")).shared_homes->tls_server_name, "redis.internal")
+      << "a fully qualified name's final dot, which certificates never carry";
+  const std::string bad_names[] = {"999.1.1.1",
+                                   "123",
+                                   "-bad.example",
+                                   "bad-.example",
+                                   "a..b",
+                                   "redis_internal",
+                                   std::string(64, 'a') + ".example"};
+  for (const std::string& bad : bad_names) {
+    EXPECT_THAT(error_of(named(bad)),
+                HasSubstr("lmwarden.yaml:3: shared_homes.tls_server_name: must be a host name or "
+                          "an IP address that Redis's certificate carries, e.g. redis.internal; "
+                          "got \"" +
+                          bad.substr(0, 40)))
+        << bad;
+  }
   EXPECT_EQ(error_of(named("\"redis internal\"")),
             "lmwarden.yaml:3: shared_homes.tls_server_name: must be a host name or an IP address "
             "that Redis's certificate carries, e.g. redis.internal; got \"redis internal\"");
