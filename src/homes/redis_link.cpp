@@ -241,37 +241,45 @@ std::optional<std::string> RedisLink::start_tls(const std::string& name, bool na
   std::string carried;  // what a certificate that does not name `name` names
   SSL_set_app_data(ssl_.get(), &carried);
   SSL_set_verify(ssl_.get(), SSL_VERIFY_PEER, note_names);
-  struct Forget {
-    SSL* ssl;
-    ~Forget() { SSL_set_app_data(ssl, nullptr); }
-  } forget{ssl_.get()};
-  for (;;) {
-    ERR_clear_error();
-    const int rc = SSL_connect(ssl_.get());
-    if (rc == 1) return std::nullopt;
-    const int reason = SSL_get_error(ssl_.get(), rc);
-    if (reason == SSL_ERROR_WANT_READ || reason == SSL_ERROR_WANT_WRITE) {
-      // A plain Redis reads the ClientHello as a command and waits for more.
-      if (auto late = wait_ready(reason == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline))
-        return "TLS handshake: " + *late + " (is that port Redis's tls-port?)";
-      continue;
+  // The error, and whether the connection goes with it.
+  struct Failed {
+    std::string error;
+    bool drop = true;
+  };
+  const auto handshake = [&]() -> std::optional<Failed> {
+    for (;;) {
+      ERR_clear_error();
+      const int rc = SSL_connect(ssl_.get());
+      if (rc == 1) return std::nullopt;
+      const int reason = SSL_get_error(ssl_.get(), rc);
+      if (reason == SSL_ERROR_WANT_READ || reason == SSL_ERROR_WANT_WRITE) {
+        // A plain Redis reads the ClientHello as a command and waits for more.
+        if (auto late = wait_ready(reason == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline))
+          return Failed{"TLS handshake: " + *late + " (is that port Redis's tls-port?)", false};
+        continue;
+      }
+      const long verified = SSL_get_verify_result(ssl_.get());
+      if (verified == X509_V_ERR_HOSTNAME_MISMATCH || verified == X509_V_ERR_IP_ADDRESS_MISMATCH)
+        return Failed{std::string("TLS: Redis's certificate is not trusted: ") +
+                      X509_verify_cert_error_string(verified) + ": it does not name " + name +
+                      (name_given ? ", shared_homes.tls_server_name" : "") + carried +
+                      (name_given ? ""
+                                  : " (where the URL reaches Redis by another name or address, "
+                                    "set shared_homes.tls_server_name to one the certificate "
+                                    "carries)")};
+      if (verified != X509_V_OK)
+        return Failed{std::string("TLS: Redis's certificate is not trusted: ") +
+                      X509_verify_cert_error_string(verified)};
+      if (reason == SSL_ERROR_SYSCALL && ERR_peek_error() == 0)
+        return Failed{errno != 0 ? std::string("TLS handshake: ") + std::strerror(errno)
+                                 : std::string("TLS handshake: the connection was closed")};
+      return Failed{tls_error("handshake failed")};
     }
-    const long verified = SSL_get_verify_result(ssl_.get());
-    if (verified == X509_V_ERR_HOSTNAME_MISMATCH || verified == X509_V_ERR_IP_ADDRESS_MISMATCH)
-      return fail(std::string("TLS: Redis's certificate is not trusted: ") +
-                  X509_verify_cert_error_string(verified) + ": it does not name " + name +
-                  (name_given ? ", shared_homes.tls_server_name" : "") + carried +
-                  (name_given ? ""
-                              : " (where the URL reaches Redis by another name or address, set "
-                                "shared_homes.tls_server_name to one the certificate carries)"));
-    if (verified != X509_V_OK)
-      return fail(std::string("TLS: Redis's certificate is not trusted: ") +
-                  X509_verify_cert_error_string(verified));
-    if (reason == SSL_ERROR_SYSCALL && ERR_peek_error() == 0)
-      return fail(errno != 0 ? std::string("TLS handshake: ") + std::strerror(errno)
-                             : std::string("TLS handshake: the connection was closed"));
-    return fail(tls_error("handshake failed"));
-  }
+  };
+  auto failed = handshake();
+  if (ssl_) SSL_set_app_data(ssl_.get(), nullptr);  // `carried` ends here (a timeout closed it)
+  if (!failed) return std::nullopt;
+  return failed->drop ? fail(std::move(failed->error)) : std::move(failed->error);
 }
 
 std::optional<std::string> RedisLink::append(int argc, const char** argv,
