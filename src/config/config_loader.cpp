@@ -274,27 +274,6 @@ class Loader : private yaml::Reader {
     if (errors_.size() == errors_before) config.saved_homes = std::move(file);
   }
 
-  // A name a certificate can carry: an IP address, or a DNS name of labels
-  // of 1 to 63 letters, digits and '-' (not first or last), not all digits
-  // (a mistyped address, such as 999.1.1.1).
-  static bool is_certificate_name(const std::string& name) {
-    if (is_ipv4(name) || is_ipv6(name)) return true;
-    if (name.empty() || name.size() > 253) return false;
-    bool all_numeric = true;
-    for (std::size_t begin = 0; begin <= name.size();) {
-      const std::size_t end = std::min(name.find('.', begin), name.size());
-      const std::string_view label = std::string_view(name).substr(begin, end - begin);
-      if (label.empty() || label.size() > 63 || label.front() == '-' || label.back() == '-')
-        return false;
-      for (const char c : label) {
-        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-') return false;
-        all_numeric = all_numeric && std::isdigit(static_cast<unsigned char>(c));
-      }
-      begin = end + 1;
-    }
-    return !all_numeric;
-  }
-
   // saved_homes.path, beyond being a file the warden can replace: not a file
   // kept for something else, and its lock usable.
   void check_homes_path(const Entry& e, const std::string& path, const Config& config) {

@@ -70,6 +70,11 @@ Result<ListenAddress, std::string> parse_listen_address(std::string_view text);
 // digits, '-', '_' and '.', at most 253), not checked against a resolver.
 bool is_hostname(std::string_view s) noexcept;
 
+// A name a TLS certificate can carry (shared_homes.tls_server_name): an IP
+// address, or a DNS name of labels of 1 to 63 letters, digits and '-' (not
+// first or last), not all digits.
+bool is_certificate_name(const std::string& name) noexcept;
+
 // "500ms", "90s", "30m", "1h", or sums such as "1h30m". Whole numbers only;
 // a bare number is refused (seconds or milliseconds would be a guess).
 std::optional<std::chrono::milliseconds> parse_duration(std::string_view text);

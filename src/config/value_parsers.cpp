@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <limits>
 #include <vector>
@@ -64,6 +65,27 @@ bool is_header_name(std::string_view s) noexcept {
 }
 
 }  // namespace
+
+// A name a certificate can carry: an IP address, or a DNS name of labels of
+// 1 to 63 letters, digits and '-' (not first or last), not all digits (a
+// mistyped address, such as 999.1.1.1).
+bool is_certificate_name(const std::string& name) noexcept {
+  if (is_ipv4(name) || is_ipv6(name)) return true;
+  if (name.empty() || name.size() > 253) return false;
+  bool all_numeric = true;
+  for (std::size_t begin = 0; begin <= name.size();) {
+    const std::size_t end = std::min(name.find('.', begin), name.size());
+    const std::string_view label = std::string_view(name).substr(begin, end - begin);
+    if (label.empty() || label.size() > 63 || label.front() == '-' || label.back() == '-')
+      return false;
+    for (const char c : label) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-') return false;
+      all_numeric = all_numeric && is_digit(c);
+    }
+    begin = end + 1;
+  }
+  return !all_numeric;
+}
 
 // DNS names as found in container networks and /etc/hosts: letters, digits,
 // '-', '_' and '.'.

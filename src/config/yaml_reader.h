@@ -176,6 +176,11 @@ class Reader {
     return text;
   }
 
+  // The directory of an absolute path ("/" for a file at the root).
+  static std::string directory_of(const std::string& path) {
+    return path.substr(0, std::max<std::size_t>(path.rfind('/'), 1));
+  }
+
   // An absolute path of a file that can be opened for appending, as it is at start and at
   // each reload, which create it when missing. Checked here so that a bad path stops
   // the start, or the reload, with its reason; without creating it, so that a check
@@ -190,7 +195,7 @@ class Reader {
     }
     if (errno == ENOENT) {
       // Not there yet: its directory must let the warden create it.
-      const std::string directory = text->substr(0, std::max<std::size_t>(text->rfind('/'), 1));
+      const std::string directory = directory_of(*text);
       if (::access(directory.c_str(), W_OK | X_OK) == 0) return text;
     }
     error(e, path, fmt::format("cannot open {} for appending: {}", *text, std::strerror(errno)));
@@ -203,7 +208,7 @@ class Reader {
   std::optional<std::string> read_replaceable_file(const Entry& e, const std::string& path) {
     auto text = read_absolute_path(e, path);
     if (!text) return std::nullopt;
-    const std::string directory = text->substr(0, std::max<std::size_t>(text->rfind('/'), 1));
+    const std::string directory = directory_of(*text);
     struct stat st {};
     if (text->back() == '/' || (::stat(text->c_str(), &st) == 0 && !S_ISREG(st.st_mode))) {
       error(e, path, fmt::format("{} is not a file", *text));
