@@ -319,8 +319,7 @@ void add_serve_command(CLI::App& app) {
       app.add_subcommand("serve", "Run the affinity-routing proxy in front of vLLM replicas");
   cmd->add_option("-c,--config", opts->config_path,
                   "YAML configuration (see docs/configuration.md)")
-      ->required()
-      ->check(CLI::ExistingFile);
+      ->required();  // a file that cannot be read is reported as the loader's other problems are
   cmd->add_option("-l,--listen", opts->listen,
                   "Override the listen address, HOST:PORT (port 0: any free port)");
   cmd->add_option("--log-level", opts->log_level, "trace, debug, info, warn, error, off")

@@ -411,6 +411,19 @@ TEST(ServeRestart, CheckSaysWhatTheFileSetsOrEveryProblemAndStartsNothing) {
                           dir.file("lmwarden.yaml") +
                           ":4: models[0].spill_threshold: must be an integer from 1 to 1000000 or "
                           "\"auto\", got \"0\"\n");
+
+  // A file that is not there is one more problem of the file, said the same way.
+  const std::string missing = dir.file("missing.yaml");
+  const std::string out = dir.file("out.log");
+  const int status = std::system(("timeout 20 " + std::string(LMWARDEN_BINARY) +
+                                  " serve --config " + missing + " --check >" + out + " 2>&1")
+                                     .c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  std::ifstream in(out);
+  EXPECT_EQ(
+      std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()),
+      "lmwarden: invalid configuration\n" + missing + ": cannot open: No such file or directory\n");
 }
 
 // The start log names the allocator the process runs on: a sanitizer
