@@ -2,14 +2,18 @@
 // signal. SIGINT/SIGTERM stop accepting, let requests in flight finish within
 // the grace period (a second signal ends it at once), then exit 0. SIGHUP
 // reloads the configuration file.
+#include <netdb.h>
 #include <sched.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <boost/asio/signal_set.hpp>
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <thread>
 
@@ -19,6 +23,7 @@
 #include "config/config_loader.h"
 #include "homes/home_store.h"
 #include "proxy/api.h"
+#include "proxy/home_saver.h"
 #include "proxy/runtime.h"
 
 #ifdef LMWARDEN_WITH_JEMALLOC
@@ -205,6 +210,51 @@ void fit_descriptor_limit(std::size_t max_connections) {
                  max_connections);
 }
 
+// Whether a start could bind the listen address now, bound as the server
+// binds it (SO_REUSEADDR) and closed at once, never listening: 0 or the
+// errno. Port 0 (any free port) always can.
+int bind_error(const std::string& host, std::uint16_t port) {
+  if (port == 0) return 0;
+  addrinfo hints{};
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICHOST | AI_NUMERICSERV;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return 0;
+  int error = 0;
+  const int fd = ::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int on = 1;
+  if (fd < 0 || ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) != 0 ||
+      ::bind(fd, found->ai_addr, found->ai_addrlen) != 0)
+    error = errno;
+  if (fd >= 0) ::close(fd);
+  ::freeaddrinfo(found);
+  return error;
+}
+
+// What the file cannot settle but a start now would meet: the listen
+// address taken, the homes file kept by another warden. Notes, not
+// problems: the warden a reload is meant for holds both.
+void print_start_notes(const config::Config& cfg) {
+  const std::string listen = host_port(cfg.listen_host, cfg.listen_port);
+  if (const int error = bind_error(cfg.listen_host, cfg.listen_port); error == EADDRINUSE)
+    std::printf(
+        "note: %s is in use now: a start would fail until it is free (a warden listening "
+        "there keeps it across a reload)\n",
+        listen.c_str());
+  else if (error != 0)
+    std::printf("note: cannot bind %s now (%s): a start would fail the same way\n", listen.c_str(),
+                std::strerror(error));
+  if (!cfg.saved_homes) return;
+  const std::string& path = cfg.saved_homes->path;
+  if (const auto holder = proxy::lock_holder(path))
+    std::printf(
+        "note: %s is kept now by %s: a start would fail while it runs (a reload of that "
+        "warden keeps the file)\n",
+        path.c_str(),
+        *holder > 0 ? ("process " + std::to_string(*holder)).c_str()
+                    : "a process of another PID namespace");
+}
+
 int serve(const ServeOptions& opts) {
   auto loaded = load(opts);
   if (!loaded) {
@@ -231,6 +281,7 @@ int serve(const ServeOptions& opts) {
                       ? ""
                       : (", its certificate checked for " + shared->tls_server_name).c_str());
     }
+    print_start_notes(cfg);
     // As at a start, on this process's limit (a service manager may set another).
     fit_descriptor_limit(cfg.limits.max_connections);
     return 0;

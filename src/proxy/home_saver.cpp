@@ -4,12 +4,16 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "proxy/warden.h"
 
@@ -281,6 +285,27 @@ std::string file_behind(const std::string& path) {
   }
   const auto resolved = fs::weakly_canonical(file, error);
   return error ? file.string() : resolved.string();
+}
+
+std::optional<int> lock_holder(const std::string& path) {
+  struct stat lock {};
+  if (::lstat((file_behind(path) + ".lock").c_str(), &lock) != 0 || !S_ISREG(lock.st_mode))
+    return std::nullopt;
+  // Each lock the kernel holds, one a line, e.g.
+  //   "1: FLOCK  ADVISORY  WRITE 4242 fd:01:1234567 0 EOF"
+  // (the file as MAJOR:MINOR:INODE, the first two in hex); a waiter's line
+  // starts "1: -> FLOCK". Read, not taken: a start under way is not held up.
+  std::ifstream locks("/proc/locks");
+  const std::string file = fmt::format("{:02x}:{:02x}:{}", major(lock.st_dev), minor(lock.st_dev),
+                                       static_cast<unsigned long>(lock.st_ino));
+  for (std::string line; std::getline(locks, line);) {
+    std::istringstream fields(line);
+    std::string number, kind, mode, access, id;
+    long pid = 0;
+    if (!(fields >> number >> kind) || kind != "FLOCK") continue;
+    if (fields >> mode >> access >> pid >> id && id == file) return static_cast<int>(pid);
+  }
+  return std::nullopt;
 }
 
 bool restore_saved_homes(const ModelSet& set) {

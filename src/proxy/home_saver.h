@@ -19,6 +19,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -59,6 +60,11 @@ std::string replace_file(const std::string& path, std::string_view text);
 // The file a path names: a symbolic link followed, `..` resolved (the path
 // itself when it cannot be resolved).
 std::string file_behind(const std::string& path);
+
+// The process that keeps the homes file at `path` now (holds its lock, as
+// HomeSaver::claim() takes it), as /proc/locks names it (0: a process in
+// another PID namespace); nullopt when none does. Takes no lock itself.
+std::optional<int> lock_holder(const std::string& path);
 
 // At start: reads the configuration's file, when there is one, into `set`'s
 // models, and logs what it took back, or why the file was not used: a

@@ -279,10 +279,35 @@ TEST(SavedHomes, ASecondWardenGivenTheSameFileDoesNotStart) {
             std::string::npos)
       << said;
 
+  // `serve --check` says what such a start would meet, and passes the file:
+  // the warden a reload is meant for holds both the port and the file.
+  const std::string check = "timeout 20 " + std::string(LMWARDEN_BINARY) + " serve --config " +
+                            dir.file("second.yaml") +
+                            " --check --listen 127.0.0.1:" + std::to_string(first->port()) + " >" +
+                            dir.file("check.log") + " 2>&1";
+  const int checked = std::system(check.c_str());
+  ASSERT_TRUE(WIFEXITED(checked));
+  EXPECT_EQ(WEXITSTATUS(checked), 0);
+  std::ifstream check_out(dir.file("check.log"));
+  const std::string noted{std::istreambuf_iterator<char>(check_out), {}};
+  EXPECT_NE(noted.find("note: 127.0.0.1:" + std::to_string(first->port()) +
+                       " is in use now: a start would fail until it is free"),
+            std::string::npos)
+      << noted;
+  EXPECT_NE(noted.find("note: " + file + " is kept now by process " + std::to_string(first->pid()) +
+                       ": a start would fail while it runs"),
+            std::string::npos)
+      << noted;
+
   // Once the first has stopped (its homes written), the file is free.
   ::kill(first->pid(), SIGTERM);
   ASSERT_TRUE(exit_status(first->process(), std::chrono::seconds(10)).has_value());
   first.reset();
+  ASSERT_TRUE(fs::exists(file + ".lock")) << "the lock file stays";
+  ASSERT_EQ(std::system(check.c_str()), 0);
+  std::ifstream free_out(dir.file("check.log"));
+  const std::string free_said{std::istreambuf_iterator<char>(free_out), {}};
+  EXPECT_EQ(free_said.find("note:"), std::string::npos) << "nothing holds either: " << free_said;
   ServeProcess second{yaml};
   EXPECT_TRUE(eventually([&] {
     return second.log().find(
