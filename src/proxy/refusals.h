@@ -6,10 +6,13 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "config/config.h"
 
 namespace lmwarden::proxy {
 
@@ -26,6 +29,14 @@ class Refusals {
     ++counts_[{std::string(model), std::string(reason)}];
   }
 
+  // A client asked for `name`, which no model has: logged with the names
+  // that are served, which is how an operator learns the alias a client
+  // wants. Each name once, and only the first kUnknownNamesLogged names, so
+  // that a client that makes names up cannot fill the log.
+  static constexpr std::size_t kUnknownNamesLogged = 32;
+  void log_unknown_model(const config::Config& config, std::string_view name, std::string_view path,
+                         std::string_view user_agent);
+
   // Every (model, reason) counted so far, in order.
   std::vector<Count> snapshot() const {
     std::lock_guard lock{mutex_};
@@ -38,6 +49,7 @@ class Refusals {
  private:
   mutable std::mutex mutex_;
   std::map<std::pair<std::string, std::string>, std::uint64_t> counts_;
+  std::set<std::string, std::less<>> unknown_names_;
 };
 
 }  // namespace lmwarden::proxy

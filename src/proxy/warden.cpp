@@ -47,6 +47,7 @@ struct Admission {
   core::RequestFacts facts;
   std::optional<net::Response> refusal;
   std::string_view reason;  // of the refusal, as lmwarden_refused_requests_total says it
+  std::string unknown_model;  // the name asked for, when no model has it
 };
 
 // The model whose router remembers the stored response `key`, if any.
@@ -117,7 +118,8 @@ Admission admit(const net::Request& request, Dialect dialect, const ModelSet& se
               .reason = "no_model"};
     return {.refusal = error_response(dialect, http::status::not_found,
                                       "model '" + scan.model + "' is not served here"),
-            .reason = "unknown_model"};
+            .reason = "unknown_model",
+            .unknown_model = std::move(scan.model)};
   }
   if (!model->api_keys.empty() && !client_key_accepted(request, model->api_keys))
     return {.model = model,
@@ -401,6 +403,9 @@ net::Awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dialect) {
   if (admission.refusal) {
     const unsigned status = admission.refusal->result_int();
     set->refusals->count(admission.model ? admission.model->config.name : "", admission.reason);
+    if (!admission.unknown_model.empty())
+      set->refusals->log_unknown_model(set->config, admission.unknown_model,
+                                       path_of(request.target()), request[http::field::user_agent]);
     co_await exchange.respond(std::move(*admission.refusal));
     if (logged) {
       AccessRecord record{.received = received, .status = status, .body_bytes = body_bytes};

@@ -185,6 +185,41 @@ class CapturedLog {
       std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(64);
 };
 
+// A client asking for a model no one serves is refused (404) and counted
+// without a name; the log names it, with the names that are served, once
+// per name and for the first 32 names only.
+TEST(ProxyTelemetry, AModelNoOneServesIsLoggedOnceByName) {
+  FakeVllm fake{1};
+  RunningWarden warden{make_config({{fake.port(), 1}})};
+  CapturedLog log;
+  const auto ask = [&](const std::string& model) {
+    const json body = {{"model", model}, {"messages", json::array()}};
+    EXPECT_EQ(http_request(warden.port(), http::verb::post, "/v1/chat/completions", body.dump(),
+                           {{"User-Agent", "claude-cli/2.1.332 (external, cli)"}})
+                  .status,
+              404u);
+  };
+  ask("claude-opus-4");
+  ask("claude-opus-4");
+  const auto named = log.containing("a client asked for model");
+  ASSERT_EQ(named.size(), 1u);
+  EXPECT_NE(
+      named[0].find("[warning] a client asked for model \"claude-opus-4\", which is not "
+                    "served here (on /v1/chat/completions, user agent \"claude-cli/2.1.332 "
+                    "(external, cli)\"); served: m (also m-alias). To serve it, list it under "
+                    "a model's aliases"),
+      std::string::npos)
+      << named[0];
+  // Names are the client's to make up: past 32 of them, nothing more.
+  for (int i = 0; i < 40; ++i) ask("made-up-" + std::to_string(i));
+  const auto all = log.containing("a client asked for model");
+  ASSERT_EQ(all.size(), 32u);
+  EXPECT_NE(all.back().find("\"made-up-30\""), std::string::npos) << all.back();
+  EXPECT_NE(all.back().find("only the first 32: no more are logged"), std::string::npos)
+      << all.back();
+  EXPECT_TRUE(fake.seen().empty());
+}
+
 constexpr std::string_view kCachedCountFlag = "--enable-prompt-tokens-details";
 
 void ask_unstreamed(std::uint16_t port, bool cached_count, const std::string& session = "") {
