@@ -1,6 +1,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <optional>
+#include <string>
+#include <string_view>
 
 #ifdef __GLIBC__
 #include <malloc.h>
@@ -9,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "app/commands.h"
+#include "config/config_loader.h"
 
 #ifdef LMWARDEN_WITH_JEMALLOC
 // jemalloc gives freed pages back to the kernel once they have lain unused for
@@ -46,18 +50,52 @@ void keep_freed_memory_for_reuse() {
 #endif
 }
 
+// A first word that names no command: CLI11 would say only that a command
+// is required. `help` and `version` are taken as the flags, the rest named,
+// with the nearest command when it is one letter or two away. nullopt: parse.
+std::optional<int> unknown_command(CLI::App& app, int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-' || argv[1][0] == '\0') return std::nullopt;
+  const std::string_view word = argv[1];
+  std::string names;
+  std::string nearest;
+  std::size_t nearest_distance = 3;
+  for (const CLI::App* command : app.get_subcommands({})) {
+    const std::string& name = command->get_name();
+    if (name == word) return std::nullopt;
+    names += (names.empty() ? "" : ", ") + name;
+    if (const std::size_t d = lmwarden::config::edit_distance(word, name); d < nearest_distance) {
+      nearest_distance = d;
+      nearest = name;
+    }
+  }
+  if (word == "help") {
+    std::printf("%s", app.help().c_str());
+    return 0;
+  }
+  if (word == "version") {
+    std::printf("%s\n", app.version().c_str());
+    return 0;
+  }
+  std::fprintf(stderr, "lmwarden: no command %.*s%s; the commands are %s (lmwarden --help)\n",
+               static_cast<int>(word.size()), word.data(),
+               nearest.empty() ? "" : (" (did you mean " + nearest + "?)").c_str(), names.c_str());
+  return 2;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   keep_freed_memory_for_reuse();
   // Local time with its offset from UTC, so a line says which time it is.
   spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e %z] [%l] %v");
-  CLI::App app{"LM Warden: keeps each agent conversation on the vLLM replica that caches it"};
+  CLI::App app{"LM Warden: keeps each agent conversation on the vLLM replica that caches it",
+               "lmwarden"};
   app.set_version_flag("--version", "lmwarden 0.1.0");
   app.require_subcommand(1);
   lmwarden::app::add_serve_command(app);
   lmwarden::app::add_sim_command(app);
   lmwarden::app::add_bench_command(app);
+  if (const auto status = unknown_command(app, argc, argv)) return *status;
   try {
     app.parse(argc, argv);
   } catch (const CLI::RuntimeError& e) {

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <thread>
 
 #include "app/commands.h"
@@ -104,7 +105,7 @@ void log_scheduling_policy() {
 
 struct ServeOptions {
   std::string config_path;
-  std::string listen;
+  std::optional<std::string> listen;  // --listen, when given (an empty value is refused)
   std::string log_level = "info";
   bool check = false;  // load the file, say what it sets, and exit
 };
@@ -147,13 +148,14 @@ Result<config::Config, std::string> load(const ServeOptions& opts,
   auto loaded = config::load_config_file(opts.config_path, in_force);
   if (!loaded) return unexpected("invalid configuration\n" + loaded.error().message());
   config::Config cfg = std::move(loaded).value();
-  if (!opts.listen.empty()) {
-    auto address = config::parse_listen_address(opts.listen);
-    if (!address) return unexpected("--listen " + opts.listen + ": " + address.error());
+  if (opts.listen) {
+    const std::string given = "--listen " + (opts.listen->empty() ? "''" : *opts.listen);
+    auto address = config::parse_listen_address(*opts.listen);
+    if (!address) return unexpected(given + ": " + address.error());
     cfg.listen_host = address->host;
     cfg.listen_port = address->port;
     if (const auto loop = backend_at(*address, cfg); !loop.empty())
-      return unexpected("--listen " + opts.listen + ": " + loop +
+      return unexpected(given + ": " + loop +
                         " is that address: every request would come back to it");
   }
   return cfg;
@@ -371,15 +373,21 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("-c,--config", opts->config_path,
                   "YAML configuration (see docs/configuration.md)")
       ->required();  // a file that cannot be read is reported as the loader's other problems are
-  cmd->add_option("-l,--listen", opts->listen,
-                  "Override the listen address, HOST:PORT (port 0: any free port)");
-  cmd->add_option("--log-level", opts->log_level, "trace, debug, info, warn, error, off")
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
+  auto* listen = cmd->add_option("-l,--listen",
+                                 "Override the listen address, HOST:PORT (port 0: any free port)")
+                     ->type_name("HOST:PORT");
+  // As the log names its levels too: [warning].
+  cmd->add_option("--log-level", opts->log_level,
+                  "trace, debug, info, warn (or warning), error, off")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "warning", "error", "off"}))
       ->capture_default_str();
   cmd->add_flag("-t,--check", opts->check,
                 "Check the configuration (with --listen) and exit: 0 and what it sets when a "
                 "start would take it, 2 and every problem when not; nothing is started");
-  cmd->callback([opts] { std::exit(serve(*opts)); });
+  cmd->callback([opts, listen] {
+    if (listen->count() > 0) opts->listen = listen->as<std::string>();
+    std::exit(serve(*opts));
+  });
 }
 
 }  // namespace lmwarden::app

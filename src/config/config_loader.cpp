@@ -58,16 +58,6 @@ constexpr Millis kMaxTimeout = std::chrono::hours{24 * 30};
 constexpr Millis kMaxScrapeInterval = std::chrono::hours{1};
 constexpr Millis kMaxSessionTtl = std::chrono::hours{24 * 3650};
 
-// "forwarded routes (/v1/chat/completions, …)", for messages.
-std::string forwarded_route_list() {
-  std::string out = "forwarded routes (";
-  for (std::string_view route : kForwardedRoutes) {
-    if (out.back() != '(') out += ", ";
-    out += route;
-  }
-  return out + ")";
-}
-
 constexpr std::string_view kUnclosedQuote =
     "invalid YAML: a quoted string opens on this line and does not close on it: is its closing "
     "quote missing?";
@@ -465,14 +455,15 @@ class Loader : private yaml::Reader {
         const YAML::Node item = backends->value[i];
         const std::string item_path = index(child(path, "backends"), i);
         if (!read_backend(item, item_path, backend)) continue;
-        const bool repeated =
-            std::any_of(model.backends.begin(), model.backends.end(), [&](const auto& b) {
-              return b.host == backend.host && b.port == backend.port &&
-                     b.base_path == backend.base_path;
-            });
-        if (repeated) {
+        const auto repeated = std::find_if(model.backends.begin(), model.backends.end(),
+                                           [&](const auto& b) { return same_server(b, backend); });
+        if (repeated != model.backends.end()) {
           error(item, child(item_path, "url"),
-                "the same server is listed twice; use data_parallel_size for its ranks");
+                fmt::format(
+                    "the same server is listed twice{}; use data_parallel_size for its ranks",
+                    repeated->host == backend.host
+                        ? ""
+                        : fmt::format(" ({} and {} are one host)", repeated->host, backend.host)));
           continue;
         }
         model.backends.push_back(std::move(backend));
@@ -514,10 +505,21 @@ class Loader : private yaml::Reader {
     bool ok = true;
     for (std::size_t i = 0; i < e.value.size(); ++i) {
       const YAML::Node item = e.value[i];
+      // `- header: NAME` is a mapping to YAML: say how to write it.
+      const bool one_pair = item.IsMap() && item.size() == 1;
+      const std::string written =
+          one_pair
+              ? fmt::format("\"{}:{}\"", item.begin()->first.Scalar(),
+                            item.begin()->second.IsScalar() ? item.begin()->second.Scalar() : "")
+              : "";
       auto source = item.IsScalar() ? parse_session_source(item.Scalar())
-                                    : Result<SessionSource, std::string>(unexpected(std::string(
+                                    : Result<SessionSource, std::string>(unexpected(fmt::format(
                                           "must be \"header:NAME\", \"body:dotted.path\", "
-                                          "\"claude-user-id\" or \"opening\"")));
+                                          "\"claude-user-id\" or \"opening\"{}",
+                                          one_pair ? fmt::format(" (write {} in quotes: a colon "
+                                                                 "and a space make a mapping)",
+                                                                 written)
+                                                   : "")));
       if (!source) {
         error(item, index(path, i), fmt::format("{}, got {}", source.error(), shown(item)));
         ok = false;

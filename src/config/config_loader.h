@@ -103,5 +103,10 @@ std::size_t edit_distance(std::string_view a, std::string_view b);
 // every request back to itself): the same address, or a loopback one on its
 // port when it listens on every address. Port 0 (the OS picks) is never.
 bool is_own_address(const ListenAddress& listen, const BackendConfig& backend);
+// Whether two backends are one server: the same port and path, and hosts
+// that differ at most in case or as localhost and 127.0.0.1.
+bool same_server(const BackendConfig& a, const BackendConfig& b);
+// "forwarded routes (/v1/chat/completions, …)", for messages.
+std::string forwarded_route_list();
 
 }  // namespace lmwarden::config

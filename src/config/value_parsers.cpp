@@ -116,6 +116,8 @@ Result<ListenAddress, std::string> parse_listen_address(std::string_view text) {
       return unexpected("must be HOST:PORT, e.g. 127.0.0.1:8080 or [::1]:8080"s);
     port_text = text.substr(close + 2);
   } else {
+    if (text.find("://") != std::string_view::npos)
+      return unexpected("must be HOST:PORT without a scheme, e.g. 127.0.0.1:8080"s);
     const auto colon = text.rfind(':');
     if (colon == std::string_view::npos)
       return unexpected("must be HOST:PORT, e.g. 127.0.0.1:8080 or [::1]:8080"s);
@@ -196,14 +198,14 @@ Result<SessionSource, std::string> parse_session_source(std::string_view text) {
   if (text == "claude-user-id") return SessionSource{Kind::kClaudeUserId, "metadata.user_id"};
   if (text == "opening") return SessionSource{Kind::kOpening, ""};
   if (text.starts_with("header:")) {
-    const std::string_view name = text.substr(7);
+    const std::string_view name = trim(text.substr(7));  // "header: NAME" reads as well
     if (!is_header_name(name))
       return unexpected(fmt::format("{} (not a valid header name)", kShapes));
     // Header names match case-insensitively; lower case keeps labels uniform.
     return SessionSource{Kind::kHeader, to_lower(name)};
   }
   if (text.starts_with("body:")) {
-    const std::string_view path = text.substr(5);
+    const std::string_view path = trim(text.substr(5));
     bool ok = !path.empty();
     std::size_t start = 0;
     while (ok) {
@@ -277,9 +279,27 @@ Result<BackendConfig, std::string> parse_backend_url(std::string_view url) {
   while (path.ends_with('/')) path.remove_suffix(1);
   if (path.find_first_of(" \t") != std::string_view::npos)
     return unexpected("the path must not contain spaces"s);
+  // An OpenAI client's base URL, written out of habit: every request would
+  // go to /v1/v1/… and the probes to /v1/health.
+  if (to_lower(path).ends_with("/v1"))
+    return unexpected(fmt::format(
+        "ends in {}: the warden adds each request's own path (/v1/chat/completions, …) to the "
+        "URL, as it does the probes' (/health, /metrics); give the server's root, e.g. "
+        "http://{}",
+        path.substr(path.size() - 3), authority));
   backend.base_path = std::string(path);
   backend.authority = host_port(backend.host, backend.port);
   return backend;
+}
+
+// "forwarded routes (/v1/chat/completions, …)", for messages.
+std::string forwarded_route_list() {
+  std::string out = "forwarded routes (";
+  for (std::string_view route : kForwardedRoutes) {
+    if (out.back() != '(') out += ", ";
+    out += route;
+  }
+  return out + ")";
 }
 
 bool is_env_name(std::string_view s) noexcept {
@@ -290,7 +310,26 @@ bool is_env_name(std::string_view s) noexcept {
   });
 }
 
-bool is_own_address(const ListenAddress& listen, const BackendConfig& backend) {
+namespace {
+
+// A backend's host as the kernel would reach it, for comparisons: names are
+// case-insensitive, and localhost is the loopback address (as the listen
+// address takes it).
+std::string reached_host(const std::string& host) {
+  std::string lowered = to_lower(host);
+  return lowered == "localhost" ? "127.0.0.1"s : lowered;
+}
+
+}  // namespace
+
+bool same_server(const BackendConfig& a, const BackendConfig& b) {
+  return a.port == b.port && a.base_path == b.base_path &&
+         reached_host(a.host) == reached_host(b.host);
+}
+
+bool is_own_address(const ListenAddress& listen, const BackendConfig& given) {
+  BackendConfig backend = given;
+  backend.host = to_lower(backend.host);
   if (listen.port == 0 || backend.port != listen.port) return false;
   const auto loopback = [](std::string_view host) {
     return host == "localhost" || host.starts_with("127.") || host == "::1";
@@ -299,7 +338,6 @@ bool is_own_address(const ListenAddress& listen, const BackendConfig& backend) {
     return loopback(backend.host) || backend.host == listen.host;
   return backend.host == listen.host || (listen.host == "127.0.0.1" && backend.host == "localhost");
 }
-
 
 std::size_t edit_distance(std::string_view a, std::string_view b) {
   std::vector<std::size_t> row(b.size() + 1);

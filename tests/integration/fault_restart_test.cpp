@@ -426,6 +426,41 @@ TEST(ServeRestart, CheckSaysWhatTheFileSetsOrEveryProblemAndStartsNothing) {
       "lmwarden: invalid configuration\n" + missing + ": cannot open: No such file or directory\n");
 }
 
+// Mistakes on the command line are named, as those in the file are.
+TEST(ServeRestart, CommandLineMistakesAreNamed) {
+  TempDir dir{"lmwarden-cli"};
+  std::ofstream(dir.file("lmwarden.yaml"))
+      << "listen: 127.0.0.1:0\nmodels:\n  - name: m\n    backends:\n      - url: http://127.0.0.1:"
+      << closed_port() << "\n";
+  const auto run = [&](const std::string& args) {
+    const std::string out = dir.file("out.log");
+    const int status = std::system(
+        ("timeout 20 " + std::string(LMWARDEN_BINARY) + " " + args + " >" + out + " 2>&1").c_str());
+    EXPECT_TRUE(WIFEXITED(status)) << args;
+    std::ifstream in(out);
+    return std::pair{WEXITSTATUS(status), std::string{std::istreambuf_iterator<char>(in),
+                                                      std::istreambuf_iterator<char>()}};
+  };
+  const std::string config = " -c " + dir.file("lmwarden.yaml");
+  EXPECT_EQ(run("serv" + config),
+            std::pair(2, std::string("lmwarden: no command serv (did you mean serve?); the "
+                                     "commands are serve, sim, bench (lmwarden --help)\n")));
+  EXPECT_EQ(run("start"), std::pair(2, std::string("lmwarden: no command start; the commands are "
+                                                   "serve, sim, bench (lmwarden --help)\n")));
+  EXPECT_EQ(run("version"), run("--version"));
+  EXPECT_EQ(run("version").first, 0);
+  const auto help = run("help");
+  EXPECT_EQ(help.first, 0);
+  EXPECT_NE(help.second.find("Usage: lmwarden [OPTIONS] SUBCOMMAND"), std::string::npos)
+      << help.second;
+  // An empty --listen (an unset variable in a unit file) is not "no --listen".
+  EXPECT_EQ(run("serve" + config + " --check --listen ''"),
+            std::pair(2, std::string("lmwarden: --listen '': must be HOST:PORT, e.g. "
+                                     "127.0.0.1:8080 or [::1]:8080\n")));
+  // The level by the name the log gives it.
+  EXPECT_EQ(run("serve" + config + " --check --log-level warning").first, 0);
+}
+
 // The start log names the allocator the process runs on: a sanitizer
 // build's own (as this test is built, so is the warden it runs).
 TEST(ServeRestart, TheStartLogNamesTheAllocator) {

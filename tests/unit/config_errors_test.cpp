@@ -260,7 +260,7 @@ TEST(ConfigErrors, ABackendThatIsTheWardenItself) {
   EXPECT_EQ(loop_error("127.0.0.1:9000", "http://127.0.0.1:9000"),
             "lmwarden.yaml:5: models[0].backends[0].url: is this warden's own listen address: "
             "every request would come back to it, got \"http://127.0.0.1:9000\"");
-  EXPECT_THAT(loop_error("127.0.0.1:9000", "http://localhost:9000/v1"), HasSubstr("own listen"));
+  EXPECT_THAT(loop_error("127.0.0.1:9000", "http://LOCALHOST:9000/vllm"), HasSubstr("own listen"));
   EXPECT_THAT(loop_error("0.0.0.0:9000", "http://127.0.0.1:9000"), HasSubstr("own listen"));
   EXPECT_THAT(loop_error("'[::]:9000'", "http://[::1]:9000"), HasSubstr("own listen"));
   // The default listen address is 127.0.0.1:8080.
@@ -295,6 +295,23 @@ TEST(ConfigErrors, ImpossibleBackends) {
 )"),
             "lmwarden.yaml:5: models[0].backends[1].url: the same server is listed twice; use "
             "data_parallel_size for its ranks");
+  // One host however it is written: as localhost, or in another case.
+  EXPECT_EQ(error_of(R"(models:
+  - name: m
+    backends:
+      - url: http://LocalHost:8000
+      - url: http://127.0.0.1:8000
+)"),
+            "lmwarden.yaml:5: models[0].backends[1].url: the same server is listed twice "
+            "(LocalHost and 127.0.0.1 are one host); use data_parallel_size for its ranks");
+  EXPECT_EQ(error_of(R"(models:
+  - name: m
+    backends:
+      - url: http://gpu1:8000
+      - url: http://GPU1:8000
+)"),
+            "lmwarden.yaml:5: models[0].backends[1].url: the same server is listed twice (gpu1 "
+            "and GPU1 are one host); use data_parallel_size for its ranks");
   EXPECT_EQ(error_of("models:\n  - name: m\n    backends: []\n"),
             "lmwarden.yaml:3: models[0].backends: must be a list of at least one backend, got an "
             "empty list");
@@ -373,6 +390,15 @@ TEST(ConfigErrors, ABodySourceUnderTheOpeningsKeys) {
 }
 
 TEST(ConfigErrors, SessionSources) {
+  // Unquoted, "- header: NAME" is a mapping to YAML; the message says how to write it.
+  EXPECT_EQ(
+      error_of(R"(models:
+  - name: m
+    session_sources:
+      - header: x-my-session
+    backends: [{url: "http://h:1"}]
+)"),
+      R"(lmwarden.yaml:4: models[0].session_sources[0]: must be "header:NAME", "body:dotted.path", "claude-user-id" or "opening" (write "header:x-my-session" in quotes: a colon and a space make a mapping), got a mapping)");
   EXPECT_EQ(
       error_of(R"(models:
   - name: m

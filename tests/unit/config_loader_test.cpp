@@ -295,6 +295,8 @@ TEST(ConfigParsers, ListenAddress) {
     SCOPED_TRACE(bad);
     EXPECT_FALSE(parse_listen_address(bad).has_value());
   }
+  EXPECT_EQ(parse_listen_address("http://127.0.0.1:8080").error(),
+            "must be HOST:PORT without a scheme, e.g. 127.0.0.1:8080");
 }
 
 TEST(ConfigParsers, Durations) {
@@ -336,6 +338,10 @@ TEST(ConfigParsers, SessionSources) {
             (SessionSource{Kind::kHeader, "session_id"}));
   EXPECT_EQ(*parse_session_source("body:client_metadata.session_id"),
             (SessionSource{Kind::kBody, "client_metadata.session_id"}));
+  // Spaces around the name are not part of it.
+  EXPECT_EQ(*parse_session_source(" header: X-Foo "), (SessionSource{Kind::kHeader, "x-foo"}));
+  EXPECT_EQ(*parse_session_source("body: prompt_cache_key"),
+            (SessionSource{Kind::kBody, "prompt_cache_key"}));
   for (const char* bad :
        {"", "header:", "body:", "body:.a", "body:a.", "header:a b", "query:x", "claude"}) {
     SCOPED_TRACE(bad);
@@ -357,11 +363,20 @@ TEST(ConfigParsers, BackendUrls) {
   EXPECT_EQ(plain->host, "127.0.0.1");
   EXPECT_EQ(plain->port, 8000);
   EXPECT_EQ(plain->base_path, "");
-  const auto with_path = parse_backend_url("HTTP://vllm_0.local/prefix/v1//");
+  const auto with_path = parse_backend_url("HTTP://vllm_0.local/prefix/v1x//");
   ASSERT_TRUE(with_path);
   EXPECT_EQ(with_path->host, "vllm_0.local");
   EXPECT_EQ(with_path->port, 80);
-  EXPECT_EQ(with_path->base_path, "/prefix/v1");
+  EXPECT_EQ(with_path->base_path, "/prefix/v1x");
+  // An OpenAI client's base URL: each request's path would follow it.
+  for (const char* base : {"http://10.0.0.2:8000/v1", "http://10.0.0.2:8000/vllm/V1/"}) {
+    SCOPED_TRACE(base);
+    const auto refused = parse_backend_url(base);
+    ASSERT_FALSE(refused);
+    EXPECT_THAT(refused.error(), ::testing::StartsWith("ends in /"));
+    EXPECT_THAT(refused.error(), ::testing::EndsWith("give the server's root, e.g. "
+                                                     "http://10.0.0.2:8000"));
+  }
   const auto v6 = parse_backend_url("http://[::1]/");
   ASSERT_TRUE(v6);
   EXPECT_EQ(v6->host, "::1");
