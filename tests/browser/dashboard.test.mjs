@@ -55,7 +55,9 @@ test('the model page shows one row per replica matching /api/models/{name}', { t
     const rows = page.locator('[data-testid=replicas] tbody tr');
     await assertEventually(async () => (await rows.count()) === fleet.dp, 'one row per replica');
 
-    const pct = (v) => (v == null ? '—' : v > 0 && v < 0.1 ? `${(v * 100).toFixed(1)}%` : `${Math.round(v * 100)}%`);
+    const pct = (v) => (v == null ? '—'
+      : v > 0 && v < 0.1 ? `${Math.max(v * 100, 0.1).toFixed(1)}%`
+        : v > 0.99 && v < 1 ? `${Math.min(v * 100, 99.9).toFixed(1)}%` : `${Math.round(v * 100)}%`);
     const expected = (r) => ({
       health: r.healthy ? 'healthy' : 'unhealthy',
       in_flight: String(r.in_flight),
@@ -319,6 +321,14 @@ test('a table wider than the screen fades at the edge its hidden columns are beh
     await scroller(page).locator('.table-wrap').evaluate((w) => { w.scrollLeft = w.scrollWidth; });
     await assertEventually(async () => (await scroller(page).getAttribute('data-more')) === 'left',
       async () => `after scrolling: data-more ${await scroller(page).getAttribute('data-more')}`);
+    // The Models page's table scrolls in its box too: the page itself does not.
+    await page.goto(`${ui}/`);
+    await page.locator('table[aria-label=Models] tbody tr').first().waitFor();
+    const models = page.locator('.table-scroll').filter({ has: page.locator('table[aria-label=Models]') });
+    await assertEventually(async () => (await models.getAttribute('data-more')) === 'right',
+      async () => `Models: data-more ${await models.getAttribute('data-more')}`);
+    const [pageWidth, viewWidth] = await page.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth]);
+    assert.ok(pageWidth <= viewWidth, `the Models page is ${pageWidth} px wide on a ${viewWidth}-px screen`);
   }, { viewport: { width: 400, height: 800 } });
   await withPage(browser, 'table-scroll-wide', async (page) => {
     await page.goto(`${ui}/models/${MODEL}`);

@@ -7,11 +7,14 @@ export function int(v) {
   return v == null ? DASH : intFmt.format(v);
 }
 
-// 0..1 -> "87%" (one decimal below 10%, so small shares do not read as 0).
+// 0..1 -> "87%", with one decimal below 10% and above 99%: a share that is
+// not nothing never reads as 0%, and one that is not all (a sticky ratio
+// with one failover in it) never as 100%.
 export function pct(v) {
   if (v == null || Number.isNaN(v)) return DASH;
   const p = v * 100;
-  if (p > 0 && p < 10) return `${p.toFixed(1)}%`;
+  if (p > 0 && p < 10) return `${Math.max(p, 0.1).toFixed(1)}%`;
+  if (p > 99 && p < 100) return `${Math.min(p, 99.9).toFixed(1)}%`;
   return `${Math.round(p)}%`;
 }
 

@@ -17,6 +17,7 @@ export function mountModels(root, _params, ctx) {
         el('th', { scope: 'col', class: 'num', text: 'Prompt from cache, 1 h', title: 'Share of prompt tokens served from the prefix cache over the last hour' }))),
       tbody);
   const body = tableScroll(table);
+  const scrolled = body.firstElementChild;  // the box that scrolls, the table in it
   const empty = el('div', { class: 'empty' },
     el('strong', { text: 'No models configured' }),
     'Add a model with its backends under ', el('code', { text: 'models:' }),
@@ -112,7 +113,7 @@ export function mountModels(root, _params, ctx) {
     }
     showShared(data.shared_homes);
     const models = data.models ?? [];
-    const shown = models.length ? table : empty;
+    const shown = models.length ? scrolled : empty;
     if (shown.parentNode !== body) body.replaceChildren(shown);
     const seen = new Set();
     let replicas = 0, healthy = 0, inflight = 0;
