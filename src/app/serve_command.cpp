@@ -2,6 +2,7 @@
 // signal. SIGINT/SIGTERM stop accepting, let requests in flight finish within
 // the grace period (a second signal ends it at once), then exit 0. SIGHUP
 // reloads the configuration file.
+#include <fmt/format.h>
 #include <netdb.h>
 #include <sched.h>
 #include <spdlog/spdlog.h>
@@ -17,6 +18,7 @@
 #include <functional>
 #include <optional>
 #include <thread>
+#include <type_traits>
 
 #include "app/commands.h"
 #include "common/host_port.h"
@@ -161,6 +163,45 @@ Result<config::Config, std::string> load(const ServeOptions& opts,
   return cfg;
 }
 
+// What a reload changed of a kept model's routing policy, for its log line:
+// "spill_threshold auto → 1, affinity on → off"; "" when nothing.
+std::string policy_changes(const config::ModelConfig& was, const config::ModelConfig& now) {
+  std::string changed;
+  const auto add = [&](std::string_view key, const std::string& before, const std::string& after) {
+    if (before != after)
+      changed += fmt::format("{}{} {} → {}", changed.empty() ? "" : ", ", key, before, after);
+  };
+  const auto on = [](bool b) { return std::string(b ? "on" : "off"); };
+  const auto spill = [](const config::ModelConfig& m) {
+    return m.spill_threshold ? std::to_string(*m.spill_threshold) : std::string("auto");
+  };
+  const auto labels = [](const auto& list) {
+    std::string out = "[";
+    for (const auto& item : list) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(item)>, std::string>)
+        out += (out.size() > 1 ? ", " : "") + item;
+      else
+        out += (out.size() > 1 ? ", " : "") + item.label();
+    }
+    return out + "]";
+  };
+  add("affinity", on(was.affinity), on(now.affinity));
+  add("spill_threshold", spill(was), spill(now));
+  add("session_ttl", fmt::format("{}s", was.session_ttl.count()),
+      fmt::format("{}s", now.session_ttl.count()));
+  add("session_sources", labels(was.session_sources), labels(now.session_sources));
+  add("honor_client_rank", on(was.honor_client_rank), on(now.honor_client_rank));
+  add("weights.in_flight", fmt::format("{}", was.weights.in_flight),
+      fmt::format("{}", now.weights.in_flight));
+  add("weights.kv_used", fmt::format("{}", was.weights.kv_used),
+      fmt::format("{}", now.weights.kv_used));
+  add("weights.live_conversations", fmt::format("{}", was.weights.live_conversations),
+      fmt::format("{}", now.weights.live_conversations));
+  add("inject_stream_usage", on(was.inject_stream_usage), on(now.inject_stream_usage));
+  add("unranked_routes", labels(was.unranked_routes), labels(now.unranked_routes));
+  return changed;
+}
+
 // SIGHUP: a configuration that does not load is refused, and the one in force
 // keeps serving; requests in flight finish under the configuration they began
 // with. Returns the shutdown grace now in force (`grace` when refused).
@@ -184,8 +225,17 @@ config::Millis reload(proxy::WardenRuntime& runtime, const ServeOptions& opts,
     runtime.warden().reload_refused();
     return grace;
   }
+  // Each model, with what the reload changed of its policy (a model kept by
+  // name; one renamed or whose replicas changed has lines of its own).
+  const auto before = runtime.warden().models();
   std::string summary;
-  for (const auto& m : cfg->models) summary += (summary.empty() ? "" : ", ") + m.name;
+  for (const auto& m : cfg->models) {
+    summary += (summary.empty() ? "" : ", ") + m.name;
+    const auto was = std::ranges::find(before->config.models, m.name, &config::ModelConfig::name);
+    if (was == before->config.models.end()) continue;
+    if (const std::string changed = policy_changes(*was, m); !changed.empty())
+      summary += " (" + changed + ")";
+  }
   grace = cfg->timeouts.shutdown_grace;
   for (const auto& line : runtime.reload(std::move(cfg).value())) spdlog::warn("reload: {}", line);
   spdlog::info("reloaded {}: models {}", opts.config_path, summary);

@@ -277,6 +277,10 @@ TEST(ServeRestart, SighupReloadsWithoutDroppingConnectionsAndRefusesABrokenFile)
   EXPECT_EQ(serve.card("m2")["name"], "m2") << serve.card("m2").dump() << serve.log();
   EXPECT_TRUE(eventually([&] { return reloads("applied") == 1; }));
   EXPECT_GE(loaded_at(), started_at);
+  // The log says what changed of a kept model's policy.
+  EXPECT_TRUE(eventually([&] {
+    return serve.log().find(": models m (spill_threshold 8 → 3), m2\n") != std::string::npos;
+  })) << serve.log();
 
   ASSERT_EQ(turn("alpha").status, 200u) << "the keep-alive connection survives the reload";
   EXPECT_EQ(fake.seen().back().rank, home) << "the conversation keeps its home";
