@@ -189,6 +189,8 @@ std::string policy_changes(const config::ModelConfig& was, const config::ModelCo
   add("spill_threshold", spill(was), spill(now));
   add("session_ttl", fmt::format("{}s", was.session_ttl.count()),
       fmt::format("{}s", now.session_ttl.count()));
+  add("active_window", fmt::format("{}s", was.active_window.count()),
+      fmt::format("{}s", now.active_window.count()));
   add("session_sources", labels(was.session_sources), labels(now.session_sources));
   add("honor_client_rank", on(was.honor_client_rank), on(now.honor_client_rank));
   add("weights.in_flight", fmt::format("{}", was.weights.in_flight),

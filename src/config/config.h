@@ -85,6 +85,9 @@ struct ModelConfig {
   bool affinity = true;
   std::optional<int> spill_threshold;  // nullopt = auto
   Seconds session_ttl{30 * 60};
+  // A conversation counts in its replica's load (weights.live_conversations)
+  // while its last request is at most this old (and it is live).
+  Seconds active_window{5 * 60};
   std::size_t max_conversations = 1'000'000;  // session table bound (LRU beyond)
   std::vector<BackendConfig> backends;
   std::vector<SessionSource> session_sources = default_session_sources();

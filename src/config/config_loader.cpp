@@ -393,7 +393,7 @@ class Loader : private yaml::Reader {
   bool read_model(const YAML::Node& node, const std::string& path, ModelConfig& model) {
     const auto map =
         read_map(node, path,
-                 {"name", "aliases", "affinity", "spill_threshold", "session_ttl",
+                 {"name", "aliases", "affinity", "spill_threshold", "session_ttl", "active_window",
                   "max_conversations", "session_sources", "honor_client_rank", "weights",
                   "inject_stream_usage", "api_keys_env", "unranked_routes", "backends"});
     if (!map) return false;
@@ -414,6 +414,9 @@ class Loader : private yaml::Reader {
     if (const Entry* e = map->find("session_ttl"))
       if (auto v = read_duration(*e, child(path, "session_ttl"), Millis{1000}, kMaxSessionTtl))
         model.session_ttl = std::chrono::duration_cast<Seconds>(*v);
+    if (const Entry* e = map->find("active_window"))
+      if (auto v = read_duration(*e, child(path, "active_window"), Millis{1000}, kMaxSessionTtl))
+        model.active_window = std::chrono::duration_cast<Seconds>(*v);
     if (const Entry* e = map->find("max_conversations"))
       if (auto v = read_int(*e, child(path, "max_conversations"), 1, 100'000'000))
         model.max_conversations = static_cast<std::size_t>(*v);

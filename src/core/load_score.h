@@ -8,8 +8,14 @@
 // running/waiting come from the last scrape and are a second old at best, so
 // they only nudge; live conversations stand for work that is about to arrive
 // (each conversation will send its next turn soon) and for the prefix cache it
-// will want to keep. Defaults 1.0 / 2.0 / 0.25: a full KV cache weighs like two
-// requests in flight, four live conversations like one. Lowest score wins.
+// will want to keep: those used within the model's active_window (5 min by
+// default), not every one kept for session_ttl (30 min), since one idle that
+// long is no next turn about to arrive. Counted over the TTL, a replica with
+// none (a server added, or back from an outage) scored below the others by a
+// quarter of all their conversations, and took every new one until its
+// requests in flight made up that much. Defaults 1.0 / 2.0 / 0.25: a full KV
+// cache weighs like two requests in flight, four active conversations like
+// one. Lowest score wins.
 // Alternatives rejected: queue length alone (what vLLM's balancer uses; blind
 // to conversations that are between turns) and KV alone (stale by a scrape).
 #pragma once

@@ -42,6 +42,7 @@ Router::Router(const config::ModelConfig& model, std::unique_ptr<TieBreaker> tie
     backends_.push_back({static_cast<int>(replicas_.size()), ranks});
     for (int r = 0; r < ranks; ++r) replicas_.push_back({static_cast<int>(b), r});
   }
+  sessions_.set_active_window(std::min<Clock::duration>(model.active_window, model.session_ttl));
   sessions_.set_listener(this);
   for (int i = 0; i < replica_count(); ++i) rescore(i);
 }
@@ -51,6 +52,7 @@ void Router::reconfigure(const config::ModelConfig& model) noexcept {
   affinity_ = model.affinity;
   spill_threshold_ = model.spill_threshold;
   sessions_.set_ttl(model.session_ttl);
+  sessions_.set_active_window(std::min<Clock::duration>(model.active_window, model.session_ttl));
   responses_.set_ttl(model.session_ttl);
   for (int i = 0; i < replica_count(); ++i) rescore(i);
 }
@@ -59,7 +61,7 @@ double Router::score(int replica) const noexcept {
   const Replica& r = replicas_[static_cast<std::size_t>(replica)];
   const Backend& b = backends_[static_cast<std::size_t>(r.backend)];
   const double in_flight = r.in_flight + static_cast<double>(b.unassigned_in_flight) / b.ranks;
-  return load_score({in_flight, sessions_.live(replica), r.engine.kv_used}, weights_);
+  return load_score({in_flight, sessions_.active(replica), r.engine.kv_used}, weights_);
 }
 
 void Router::rescore(int replica) noexcept {

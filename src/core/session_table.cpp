@@ -9,8 +9,10 @@ SessionTable::SessionTable(int replicas, std::size_t capacity, Clock::duration t
                            std::uint64_t seed)
     : capacity_(capacity == 0 ? 1 : capacity),
       ttl_(ttl),
+      active_window_(ttl),
       index_(0, SaltedHash{seed}),
-      live_(static_cast<std::size_t>(replicas), 0) {
+      live_(static_cast<std::size_t>(replicas), 0),
+      active_(static_cast<std::size_t>(replicas), 0) {
   index_.reserve(std::min<std::size_t>(capacity_, 1 << 16));
 }
 
@@ -23,6 +25,7 @@ std::optional<int> SessionTable::find(std::uint64_t key, TimePoint now) {
 }
 
 void SessionTable::touch(std::uint64_t key, int home, TimePoint now) {
+  age(now);
   const auto it = index_.find(key);
   if (it == index_.end()) return assign(key, home, now);
   touch_slot(it->second, now);
@@ -30,12 +33,17 @@ void SessionTable::touch(std::uint64_t key, int home, TimePoint now) {
 
 void SessionTable::assign(std::uint64_t key, int home, TimePoint now) {
   assert(home >= 0 && static_cast<std::size_t>(home) < live_.size());
+  age(now);
   auto it = index_.find(key);
   if (it != index_.end()) {
     Slot& slot = slots_[it->second];
     if (slot.home != home) {
       add_live(slot.home, -1);
       add_live(home, +1);
+      if (slot.active) {
+        add_active(slot.home, -1);
+        add_active(home, +1);
+      }
       slot.home = home;
     }
     touch_slot(it->second, now);
@@ -50,8 +58,9 @@ void SessionTable::assign(std::uint64_t key, int home, TimePoint now) {
     s = static_cast<std::uint32_t>(slots_.size());
     slots_.push_back({});
   }
-  slots_[s] = Slot{key, now.time_since_epoch().count(), home, kNil, kNil};
+  slots_[s] = Slot{key, now.time_since_epoch().count(), home, kNil, kNil, true};
   push_front(s);
+  if (active_tail_ == kNil) active_tail_ = s;
   // The flat map rehashes in place, all at once, when erasures have used up
   // its slack. At its own 0.875 load a full table of 100k churning
   // conversations did that every ~40k new ones, 8 ms each under the router's
@@ -59,15 +68,35 @@ void SessionTable::assign(std::uint64_t key, int home, TimePoint now) {
   if (index_.size() + 1 > index_.bucket_count() * 3 / 5) index_.reserve(index_.bucket_count() + 1);
   index_.emplace(key, s);
   add_live(home, +1);
+  add_active(home, +1);
 }
 
 void SessionTable::expire(TimePoint now) {
   const std::int64_t cutoff = (now - ttl_).time_since_epoch().count();
   while (tail_ != kNil && slots_[tail_].last_seen < cutoff) erase(tail_);
+  age(now);
+}
+
+void SessionTable::age(TimePoint now) noexcept {
+  const std::int64_t cutoff = (now - active_window_).time_since_epoch().count();
+  while (active_tail_ != kNil && slots_[active_tail_].last_seen < cutoff) {
+    Slot& slot = slots_[active_tail_];
+    slot.active = false;
+    add_active(slot.home, -1);
+    active_tail_ = slot.prev;
+  }
 }
 
 void SessionTable::touch_slot(std::uint32_t s, TimePoint now) noexcept {
-  slots_[s].last_seen = now.time_since_epoch().count();
+  Slot& slot = slots_[s];
+  slot.last_seen = now.time_since_epoch().count();
+  if (!slot.active) {  // past the cursor: it joins the active ones at the front
+    slot.active = true;
+    add_active(slot.home, +1);
+    if (active_tail_ == kNil) active_tail_ = s;
+  } else if (active_tail_ == s && slot.prev != kNil) {
+    active_tail_ = slot.prev;  // the next least recent active one
+  }
   if (head_ == s) return;
   unlink(s);
   push_front(s);
@@ -91,6 +120,10 @@ void SessionTable::push_front(std::uint32_t s) noexcept {
 
 void SessionTable::erase(std::uint32_t s) {
   assert(s != kNil);
+  if (slots_[s].active) {
+    add_active(slots_[s].home, -1);
+    if (active_tail_ == s) active_tail_ = slots_[s].prev;
+  }
   unlink(s);
   add_live(slots_[s].home, -1);
   index_.erase(slots_[s].key);
@@ -99,6 +132,10 @@ void SessionTable::erase(std::uint32_t s) {
 
 void SessionTable::add_live(int replica, int delta) noexcept {
   live_[static_cast<std::size_t>(replica)] += delta;
+}
+
+void SessionTable::add_active(int replica, int delta) noexcept {
+  active_[static_cast<std::size_t>(replica)] += delta;
   if (listener_) listener_->live_changed(replica);
 }
 

@@ -8,6 +8,13 @@
 // conversation is forgotten (it will be placed afresh if it comes back, which
 // costs one cold prefill, never a failure). About 65 bytes per conversation.
 //
+// Of the live conversations, those used within the active window (at most
+// the TTL) are counted apart, per replica: they stand for the next turns
+// about to arrive, where one idle for most of the TTL does not. A cursor
+// marks the least recently used of them on the list; time moves it towards
+// the most recent end, one conversation at a time, so keeping the counts is
+// O(1) amortised.
+//
 // The map hashes each key xor a seed (by default process_hash_seed()) before
 // its own bit mixing. Keys are stable_hash values of ids the client chooses,
 // and anyone can compute those: unsalted, a client could pick ids whose keys
@@ -35,7 +42,7 @@ using TimePoint = Clock::time_point;
 
 class SessionTable {
  public:
-  // Told whenever a replica's count of live conversations changes.
+  // Told whenever a replica's count of active conversations changes.
   class Listener {
    public:
     virtual void live_changed(int replica) noexcept = 0;
@@ -56,7 +63,8 @@ class SessionTable {
   // Touches a conversation without moving it; one forgotten meanwhile (its
   // request outlived the TTL, or the table was full) comes back with `home`.
   void touch(std::uint64_t key, int home, TimePoint now);
-  // Forgets conversations idle longer than the TTL.
+  // Forgets conversations idle longer than the TTL, and counts those idle
+  // longer than the active window as no longer active.
   void expire(TimePoint now);
   // Each conversation, least recently used first: f(key, home, last_seen).
   // Assigning them in this order to another table, each at its last_seen,
@@ -71,7 +79,13 @@ class SessionTable {
   std::size_t size() const noexcept { return index_.size(); }
   std::size_t capacity() const noexcept { return capacity_; }
   int live(int replica) const noexcept { return live_[static_cast<std::size_t>(replica)]; }
+  // Live conversations used within the active window (as of the last call
+  // given a time).
+  int active(int replica) const noexcept { return active_[static_cast<std::size_t>(replica)]; }
   void set_ttl(Clock::duration ttl) noexcept { ttl_ = ttl; }
+  // The active window; the TTL until set. A longer one counts conversations
+  // already past the shorter again from their next use.
+  void set_active_window(Clock::duration window) noexcept { active_window_ = window; }
   Clock::duration ttl() const noexcept { return ttl_; }
   // What the map hashes for `key`, before its own bit mixing: `key` salted.
   std::size_t index_hash(std::uint64_t key) const noexcept { return index_.hash_function()(key); }
@@ -91,20 +105,31 @@ class SessionTable {
     std::int32_t home;
     std::uint32_t prev;  // towards the most recent
     std::uint32_t next;  // towards the least recent
+    bool active;         // counted in active_
   };
+  // The flag sits in what was padding: memory per conversation is as before.
+  static_assert(sizeof(Slot) == 32);
 
   void touch_slot(std::uint32_t s, TimePoint now) noexcept;
   void unlink(std::uint32_t s) noexcept;
   void push_front(std::uint32_t s) noexcept;
   void erase(std::uint32_t s);
   void add_live(int replica, int delta) noexcept;
+  void add_active(int replica, int delta) noexcept;
+  // Counts the slots used before the active window as no longer active.
+  void age(TimePoint now) noexcept;
 
   std::size_t capacity_;
   Clock::duration ttl_;
+  Clock::duration active_window_;
   boost::unordered_flat_map<std::uint64_t, std::uint32_t, SaltedHash> index_;
   std::vector<Slot> slots_;
   std::vector<std::uint32_t> free_;
   std::vector<int> live_;
+  std::vector<int> active_;
+  // The least recently used active slot: it and every slot towards head_
+  // are active, every slot past it is not.
+  std::uint32_t active_tail_ = kNil;
   std::uint32_t head_ = kNil;  // most recently used
   std::uint32_t tail_ = kNil;  // least recently used
   Listener* listener_ = nullptr;

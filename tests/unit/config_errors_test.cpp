@@ -137,6 +137,13 @@ TEST(ConfigErrors, DurationsAndSizes) {
     backends: [{url: "http://h:1"}]
 )"),
             R"(lmwarden.yaml:3: models[0].session_ttl: must be at least 1s, got "500ms")");
+  EXPECT_EQ(
+      error_of(R"(models:
+  - name: m
+    active_window: 5
+    backends: [{url: "http://h:1"}]
+)"),
+      R"(lmwarden.yaml:3: models[0].active_window: must be a duration like 500ms, 90s, 30m or 1h, got "5")");
 }
 
 TEST(ConfigErrors, DurationsHaveAMaximum) {

@@ -57,6 +57,7 @@ TEST(ConfigLoader, MinimalFileTakesEveryDefault) {
   EXPECT_EQ(model.spill_threshold, std::nullopt);
   EXPECT_EQ(model.effective_spill_threshold(), kAutoSpillThreshold);
   EXPECT_EQ(model.session_ttl, 30min);
+  EXPECT_EQ(model.active_window, 5min);
   EXPECT_EQ(model.max_conversations, 1'000'000u);
   EXPECT_EQ(model.session_sources, default_session_sources());
   EXPECT_TRUE(model.honor_client_rank);
@@ -96,6 +97,7 @@ models:
     affinity: false
     spill_threshold: 12
     session_ttl: 1h
+    active_window: 90s
     max_conversations: 5000
     session_sources: [claude-user-id, "header:X-Session-Id", "body:metadata.conversation.id", opening]
     honor_client_rank: false
@@ -140,6 +142,7 @@ models:
   EXPECT_EQ(model.spill_threshold, 12);
   EXPECT_EQ(model.effective_spill_threshold(), 12);
   EXPECT_EQ(model.session_ttl, 1h);
+  EXPECT_EQ(model.active_window, 90s);
   EXPECT_EQ(model.max_conversations, 5000u);
   EXPECT_THAT(model.session_sources,
               ElementsAre(SessionSource{Kind::kClaudeUserId, "metadata.user_id"},

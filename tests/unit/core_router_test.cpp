@@ -61,6 +61,38 @@ TEST(Router, NewConversationsSpreadOverIdleReplicas) {
   for (auto [replica, n] : homes) EXPECT_EQ(n, 2) << "replica " << replica;
 }
 
+// A replica back in service (or a server added) holds no conversations.
+// Those the others hold but that have been idle past the active window are
+// no next turn about to arrive: new conversations spread by the requests in
+// flight, rather than all going to the empty replica until its requests in
+// flight make up a quarter of the others' conversations.
+TEST(Router, ConversationsIdlePastTheActiveWindowDoNotPushNewOnesOntoAnEmptyReplica) {
+  config::ModelConfig model = dp_model(3);
+  model.active_window = std::chrono::minutes(5);
+  Router router = make_router(model);
+  router.set_healthy(2, false);
+  for (int i = 0; i < 40; ++i)
+    router.finish(router.route(session("old" + std::to_string(i)), t0), t0);
+  ASSERT_EQ(router.view().replicas[0].live_conversations, 20);
+  router.set_healthy(2, true);
+  const TimePoint later = t0 + std::chrono::minutes(10);
+  std::map<int, int> homes;
+  for (int i = 0; i < 6; ++i)
+    ++homes[router.route(session("new" + std::to_string(i)), later).replica];
+  EXPECT_EQ(homes, (std::map<int, int>{{0, 2}, {1, 2}, {2, 2}}));
+  // Used within the window, conversations weigh as before, a quarter each:
+  // the empty replica takes new ones until 4 in flight + 4 × 0.25 = 20 × 0.25.
+  Router busy = make_router(model);
+  busy.set_healthy(2, false);
+  for (int i = 0; i < 40; ++i) busy.finish(busy.route(session("old" + std::to_string(i)), t0), t0);
+  busy.set_healthy(2, true);
+  std::map<int, int> busy_homes;
+  const TimePoint soon = t0 + std::chrono::minutes(4);
+  for (int i = 0; i < 6; ++i)
+    ++busy_homes[busy.route(session("new" + std::to_string(i)), soon).replica];
+  EXPECT_EQ(busy_homes, (std::map<int, int>{{0, 1}, {1, 1}, {2, 4}}));
+}
+
 TEST(Router, KnownConversationStaysHomeAndSendsItsRank) {
   Router router = make_router(dp_model(4));
   router.route(anonymous(), t0);  // load replica 0 so the conversation lands elsewhere

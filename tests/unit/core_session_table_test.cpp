@@ -30,6 +30,75 @@ TEST(SessionTable, RemembersHomeAndCountsLiveConversations) {
   EXPECT_EQ(table.live(2), 2);
 }
 
+// Of the live conversations, those used within the active window count
+// apart: they age out of it as time passes, and a use brings one back.
+TEST(SessionTable, CountsTheConversationsUsedWithinTheActiveWindow) {
+  SessionTable table{/*replicas=*/2, /*capacity=*/10, minutes(10)};
+  table.set_active_window(seconds(60));
+  table.assign(1, 0, t0);
+  table.assign(2, 1, t0 + seconds(10));
+  table.assign(3, 0, t0 + seconds(20));
+  EXPECT_EQ(table.active(0), 2);
+  EXPECT_EQ(table.active(1), 1);
+  table.expire(t0 + seconds(65));  // 1 was last used 65 s ago
+  EXPECT_EQ(table.active(0), 1);
+  EXPECT_EQ(table.active(1), 1);
+  table.expire(t0 + seconds(85));
+  EXPECT_EQ(table.active(0), 0);
+  EXPECT_EQ(table.active(1), 0);
+  EXPECT_EQ(table.live(0), 2) << "still live: within the TTL";
+  EXPECT_EQ(table.find(1, t0 + seconds(90)), 0);
+  EXPECT_EQ(table.active(0), 1) << "used again";
+  table.assign(2, 0, t0 + seconds(95));  // moved, and used
+  EXPECT_EQ(table.active(0), 2);
+  EXPECT_EQ(table.active(1), 0);
+  table.expire(t0 + minutes(20));
+  EXPECT_EQ(table.active(0), 0);
+  EXPECT_EQ(table.live(0), 0);
+}
+
+// The counts against a count made by hand, under random uses, moves,
+// evictions (a small table) and expiry.
+TEST(SessionTable, ActiveCountsMatchTheLastUsesUnderRandomUse) {
+  constexpr int kReplicas = 3;
+  // A window shorter than the TTL, one as long, and a table so small that
+  // the least recently used conversation it evicts is often an active one.
+  for (const auto& [window, capacity] :
+       {std::pair{seconds(30), 40}, std::pair{seconds(300), 40}, std::pair{seconds(30), 8}}) {
+    SCOPED_TRACE(window.count());
+    SCOPED_TRACE(capacity);
+    SessionTable table{kReplicas, static_cast<std::size_t>(capacity), seconds(300)};
+    table.set_active_window(window);
+    std::mt19937_64 random{7};
+    TimePoint now = t0;
+    for (int step = 0; step < 20000; ++step) {
+      now += std::chrono::milliseconds(random() % 2000);
+      const std::uint64_t key = random() % 60;
+      const int home = static_cast<int>(random() % kReplicas);
+      switch (random() % 4) {
+        case 0:
+          table.assign(key, home, now);
+          break;
+        case 1:
+          table.find(key, now);
+          break;
+        case 2:
+          table.touch(key, home, now);
+          break;
+        default:
+          table.expire(now);
+      }
+      int counted[kReplicas] = {};
+      const TimePoint cutoff = now - window;
+      table.for_each_oldest_first([&](std::uint64_t, int replica, TimePoint last_seen) {
+        if (last_seen >= cutoff) ++counted[replica];
+      });
+      for (int r = 0; r < kReplicas; ++r)
+        ASSERT_EQ(table.active(r), counted[r]) << "step " << step << ", replica " << r;
+    }
+  }
+}
+
 TEST(SessionTable, MovingHomeMovesTheLiveCount) {
   SessionTable table{2, 10, minutes(30)};
   table.assign(7, 0, t0);
