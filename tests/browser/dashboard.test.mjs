@@ -311,6 +311,32 @@ test('a server whose replies never give a cached count is named, with the flag t
   }
 });
 
+test('the stats page asked for an alias selects its model, and one not served says so calmly', { timeout: 30000 }, async () => {
+  const fleet2 = await startFleet({ model: 'named', dp: 1, aliases: ['nick'] });
+  try {
+    await withPage(browser, 'stats-alias', async (page, errors) => {
+      await page.goto(`${fleet2.base}/stats?model=nick`);
+      const select = page.locator('[data-testid=model-select]');
+      await assertEventually(async () => (await select.inputValue()) === 'named',
+        async () => `the select reads ${await select.inputValue()}`);
+      // A model chosen from the list stays chosen.
+      await select.selectOption('');
+      await new Promise((r) => setTimeout(r, 1500));
+      assert.equal(await select.inputValue(), '');
+      assert.deepEqual(errors, []);
+    });
+    // A model not served here is said in the panel, not as a failing warden.
+    await withPage(browser, 'stats-unknown-model', async (page) => {
+      await page.goto(`${fleet2.base}/stats?model=nosuch`);
+      const said = page.locator('.card-body .error, [role=alert]').filter({ hasText: 'nosuch' }).first();
+      await said.waitFor();
+      assert.equal(await page.locator('#live').getAttribute('data-state'), 'ok');
+    });
+  } finally {
+    await fleet2.stop();
+  }
+});
+
 test('a table wider than the screen fades at the edge its hidden columns are behind', { timeout: 30000 }, async () => {
   const scroller = (page) => page.locator('[data-testid=routing-card] .table-scroll');
   await withPage(browser, 'table-scroll-narrow', async (page) => {

@@ -108,7 +108,7 @@ export async function startRedis() {
 // warden. `simArgs`: more options of `lmwarden sim`; `configLines`: more
 // top-level lines of the warden's file.
 export async function startFleet({ model = 'M', dp = 4, servers = 1, timeScale = 20, adminToken = ADMIN_TOKEN,
-  simArgs = [], configLines = [] } = {}) {
+  simArgs = [], configLines = [], aliases = [] } = {}) {
   const bin = binaryPath();
   const dir = mkdtempSync(path.join(tmpdir(), 'lmwarden-browser-'));
   const sims = [];
@@ -123,6 +123,7 @@ export async function startFleet({ model = 'M', dp = 4, servers = 1, timeScale =
     ...configLines,
     'models:',
     `  - name: ${model}`,
+    ...(aliases.length ? [`    aliases: [${aliases.join(', ')}]`] : []),
     '    affinity: true',
     '    spill_threshold: auto',
     '    backends:',

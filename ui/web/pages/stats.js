@@ -41,18 +41,23 @@ export function mountStats(root, _params, ctx) {
       promptHeight: Math.round(Math.min(440, Math.max(260, window.innerHeight * 0.36))),
       completionHeight: Math.round(Math.min(240, Math.max(140, window.innerHeight * 0.18))),
     },
-    onError: (err) => ctx.fail(err),
+    // A model not served here (a stale link) is said in the panel; the
+    // warden itself answered, so the top bar stays calm.
+    onError: (err) => (err.status === 404 ? ctx.ok() : ctx.fail(err)),
     onStats: (s) => {
       ctx.ok();
       // Keep the model list in step with the warden's configuration.
       const names = s.models ?? [];
+      const asked = select.value;
       const have = [...select.options].slice(1).map((o) => o.value);
       if (names.join('\n') !== have.join('\n')) {
-        const keep = select.value;
         select.replaceChildren(el('option', { value: '', text: 'All models' }),
           ...names.map((n) => el('option', { value: n, text: n })));
-        select.value = names.includes(keep) ? keep : '';
       }
+      // An alias (from the URL) is answered with its model's name: that one
+      // is shown. A name the select lists stands as chosen.
+      if (asked === '' || names.includes(asked)) select.value = asked;
+      else select.value = names.includes(s.model) ? s.model : '';
     },
   });
   return () => panel.destroy();
