@@ -3,6 +3,7 @@
 // the grace period (a second signal ends it at once), then exit 0. SIGHUP
 // reloads the configuration file.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <netdb.h>
 #include <sched.h>
 #include <spdlog/spdlog.h>
@@ -18,7 +19,6 @@
 #include <functional>
 #include <optional>
 #include <thread>
-#include <type_traits>
 
 #include "app/commands.h"
 #include "common/host_port.h"
@@ -121,14 +121,9 @@ std::string model_summary(const config::ModelConfig& m) {
       std::ranges::any_of(m.backends, [](const auto& b) { return b.data_parallel_size > 1; }))
     for (const std::string& route : m.unranked_routes)
       unranked += (unranked.empty() ? "; without a rank on multi-rank servers: " : ", ") + route;
-  std::string aliases;
-  for (const std::string& alias : m.aliases)
-    aliases += (aliases.empty() ? " (also " : ", ") + alias;
-  if (!aliases.empty()) aliases += ")";
-  return "model " + m.name + aliases + ": " + std::to_string(m.replica_count()) +
-         " replica(s) on " + std::to_string(m.backends.size()) + " server(s), affinity " +
-         (m.affinity ? "on" : "off") + ", spill threshold " +
-         (m.spill_threshold ? std::to_string(*m.spill_threshold) : std::string("auto")) + unranked;
+  return "model " + m.names() + ": " + std::to_string(m.replica_count()) + " replica(s) on " +
+         std::to_string(m.backends.size()) + " server(s), affinity " + (m.affinity ? "on" : "off") +
+         ", spill threshold " + config::spill_threshold_text(m.spill_threshold) + unranked;
 }
 
 // The first backend of `cfg` that is the warden itself listening on
@@ -172,26 +167,22 @@ std::string policy_changes(const config::ModelConfig& was, const config::ModelCo
       changed += fmt::format("{}{} {} → {}", changed.empty() ? "" : ", ", key, before, after);
   };
   const auto on = [](bool b) { return std::string(b ? "on" : "off"); };
-  const auto spill = [](const config::ModelConfig& m) {
-    return m.spill_threshold ? std::to_string(*m.spill_threshold) : std::string("auto");
+  const auto list = [](const std::vector<std::string>& items) {
+    return fmt::format("[{}]", fmt::join(items, ", "));
   };
-  const auto labels = [](const auto& list) {
-    std::string out = "[";
-    for (const auto& item : list) {
-      if constexpr (std::is_same_v<std::decay_t<decltype(item)>, std::string>)
-        out += (out.size() > 1 ? ", " : "") + item;
-      else
-        out += (out.size() > 1 ? ", " : "") + item.label();
-    }
-    return out + "]";
+  const auto sources = [&](const config::ModelConfig& m) {
+    std::vector<std::string> labels;
+    for (const auto& source : m.session_sources) labels.push_back(source.label());
+    return list(labels);
   };
   add("affinity", on(was.affinity), on(now.affinity));
-  add("spill_threshold", spill(was), spill(now));
+  add("spill_threshold", config::spill_threshold_text(was.spill_threshold),
+      config::spill_threshold_text(now.spill_threshold));
   add("session_ttl", fmt::format("{}s", was.session_ttl.count()),
       fmt::format("{}s", now.session_ttl.count()));
   add("active_window", fmt::format("{}s", was.active_window.count()),
       fmt::format("{}s", now.active_window.count()));
-  add("session_sources", labels(was.session_sources), labels(now.session_sources));
+  add("session_sources", sources(was), sources(now));
   add("honor_client_rank", on(was.honor_client_rank), on(now.honor_client_rank));
   add("weights.in_flight", fmt::format("{}", was.weights.in_flight),
       fmt::format("{}", now.weights.in_flight));
@@ -200,7 +191,7 @@ std::string policy_changes(const config::ModelConfig& was, const config::ModelCo
   add("weights.live_conversations", fmt::format("{}", was.weights.live_conversations),
       fmt::format("{}", now.weights.live_conversations));
   add("inject_stream_usage", on(was.inject_stream_usage), on(now.inject_stream_usage));
-  add("unranked_routes", labels(was.unranked_routes), labels(now.unranked_routes));
+  add("unranked_routes", list(was.unranked_routes), list(now.unranked_routes));
   return changed;
 }
 

@@ -44,6 +44,16 @@ int ModelConfig::replica_count() const {
                          [](int n, const BackendConfig& b) { return n + b.data_parallel_size; });
 }
 
+std::string ModelConfig::names() const {
+  std::string out = name;
+  for (std::size_t i = 0; i < aliases.size(); ++i) out += (i == 0 ? " (also " : ", ") + aliases[i];
+  return aliases.empty() ? out : out + ")";
+}
+
+std::string spill_threshold_text(std::optional<int> threshold) {
+  return threshold ? std::to_string(*threshold) : std::string("auto");
+}
+
 const ModelConfig* Config::find_model(std::string_view name_or_alias) const {
   for (const auto& m : models) {
     if (m.name == name_or_alias) return &m;

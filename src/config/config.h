@@ -101,7 +101,12 @@ struct ModelConfig {
 
   int replica_count() const;
   int effective_spill_threshold() const { return spill_threshold.value_or(kAutoSpillThreshold); }
+  // "m" or "m (also m2, m3)", as logs and --check name a model.
+  std::string names() const;
 };
+
+// A spill threshold as the file writes it: the number, or "auto".
+std::string spill_threshold_text(std::optional<int> threshold);
 
 struct Limits {
   std::size_t max_header_bytes = 64 * 1024;

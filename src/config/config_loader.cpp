@@ -509,20 +509,18 @@ class Loader : private yaml::Reader {
     for (std::size_t i = 0; i < e.value.size(); ++i) {
       const YAML::Node item = e.value[i];
       // `- header: NAME` is a mapping to YAML: say how to write it.
-      const bool one_pair = item.IsMap() && item.size() == 1;
-      const std::string written =
-          one_pair
-              ? fmt::format("\"{}:{}\"", item.begin()->first.Scalar(),
-                            item.begin()->second.IsScalar() ? item.begin()->second.Scalar() : "")
-              : "";
+      std::string hint;
+      if (item.IsMap() && item.size() == 1) {
+        const auto pair = item.begin();
+        hint =
+            fmt::format(" (write \"{}:{}\" in quotes: a colon and a space make a mapping)",
+                        pair->first.Scalar(), pair->second.IsScalar() ? pair->second.Scalar() : "");
+      }
       auto source = item.IsScalar() ? parse_session_source(item.Scalar())
-                                    : Result<SessionSource, std::string>(unexpected(fmt::format(
+                                    : Result<SessionSource, std::string>(unexpected(
                                           "must be \"header:NAME\", \"body:dotted.path\", "
-                                          "\"claude-user-id\" or \"opening\"{}",
-                                          one_pair ? fmt::format(" (write {} in quotes: a colon "
-                                                                 "and a space make a mapping)",
-                                                                 written)
-                                                   : "")));
+                                          "\"claude-user-id\" or \"opening\"" +
+                                          hint));
       if (!source) {
         error(item, index(path, i), fmt::format("{}, got {}", source.error(), shown(item)));
         ok = false;

@@ -327,16 +327,12 @@ bool same_server(const BackendConfig& a, const BackendConfig& b) {
          reached_host(a.host) == reached_host(b.host);
 }
 
-bool is_own_address(const ListenAddress& listen, const BackendConfig& given) {
-  BackendConfig backend = given;
-  backend.host = to_lower(backend.host);
+bool is_own_address(const ListenAddress& listen, const BackendConfig& backend) {
   if (listen.port == 0 || backend.port != listen.port) return false;
-  const auto loopback = [](std::string_view host) {
-    return host == "localhost" || host.starts_with("127.") || host == "::1";
-  };
+  const std::string host = reached_host(backend.host);
   if (listen.host == "0.0.0.0" || listen.host == "::")
-    return loopback(backend.host) || backend.host == listen.host;
-  return backend.host == listen.host || (listen.host == "127.0.0.1" && backend.host == "localhost");
+    return host.starts_with("127.") || host == "::1" || host == listen.host;
+  return host == listen.host;
 }
 
 std::size_t edit_distance(std::string_view a, std::string_view b) {

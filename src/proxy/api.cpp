@@ -196,10 +196,6 @@ bool constant_time_equal(std::string_view a, std::string_view b) noexcept {
 
 namespace {
 
-std::string threshold_text(std::optional<int> threshold) {
-  return threshold ? std::to_string(*threshold) : std::string("auto");
-}
-
 // At most `n` bytes of a client's text, for a message that quotes it.
 std::string clipped(std::string_view text, std::size_t n = 64) {
   return text.size() <= n ? std::string(text) : std::string(text.substr(0, n)) + "…";
@@ -255,9 +251,9 @@ net::Response patch_model(ModelState& model, const net::Request& request,
       router.set_affinity(*affinity);
     }
     if (threshold && *threshold != router.spill_threshold_setting()) {
-      changed +=
-          fmt::format("{}spill threshold {} -> {}", changed.empty() ? "" : ", ",
-                      threshold_text(router.spill_threshold_setting()), threshold_text(*threshold));
+      changed += fmt::format("{}spill threshold {} -> {}", changed.empty() ? "" : ", ",
+                             config::spill_threshold_text(router.spill_threshold_setting()),
+                             config::spill_threshold_text(*threshold));
       router.set_spill_threshold(*threshold);
     }
   }

@@ -215,10 +215,6 @@ std::shared_ptr<ModelSet> make_model_set(config::Config config, const ModelSet* 
 
 namespace {
 
-std::string spill_text(std::optional<int> threshold) {
-  return threshold ? std::to_string(*threshold) : "auto";
-}
-
 // The run-time changes (PATCH) to `p` that the reload to `m` undoes: those
 // whose value differs from `p`'s file, where `m`'s file says otherwise.
 std::string patches_undone(const ModelState& p, const config::ModelConfig& m) {
@@ -237,7 +233,8 @@ std::string patches_undone(const ModelState& p, const config::ModelConfig& m) {
   if (affinity != p.config.affinity && affinity != m.affinity)
     add("affinity", m.affinity, affinity);
   if (spill != p.config.spill_threshold && spill != m.spill_threshold)
-    add("spill_threshold", spill_text(m.spill_threshold), spill_text(spill));
+    add("spill_threshold", config::spill_threshold_text(m.spill_threshold),
+        config::spill_threshold_text(spill));
   return undone;
 }
 

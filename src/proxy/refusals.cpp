@@ -1,7 +1,6 @@
 #include "proxy/refusals.h"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 namespace lmwarden::proxy {
@@ -16,10 +15,7 @@ void Refusals::log_unknown_model(const config::Config& config, std::string_view 
     logged = unknown_names_.size();
   }
   std::string served;
-  for (const auto& m : config.models) {
-    served += fmt::format("{}{}", served.empty() ? "" : ", ", m.name);
-    if (!m.aliases.empty()) served += fmt::format(" (also {})", fmt::join(m.aliases, ", "));
-  }
+  for (const auto& m : config.models) served += (served.empty() ? "" : ", ") + m.names();
   constexpr std::size_t kShown = 128;  // of a name or user agent, which the client chose
   spdlog::warn(
       "a client asked for model {:?}, which is not served here (on {}, user agent {:?}); served: "
