@@ -282,23 +282,31 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--seed", a->workload.seed, "workload seed (both arms draw the same sessions)")
       ->capture_default_str();
   cmd->add_option("--system-tokens", a->workload.system_prompt_tokens, "shared system prompt size")
+      ->check(whole_number(0, 1'000'000))
       ->capture_default_str();
   cmd->add_option("--first-user-tokens", a->workload.first_user_tokens,
                   "first user message size (unique per session)")
+      ->check(whole_number(64, 1'000'000))
       ->capture_default_str();
   cmd->add_option("--followup-turns", a->workload.followup_turns, "turns after the first")
+      ->check(whole_number(0, 10'000))
       ->capture_default_str();
   cmd->add_option("--followup-tokens", a->workload.followup_tokens, "new tokens per later turn")
+      ->check(whole_number(1, 1'000'000))
       ->capture_default_str();
   cmd->add_option("--max-output-tokens", a->workload.max_output_tokens, "max_tokens per turn")
+      ->check(whole_number(1, 1'000'000))
       ->capture_default_str();
   cmd->add_option("--tool-seconds", a->workload.tool_seconds,
                   "mean seconds an agent runs a tool between a reply and its next turn")
+      ->check(finite_number(0, 3600, false))
       ->capture_default_str();
   cmd->add_option("--skew", a->workload.heavy_share,
                   "share of heavy sessions (first message --heavy-factor times longer)")
+      ->check(fraction())
       ->capture_default_str();
   cmd->add_option("--heavy-factor", a->workload.heavy_factor, "size factor of heavy sessions")
+      ->check(finite_number(1, 100, false))
       ->capture_default_str();
   cmd->add_option("--profile", a->profile, "offline: hardware profile of the simulated replicas")
       ->capture_default_str();

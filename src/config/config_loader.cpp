@@ -58,10 +58,6 @@ constexpr Millis kMaxTimeout = std::chrono::hours{24 * 30};
 constexpr Millis kMaxScrapeInterval = std::chrono::hours{1};
 constexpr Millis kMaxSessionTtl = std::chrono::hours{24 * 3650};
 
-constexpr std::string_view kUnclosedQuote =
-    "invalid YAML: a quoted string opens on this line and does not close on it: is its closing "
-    "quote missing?";
-
 // The warden's file, section by section.
 class Loader : private yaml::Reader {
  public:
@@ -79,13 +75,8 @@ class Loader : private yaml::Reader {
       try {
         root = YAML::Load(std::string(text));
       } catch (const YAML::ParserException& e) {
-        const int line = e.mark.line + 1;
-        if (const auto open = yaml::quote_left_open_before(text, line)) {
-          add(*open, "",
-              fmt::format("{} (the parser read on to line {}: {})", kUnclosedQuote, line, e.msg));
-        } else {
-          add(line, "", fmt::format("invalid YAML: {}", e.msg));
-        }
+        const auto [line, message] = yaml::explain_parse_error(text, e.mark.line + 1, e.msg);
+        add(line, "", message);
         return finish(std::move(config));
       }
       if (const auto line = yaml::second_document_line(text)) {
@@ -95,7 +86,7 @@ class Loader : private yaml::Reader {
         return finish(std::move(config));
       }
       if (const auto line = yaml::unclosed_quote_line(root, text)) {
-        add(*line, "", std::string(kUnclosedQuote));
+        add(*line, "", std::string(yaml::kUnclosedQuote));
         return finish(std::move(config));
       }
       read_root(root, config);

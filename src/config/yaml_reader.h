@@ -193,12 +193,22 @@ class Reader {
       ::close(fd);
       return text;
     }
-    if (errno == ENOENT) {
-      // Not there yet: its directory must let the warden create it.
-      const std::string directory = directory_of(*text);
-      if (::access(directory.c_str(), W_OK | X_OK) == 0) return text;
+    if (errno != ENOENT) {
+      error(e, path, fmt::format("cannot open {} for appending: {}", *text, std::strerror(errno)));
+      return std::nullopt;
     }
-    error(e, path, fmt::format("cannot open {} for appending: {}", *text, std::strerror(errno)));
+    // Not there yet: its directory must let the warden create it.
+    const std::string directory = directory_of(*text);
+    if (::access(directory.c_str(), W_OK | X_OK) == 0) return text;
+    if (errno == ENOENT)
+      error(e, path,
+            fmt::format("{} does not exist: create it (mkdir -p {}), or name a file in a "
+                        "directory that does",
+                        directory, directory));
+    else
+      error(e, path,
+            fmt::format("cannot create {} in {}: {}", text->substr(text->rfind('/') + 1), directory,
+                        std::strerror(errno)));
     return std::nullopt;
   }
 

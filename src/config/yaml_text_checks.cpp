@@ -1,5 +1,7 @@
 #include "config/yaml_text_checks.h"
 
+#include <fmt/format.h>
+
 #include <cstddef>
 
 namespace lmwarden::config::yaml {
@@ -115,10 +117,30 @@ std::optional<int> first_line(std::string_view text, Found&& found) {
 
 }  // namespace
 
-std::optional<int> quote_left_open_before(std::string_view text, int error_line) {
-  const auto line = first_line(
-      text, [](std::string_view l) { return unclosed_on_line(l) != std::string_view::npos; });
-  return line && *line <= error_line ? line : std::nullopt;
+std::pair<int, std::string> explain_parse_error(std::string_view text, int error_line,
+                                                const std::string& message) {
+  const auto before_error = [&](auto&& found) -> std::optional<int> {
+    const auto line = first_line(text, found);
+    return line && *line <= error_line ? line : std::nullopt;
+  };
+  const auto read_on = [&](int line) {
+    return line == error_line
+               ? message
+               : fmt::format("the parser read on to line {}: {}", error_line, message);
+  };
+  if (const auto open = before_error(
+          [](std::string_view l) { return unclosed_on_line(l) != std::string_view::npos; }))
+    return {*open, fmt::format("{} ({})", kUnclosedQuote, read_on(*open))};
+  if (const auto tab = before_error([](std::string_view l) {
+        const std::size_t indent_end = l.find_first_not_of(" \t");
+        return indent_end != std::string_view::npos && l[indent_end] != '#' &&
+               l[indent_end] != '\r' &&
+               l.substr(0, indent_end).find('\t') != std::string_view::npos;
+      }))
+    return {*tab, fmt::format("invalid YAML: a tab in the indentation; YAML indents with spaces "
+                              "only ({})",
+                              read_on(*tab))};
+  return {error_line, fmt::format("invalid YAML: {}", message)};
 }
 
 std::optional<int> second_document_line(std::string_view text) {

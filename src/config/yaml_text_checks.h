@@ -13,7 +13,9 @@
 #include <yaml-cpp/yaml.h>
 
 #include <optional>
+#include <string>
 #include <string_view>
+#include <utility>
 
 namespace lmwarden::config::yaml {
 
@@ -21,11 +23,22 @@ namespace lmwarden::config::yaml {
 // parsed from `text`, whose closing quote the text does not have.
 std::optional<int> unclosed_quote_line(const YAML::Node& node, std::string_view text);
 
-// For a parse error on `error_line` (1-based): the first line up to it that
-// opens a quoted value (where a scalar may begin: see the .cpp) and does not
-// close it. YAML allows a quoted string over several lines, but in a
-// configuration file such a line is far more often a quote forgotten.
-std::optional<int> quote_left_open_before(std::string_view text, int error_line);
+inline constexpr std::string_view kUnclosedQuote =
+    "invalid YAML: a quoted string opens on this line and does not close on it: is its closing "
+    "quote missing?";
+
+// yaml-cpp's parse error `message` on `error_line` (1-based), said where its
+// cause most likely is: the line (1-based) and what to tell the operator.
+// - The first line up to it that opens a quoted value (where a scalar may
+//   begin: see the .cpp) and does not close it. YAML allows a quoted string
+//   over several lines, but in a configuration file such a line is far more
+//   often a quote forgotten.
+// - Else the first line up to it whose indentation holds a tab, which YAML
+//   does not allow there (yaml-cpp says "illegal block entry" or "illegal tab
+//   when looking for indentation").
+// - Else the error as yaml-cpp gives it.
+std::pair<int, std::string> explain_parse_error(std::string_view text, int error_line,
+                                                const std::string& message);
 
 // The line (1-based) where a second document's content begins: the first
 // line with content after a `---` or `...` marker line (at the line's start)

@@ -513,8 +513,9 @@ RouterView Router::view() const {
     v.in_flight += r.in_flight;
     sticky += r.counters.count(RouteKind::kSticky);
     moved += r.counters.count(RouteKind::kSpilled) + r.counters.count(RouteKind::kRehomed);
-    v.replicas.push_back(ReplicaView{i, r.backend, r.rank, r.healthy, r.ejected, r.in_flight,
-                                     sessions_.live(i), score(i), r.counters, r.engine});
+    v.replicas.push_back(ReplicaView{i, r.backend, r.rank, r.healthy, r.ejected, r.probed,
+                                     r.in_flight, sessions_.live(i), score(i), r.counters,
+                                     r.engine});
   }
   v.unassigned = unassigned_counters_;
   if (sticky + moved > 0) v.sticky_ratio = static_cast<double>(sticky) / static_cast<double>(sticky + moved);

@@ -101,6 +101,7 @@ struct ReplicaView {
   int rank = 0;
   bool healthy = true;   // takes new work
   bool ejected = false;  // not healthy for its 5xx replies, though its probes pass
+  bool probed = true;    // its server healthy by probes and connects
   int in_flight = 0;
   int live_conversations = 0;
   double score = 0;

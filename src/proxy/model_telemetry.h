@@ -38,6 +38,25 @@ struct ReplicaTelemetry {
     return errors;
   }
 
+  // Why the replica last left service, and since when: by its server's
+  // health (failed probes, or a connect that failed) and by an ejection for
+  // its 5xx replies, each kept until the next time it leaves so. The card
+  // shows the one that holds it out (api.md).
+  struct Outage {
+    std::string reason;  // empty: never out so
+    telemetry::WallTime since{};
+  };
+  void note_unhealthy(std::string reason) { note(unhealthy_, std::move(reason)); }
+  void note_ejected(std::string reason) { note(ejection_, std::move(reason)); }
+  Outage unhealthy() const {
+    std::lock_guard lock{outage_mutex_};
+    return unhealthy_;
+  }
+  Outage ejection() const {
+    std::lock_guard lock{outage_mutex_};
+    return ejection_;
+  }
+
   // Scraper-owned: counter deltas since the warden started (or the reload
   // that started the replica's counters afresh), under scrape_mutex: the
   // scrapers of two configurations may share a replica for a moment.
@@ -46,8 +65,16 @@ struct ReplicaTelemetry {
   std::atomic<double> prefix_hit_rate{-1.0};  // -1: nothing measured yet
 
  private:
+  void note(Outage& outage, std::string reason) {
+    std::lock_guard lock{outage_mutex_};
+    outage = {std::move(reason), telemetry::WallClock::now()};
+  }
+
   mutable std::mutex errors_mutex;
   std::map<std::string, std::uint64_t> errors;
+  mutable std::mutex outage_mutex_;
+  Outage unhealthy_;
+  Outage ejection_;
 };
 
 // Whether one vLLM server's replies say how many prompt tokens came from its

@@ -1,10 +1,13 @@
 #include "proxy/passive_health.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <string>
+#include <utility>
 
 #include "common/coarse_clock.h"
 #include "proxy/warden.h"
@@ -13,15 +16,19 @@ namespace lmwarden::proxy {
 
 void take_out_of_service(ModelState& model, int backend, std::string_view why) {
   bool was_healthy = false;
+  std::pair<int, int> replicas;
   {
     std::lock_guard lock{model.mutex};
     was_healthy = model.router.backend_healthy(backend);
     model.router.set_backend_healthy(backend, false);
+    replicas = model.router.backend_replicas(backend);
   }
-  if (was_healthy)
-    spdlog::warn("model={} backend={} unhealthy: {}; no new work until a probe of it succeeds",
-                 model.config.name, model.config.backends[static_cast<std::size_t>(backend)].url,
-                 why);
+  if (!was_healthy) return;
+  for (int i = replicas.first; i < replicas.first + replicas.second; ++i)
+    model.telemetry.replica(i).note_unhealthy(std::string(why));
+  spdlog::warn("model={} backend={} unhealthy: {}; no new work until a probe of it succeeds",
+               model.config.name, model.config.backends[static_cast<std::size_t>(backend)].url,
+               why);
 }
 
 void note_served_well(ModelState& model, int replica) {
@@ -43,6 +50,11 @@ void note_server_error(ModelState& model, const config::Config& config, const Se
   // taking work, the next errors are new evidence too).
   in_row.store(0, std::memory_order_relaxed);
   if (!ejected) return;
+  model.telemetry.replica(e.replica).note_ejected(
+      fmt::format("{} server errors (5xx) in a row, each then served by another "
+                  "replica; out for {} s",
+                  config.eject_after_5xx,
+                  std::chrono::duration_cast<std::chrono::seconds>(config.eject_for).count()));
   spdlog::warn(
       "model={} replica={} ({} rank {}) ejected for {} s: {} server errors (5xx) in a "
       "row, each request then served by another replica, while its probes pass; no "

@@ -325,6 +325,15 @@ test('the stats page asked for an alias selects its model, and one not served sa
       assert.equal(await select.inputValue(), '');
       assert.deepEqual(errors, []);
     });
+    // A model's page asked by an alias is the model's page, by its name.
+    await withPage(browser, 'model-alias', async (page, errors) => {
+      await page.goto(`${fleet2.base}/models/nick`);
+      await page.waitForURL(`${fleet2.base}/models/named`);
+      assert.equal(await text(page.locator('h1')), 'named');
+      assert.equal(await page.title(), 'named · LM Warden');
+      await page.locator('[data-testid=replicas] tbody tr').first().waitFor();
+      assert.deepEqual(errors, []);
+    });
     // A model not served here is said in the panel, not as a failing warden.
     await withPage(browser, 'stats-unknown-model', async (page) => {
       await page.goto(`${fleet2.base}/stats?model=nosuch`);
@@ -377,6 +386,14 @@ test('on a 1280-px laptop the routing table fits, with a server down', { timeout
       const wrap = page.locator('[data-testid=routing-card] .table-wrap');
       const [scroll, client] = await wrap.evaluate((w) => [w.scrollWidth, w.clientWidth]);
       assert.ok(scroll <= client, `the table is ${scroll} px wide in a ${client}-px card`);
+      // Why they are out, once for the server's two ranks, and since when.
+      const outages = page.locator('[data-testid=outages] li');
+      assert.equal(await outages.count(), 1);
+      const said = await text(outages.first());
+      const host = new URL(fleet.simUrls[1]).host;
+      assert.match(said, new RegExp(`^#2, #3 unhealthy \\(${host.replace(/\./g, '\\.')}\\): `
+        + '(\\d+ failed probes in a row|cannot connect)'), said);
+      assert.match(said, / Since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(\d+ s ago\)\.$/, said);
     }, { viewport: { width: 1280, height: 800 } });
   } finally {
     await fleet.stop();

@@ -148,6 +148,7 @@ export async function startFleet({ model = 'M', dp = 4, servers = 1, timeScale =
   return {
     model, dp, base,
     simUrl: sims[0].match[1],
+    simUrls: sims.map((s) => s.match[1]),
     async stopWarden() { await stop(warden.proc); },
     // Rewrites the file with `ranks` replicas per server and reloads it
     // (SIGHUP), once the warden lists that many.

@@ -206,6 +206,14 @@ TEST(FaultBackend, AServerAnsweringOnly5xxIsEjectedThoughItsProbesPass) {
   EXPECT_TRUE(eventually([&] { return card_of_bad()["ejected"] == true; }, std::chrono::seconds(2)))
       << card_of_bad().dump();
   EXPECT_EQ(card_of_bad()["healthy"], false);
+  // The card says why, and since when.
+  const json out = card_of_bad()["out_of_service"];
+  EXPECT_EQ(out["cause"], "ejected") << out;
+  EXPECT_EQ(out["reason"],
+            "3 server errors (5xx) in a row, each then served by another replica; out for 3 s")
+      << out;
+  EXPECT_TRUE(out["since"].get<std::string>().ends_with("Z")) << out;
+  EXPECT_TRUE(warden.card()["replicas"][0]["out_of_service"].is_null());
   for (int i = 0; i < 10; ++i) EXPECT_EQ(chat(warden.port(), "after" + std::to_string(i)).status, 200u);
   EXPECT_EQ(bad.seen().size(), 3u) << "an ejected server took new work";
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // three probe rounds
@@ -224,6 +232,7 @@ TEST(FaultBackend, AServerAnsweringOnly5xxIsEjectedThoughItsProbesPass) {
       std::chrono::seconds(10)));
   EXPECT_EQ(card_of_bad()["ejected"], false);
   EXPECT_EQ(card_of_bad()["healthy"], true);
+  EXPECT_TRUE(card_of_bad()["out_of_service"].is_null());
   EXPECT_EQ(card_in_flight(warden), 0);
 }
 
@@ -462,6 +471,13 @@ TEST(FaultBackend, GarbageMetricsTakeTheServerOutUntilTheyAreRightAgain) {
   ASSERT_EQ(chat(warden.port(), "before").status, 200u);
   fake.garbage_metrics(true);
   EXPECT_TRUE(eventually([&] { return warden.card()["replicas"][0]["healthy"] == false; }));
+  const json out = warden.card();
+  for (const json& replica : out["replicas"]) {  // both ranks of the server
+    EXPECT_EQ(replica["out_of_service"]["cause"], "unhealthy") << replica;
+    EXPECT_EQ(replica["out_of_service"]["reason"],
+              "2 failed probes in a row: /metrics has no vLLM samples")
+        << replica;
+  }
   const auto down = chat(warden.port(), "during");
   EXPECT_EQ(down.status, 503u) << down.body;
   fake.garbage_metrics(false);
@@ -505,7 +521,11 @@ TEST(FaultBackend, AServerThatRefusesAConnectionTakesNoNewWorkUntilAProbeSucceed
       << http_request(warden.port(), http::verb::get, "/metrics").body;
   const json card = warden.card();
   EXPECT_EQ(card["replicas"][0]["healthy"], false);
+  EXPECT_EQ(card["replicas"][0]["out_of_service"]["cause"], "unhealthy") << card;
+  const std::string reason = card["replicas"][0]["out_of_service"]["reason"].get<std::string>();
+  EXPECT_NE(reason.find("Connection refused"), std::string::npos) << reason;
   EXPECT_EQ(card["replicas"][1]["healthy"], true);
+  EXPECT_TRUE(card["replicas"][1]["out_of_service"].is_null()) << card;
   EXPECT_EQ(good.seen().size(), 8u);
   EXPECT_EQ(card["in_flight"], 0);
 }

@@ -514,9 +514,8 @@ TEST(ConfigErrors, AQuotedStringLeftOpenIsNamedWhereItOpens) {
   EXPECT_EQ(error_of(std::string(kMinimal) + "access_log: 'log.jsonl\n"),
             "lmwarden.yaml:6: " + unclosed);
   // With no newline at the end, or a byte-order mark at the start.
-  EXPECT_EQ(
-      error_of(std::string(kMinimal) + "admin_token: \"sekret"),
-      "lmwarden.yaml:6: " + unclosed + " (the parser read on to line 6: illegal EOF in scalar)");
+  EXPECT_EQ(error_of(std::string(kMinimal) + "admin_token: \"sekret"),
+            "lmwarden.yaml:6: " + unclosed + " (illegal EOF in scalar)");
   EXPECT_EQ(error_of("\xEF\xBB\xBF" + std::string(kMinimal) + "admin_token: \"sekret\n"),
             "lmwarden.yaml:6: " + unclosed);
   const std::string early =
@@ -569,6 +568,21 @@ TEST(ConfigErrors, ASecondDocumentIsRefused) {
       ",,,,,,,models:\n` - name!!str   mscked_env:tt\xb3\xb3\xb3\xb3"
       "\xb3\xb3\xb3\xb3p\xff\xff\xff\xff\xff\xff\xff%.0.1%:9000\n";
   EXPECT_FALSE(load_config_string(stalls, "lmwarden.yaml"));
+}
+
+// A tab pressed for indentation: yaml-cpp's words ("illegal block entry")
+// do not say what to change.
+TEST(ConfigErrors, ATabInTheIndentationIsNamed) {
+  EXPECT_EQ(error_of("listen: 127.0.0.1:8080\nmodels:\n\t- name: m\n"),
+            "lmwarden.yaml:3: invalid YAML: a tab in the indentation; YAML indents with spaces "
+            "only (illegal block entry)");
+  EXPECT_EQ(error_of("models:\n  - name: m\n \tbackends: [\"http://127.0.0.1:9000\"]\n"),
+            "lmwarden.yaml:3: invalid YAML: a tab in the indentation; YAML indents with spaces "
+            "only (illegal tab when looking for indentation)");
+  // Tabs after the indentation, or on a line of only a comment, are no cause.
+  EXPECT_TRUE(load_config_string(
+      "listen:\t127.0.0.1:8080  # \there\n\t# note\n" + std::string(kMinimal), "lmwarden.yaml"));
+  EXPECT_THAT(error_of("models: [\n  {name:\t\"m\"\n"), Not(HasSubstr("tab")));
 }
 
 TEST(ConfigErrors, AllProblemsAreReportedTogether) {

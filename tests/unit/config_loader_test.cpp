@@ -268,9 +268,9 @@ TEST(ConfigLoader, AccessLogIsAnAbsolutePathOpenedForAppending) {
   std::filesystem::permissions(
       dir, std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
   if (::geteuid() != 0) {  // root may create files in any directory
-    EXPECT_EQ(
-        error_of("access_log: " + path + "\n" + std::string(kMinimal)),
-        "lmwarden.yaml:1: access_log: cannot open " + path + " for appending: Permission denied");
+    EXPECT_EQ(error_of("access_log: " + path + "\n" + std::string(kMinimal)),
+              "lmwarden.yaml:1: access_log: cannot create access.log in " + dir.string() +
+                  ": Permission denied");
   }
   std::filesystem::permissions(dir, std::filesystem::perms::owner_all);
   std::filesystem::remove_all(dir);
@@ -278,8 +278,8 @@ TEST(ConfigLoader, AccessLogIsAnAbsolutePathOpenedForAppending) {
   EXPECT_EQ(error_of("access_log: logs/access.log\n" + std::string(kMinimal)),
             R"(lmwarden.yaml:1: access_log: must be an absolute path, got "logs/access.log")");
   EXPECT_EQ(error_of("access_log: /nonexistent-lmwarden-dir/access.log\n" + std::string(kMinimal)),
-            "lmwarden.yaml:1: access_log: cannot open /nonexistent-lmwarden-dir/access.log for appending: "
-            "No such file or directory");
+            "lmwarden.yaml:1: access_log: /nonexistent-lmwarden-dir does not exist: create it "
+            "(mkdir -p /nonexistent-lmwarden-dir), or name a file in a directory that does");
   EXPECT_THAT(error_of("access_log: ''\n" + std::string(kMinimal)), HasSubstr("access_log: must be a non-empty string"));
 }
 

@@ -39,6 +39,12 @@ const ctx = {
     history.pushState({}, '', href);
     render();
   },
+  // The same page under another address (an alias's model by its name),
+  // without a step in the history.
+  replace(href) {
+    history.replaceState({}, '', href);
+    render();
+  },
 };
 
 function render() {

@@ -1,7 +1,7 @@
 // Model page: the data-parallel routing card (what the warden decided, per
 // replica, next to what each engine reports), the backends, and the model's
 // tokens per second.
-import { api, adminToken, setAdminToken } from '../api.js';
+import { api, adminToken, setAdminToken, modelPath } from '../api.js';
 import { poll } from '../poll.js';
 import { TokensPanel, WINDOWS, segmented } from '../tokens_panel.js';
 import { el, int, pct, setText, utc, duration, DASH, tableScroll } from '../format.js';
@@ -30,6 +30,13 @@ export function unassignedRequests(u) {
   return FIRST_ATTEMPTS.reduce((n, route) => n + (u[route] ?? 0), 0);
 }
 
+// What the health column says: an ejected replica whose server then failed
+// its probes is out for the second cause.
+function state(r) {
+  if (r.healthy) return 'healthy';
+  return r.out_of_service?.cause ?? (r.ejected ? 'ejected' : 'unhealthy');
+}
+
 function hostOf(url) {
   try { return new URL(url).host; } catch { return url; }
 }
@@ -52,6 +59,8 @@ export function mountModel(root, { name }, ctx) {
   // multi-rank server): the server's own balancer placed them, so no replica
   // row counts them.
   const unassigned = el('p', { class: 'muted', 'data-testid': 'unassigned', hidden: true });
+  // Why each replica out of service is out, and since when.
+  const outages = el('ul', { class: 'outages', 'data-testid': 'outages', hidden: true });
   const thead = el('tr', {}, el('th', { scope: 'col', text: 'Replica' }),
     ...COLUMNS.map(([f, h, tip]) => el('th', { scope: 'col', class: f === 'health' ? '' : 'num', title: tip, text: h })));
   const backends = el('tbody');
@@ -60,6 +69,7 @@ export function mountModel(root, { name }, ctx) {
     el('div', { class: 'card-body' }, pills, notice),
     tableScroll(
       el('table', { 'aria-label': `Replicas of ${name}`, 'data-testid': 'replicas' }, el('thead', {}, thead), tbody)),
+    outages,
     el('div', { class: 'card-foot' }, unassigned, since));
   const tokensBody = el('div', { class: 'card-body' });
   let panel = null;
@@ -270,9 +280,9 @@ export function mountModel(root, { name }, ctx) {
       const c = row.cells[f];
       let v = r[f];
       if (f === 'health') {
-        setText(c.text, r.healthy ? 'healthy' : r.ejected ? 'ejected' : 'unhealthy');
+        setText(c.text, state(r));
         c.text.className = `health${r.healthy ? '' : ' down'}`;
-        c.text.title = r.ejected ? 'its replies were server errors (5xx) too many times in a row; '
+        c.text.title = state(r) === 'ejected' ? 'its replies were server errors (5xx) too many times in a row; '
           + 'it takes no new work for a while (eject_for)' : '';
       } else if (f === 'kv_used' || f === 'prefix_hit_rate') {
         // Out of service: a dash, as for the engine's other figures.
@@ -318,6 +328,31 @@ export function mountModel(root, { name }, ctx) {
       'reload that changed this model\'s replicas. ' +
       'Running, waiting, KV used and prefix hit come from each engine\'s metrics.');
     renderBackends(c);
+    renderOutages(c);
+  }
+
+  // One line per cause: the ranks of a server out together share one.
+  function renderOutages(c) {
+    const groups = new Map();
+    for (const r of c.replicas) {
+      if (r.healthy) continue;
+      const o = r.out_of_service ?? { cause: state(r), reason: 'no reason recorded', since: null };
+      const key = `${r.url}|${o.cause}|${o.reason}|${o.since}`;
+      if (!groups.has(key)) groups.set(key, { r, o, indexes: [] });
+      groups.get(key).indexes.push(`#${r.index}`);
+    }
+    outages.hidden = groups.size === 0;
+    const key = JSON.stringify([...groups.keys()]) + Math.floor(Date.now() / 60000);
+    if (outages.dataset.key === key) return;
+    outages.dataset.key = key;
+    outages.replaceChildren(...[...groups.values()].map(({ r, o, indexes }) => {
+      const since = o.since
+        ? ` Since ${utc(o.since)} (${duration((Date.now() - new Date(o.since).getTime()) / 1000)} ago).`
+        : '';
+      return el('li', {},
+        el('b', { text: `${indexes.join(', ')} ${o.cause}` }),
+        ` (${hostOf(r.url)}): ${o.reason}.${since}`);
+    }));
   }
 
   function renderBackends(c) {
@@ -341,7 +376,13 @@ export function mountModel(root, { name }, ctx) {
 
   async function refresh() {
     try {
-      applyCard(await api.model(name));
+      const c = await api.model(name);
+      // Asked by an alias: the model's own page, by its name.
+      if (c.name !== name) {
+        ctx.replace(`/models/${modelPath(c.name)}${location.search}`);
+        return;
+      }
+      applyCard(c);
       errorBox.hidden = true;
       showCards(true);
       ctx.ok();
