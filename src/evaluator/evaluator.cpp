@@ -1,5 +1,7 @@
 #include "evaluator/evaluator.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <limits>
 #include <memory>
@@ -126,7 +128,10 @@ class StepRun {
 
   // The slot's conversation sends its next turn at `now`.
   void submit(int slot, Seconds now) {
-    for (;;) {
+    // Sessions given up in a row here: past this many, the slot stays idle
+    // (validate() refuses a workload whose every first turn fails).
+    constexpr int kMostAbandoned = 64;
+    for (int abandoned = 0; abandoned < kMostAbandoned; ++abandoned) {
       const workload::Conversation& c = loop_.conversation(slot);
       const workload::Session& s = c.session();
       const core::Identity identity{.kind = core::IdentityKind::kSession,
@@ -145,6 +150,9 @@ class StepRun {
         // The prompt cannot be served (too long for the context): as a client
         // would, give up on this session and start the next.
         ++result_.samples.requests_failed;
+        if (result_.samples.first_failure.empty())
+          result_.samples.first_failure = fmt::format(
+              "a prompt of {} tokens, too long for the replica's context", added.prompt_tokens);
         policy_->finished(p, now);
         loop_.abandon(slot);
         continue;
@@ -230,8 +238,18 @@ std::optional<std::string> EvaluatorConfig::validate() const {
   if (!(step_seconds > 0)) return std::string("step seconds must be > 0");
   if (!(scrape_interval_s > 0)) return std::string("scrape interval must be > 0");
   if (num_gpu_blocks < 0) return std::string("num_gpu_blocks must be >= 1 (0: the profile's)");
-  if (auto shortfall = engine::cache_shortfall(engine_config_of(*this, *hardware)))
-    return "--num-gpu-blocks: " + *shortfall;
+  const engine::EngineConfig engine = engine_config_of(*this, *hardware);
+  if (auto shortfall = engine::cache_shortfall(engine)) return "--num-gpu-blocks: " + *shortfall;
+  // A first turn no replica can take: every session would fail at once.
+  const std::int64_t context = std::min<std::int64_t>(
+      engine.max_model_len, std::int64_t{engine.num_gpu_blocks} * engine.block_size);
+  if (const std::int64_t first =
+          std::int64_t{workload.system_prompt_tokens} + workload.first_user_tokens;
+      first >= context)
+    return fmt::format(
+        "--system-tokens {} and --first-user-tokens {} make a first turn of {} tokens, and the "
+        "replicas' context is {} (profile {}): no session could start",
+        workload.system_prompt_tokens, workload.first_user_tokens, first, context, profile);
   if (arms.empty()) return std::string("no arms");
   for (const auto& arm : arms) {
     auto p = make_policy(arm, replicas);

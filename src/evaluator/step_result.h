@@ -30,7 +30,7 @@ struct StepSamples {
   std::vector<ReplicaStep> replicas;
   std::uint64_t requests_sent = 0;
   std::uint64_t requests_failed = 0;
-  std::string first_failure;               // online: why the step's first failed request failed
+  std::string first_failure;               // why the step's first failed request failed
   std::uint64_t metrics_polls_failed = 0;  // online: a backend's /metrics that did not answer
   std::uint64_t followups = 0;         // turns after a session's first
   std::uint64_t followups_stayed = 0;  // … served where the previous turn was

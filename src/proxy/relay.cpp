@@ -9,6 +9,7 @@
 #include <boost/beast/http/rfc7230.hpp>
 #include <boost/container/small_vector.hpp>
 #include <charconv>
+#include <chrono>
 #include <concepts>
 #include <cstdlib>
 #include <memory>
@@ -70,6 +71,13 @@ void append_field(std::string& out, std::string_view name, Integer n) {
 // Upstream reply reads: up to this much per read.
 constexpr std::size_t kReplyReadBytes = 16 * 1024;
 constexpr int kMaxInterimReplies = 8;  // 1xx replies before the final one
+// A pooled connection that ends with no reply byte this soon after the
+// request went out was most likely closed by its server as idle, as the
+// request was on its way (a keep-alive timeout): the request goes again on a
+// fresh connection. One that ends later was closed by a server that had the
+// request, which may have worked on it: a failure of the attempt, retried
+// elsewhere only as `retries` allows.
+constexpr auto kIdleCloseWindow = std::chrono::milliseconds(100);
 
 // Parses what is buffered into the body buffer (all the chunks of a chunked
 // reply that have arrived: each one SSE event from vLLM), so that events that
@@ -473,6 +481,8 @@ net::Awaitable<AttemptResult> forward_once(AttemptContext& ctx,
                                "sending to "sv, backend.url, " failed"sv);
     }
     conn.broken = wec.failed();  // the reply is read from a reset connection
+    const auto sent_at =
+        conn.reused ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
 
     if (ctx.observer) ctx.observer->on_request_sent();
     conn.buffer.reserve(kReplyReadBytes);  // reads are sized by free capacity (512 bytes at least)
@@ -519,13 +529,20 @@ net::Awaitable<AttemptResult> forward_once(AttemptContext& ctx,
     auto& parser = *conn.reader->parser;
     const auto hec = classify(ctx, hec0);
     if (hec) {
-      if (conn.reused && is_reset(hec) && conn.buffer.size() == 0 && !interim_seen) continue;
+      const bool nothing_came = is_reset(hec) && conn.buffer.size() == 0 && !interim_seen;
+      if (nothing_came && conn.reused &&
+          std::chrono::steady_clock::now() - sent_at < kIdleCloseWindow)
+        continue;
       if (hec == net::beast::error::timeout)
         co_return attempt_result(Outcome::kFailed, http::status::gateway_timeout,
                                  "first_byte_timeout", {}, "upstream "sv, backend.url,
                                  " sent no reply within the first-byte timeout"sv);
       if (hec == net::asio::error::operation_aborted) co_return client_gone();
       if (hec == net::asio::error::shut_down) co_return cut_by_shutdown();
+      if (nothing_came)
+        co_return attempt_result(Outcome::kRetryable, http::status::bad_gateway, "protocol", hec,
+                                 "upstream "sv, backend.url,
+                                 " closed the connection without a reply"sv);
       co_return attempt_result(Outcome::kRetryable, http::status::bad_gateway, "protocol", hec,
                                "bad reply from "sv, backend.url);
     }

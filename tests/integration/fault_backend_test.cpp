@@ -65,6 +65,10 @@ class BadServer {
     // Answers the bytes it was given, then, 50 ms later, `last` and at once
     // a reset (RST): the warden's read is waiting when both arrive.
     kReplyThenReset,
+    // Answers the first request on a connection with the bytes it was given
+    // (a reply that keeps the connection), then reads the second, holds it
+    // for 300 ms, and closes without a reply.
+    kHoldTheSecondThenClose,
   };
 
   explicit BadServer(Behaviour behaviour, std::string reply = {}, std::string last = {})
@@ -79,6 +83,7 @@ class BadServer {
   }
   std::uint16_t port() const { return port_; }
   int accepted() const { return accepted_.load(); }
+  int requests() const { return requests_.load(); }  // reads of a request that got bytes
 
  private:
   void run() {
@@ -91,10 +96,18 @@ class BadServer {
       if (behaviour_ != Behaviour::kCloseAtOnce) {
         char buf[4096];
         pollfd q{c, POLLIN, 0};
-        if (::poll(&q, 1, 2000) > 0) (void)::recv(c, buf, sizeof buf, 0);
+        if (::poll(&q, 1, 2000) > 0 && ::recv(c, buf, sizeof buf, 0) > 0) ++requests_;
         constexpr std::string_view kGarbage = "SPDY/9 what is this\r\n\x01\x02\x03\r\n\r\n";
         const std::string_view out = behaviour_ == Behaviour::kGarbage ? kGarbage : reply_;
         (void)::send(c, out.data(), out.size(), MSG_NOSIGNAL);
+      }
+      if (behaviour_ == Behaviour::kHoldTheSecondThenClose) {
+        char buf[4096];
+        pollfd q{c, POLLIN, 0};
+        if (::poll(&q, 1, 2000) > 0 && ::recv(c, buf, sizeof buf, 0) > 0) {
+          ++requests_;
+          std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        }
       }
       if (behaviour_ == Behaviour::kReplyThenReset) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -114,6 +127,7 @@ class BadServer {
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<int> accepted_{0};
+  std::atomic<int> requests_{0};
 };
 
 int card_in_flight(RunningWarden& warden) { return warden.card()["in_flight"].get<int>(); }
@@ -432,6 +446,29 @@ TEST(FaultBackend, APooledConnectionTheServerClosedIsReplacedWithoutAnError) {
   }
   EXPECT_FALSE(metrics_count_error(warden, 0, "reset"));
   EXPECT_FALSE(metrics_count_error(warden, 0, "protocol"));
+  EXPECT_EQ(card_in_flight(warden), 0);
+}
+
+// A server that had the request on a pooled connection for a while and then
+// closed it without a reply may have worked on it: the request is not sent
+// to it again on a fresh connection (only a close that comes at once, as an
+// idle connection's does, is taken for that), and the client hears of the
+// failure, since `retries` finds no other replica here.
+TEST(FaultBackend, ARequestAPooledConnectionHeldAndThenClosedIsNotSentAgain) {
+  const std::string body = R"({"id":"r","object":"chat.completion","choices":[]})";
+  BadServer server{BadServer::Behaviour::kHoldTheSecondThenClose,
+                   "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " +
+                       std::to_string(body.size()) + "\r\n\r\n" + body};
+  // One I/O thread, whose pool keeps the connection for the second request.
+  RunningWarden warden{
+      make_config({{server.port(), 1}}, std::nullopt, "threads: 1\nscrape_interval: 60s\n")};
+  ASSERT_EQ(chat(warden.port(), "held").status, 200u);
+  const auto r = chat(warden.port(), "held");
+  EXPECT_EQ(r.status, 502u) << r.body;
+  EXPECT_NE(r.body.find("closed the connection without a reply"), std::string::npos) << r.body;
+  EXPECT_EQ(server.requests(), 2) << "the held request was sent again";
+  EXPECT_EQ(server.accepted(), 1);
+  EXPECT_TRUE(metrics_count_error(warden, 0, "protocol"));
   EXPECT_EQ(card_in_flight(warden), 0);
 }
 

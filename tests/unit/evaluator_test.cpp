@@ -1,5 +1,6 @@
 #include "evaluator/evaluator.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -276,6 +277,44 @@ TEST(EvaluatorOffline, RunsEveryStepAndArmInTableOrder) {
   c.arms = {"on"};
   c.profile = "no-such-gpu";
   EXPECT_FALSE(run_offline(c));
+}
+
+// A first turn longer than the replicas' context: every session would fail
+// at once, and the run would start one after another without end.
+TEST(EvaluatorOffline, AFirstTurnNoReplicaCanTakeIsRefused) {
+  EvaluatorConfig c = short_config(20);
+  c.workload.first_user_tokens = 40000;
+  auto results = run_offline(c);
+  ASSERT_FALSE(results);
+  EXPECT_EQ(results.error(),
+            "--system-tokens 3500 and --first-user-tokens 40000 make a first turn of 43500 "
+            "tokens, and the replicas' context is 32768 (profile a4000-qwen3-4b): no session "
+            "could start");
+  // Turns that outgrow the context later fail, and the step says why.
+  c.workload.first_user_tokens = 28000;
+  c.workload.followup_tokens = 1000;
+  c.steps = {2};
+  c.arms = {"on"};
+  results = run_offline(c);
+  ASSERT_TRUE(results) << results.error();
+  EXPECT_GT((*results)[0].samples.requests_failed, 0u);
+  EXPECT_THAT(
+      (*results)[0].samples.first_failure,
+      ::testing::MatchesRegex("a prompt of [0-9]+ tokens, too long for the replica's context"));
+}
+
+// The same with the first turn just under the context but its rendering
+// over it: each session fails, a slot gives up after some, and the step ends.
+TEST(EvaluatorOffline, ASlotWhoseEverySessionFailsGoesIdle) {
+  EvaluatorConfig c = short_config(20);
+  c.workload.system_prompt_tokens = 0;
+  c.workload.first_user_tokens = 32767;
+  c.steps = {1};
+  c.arms = {"on"};
+  auto results = run_offline(c);
+  ASSERT_TRUE(results) << results.error();
+  EXPECT_EQ((*results)[0].samples.requests_failed, 64u);
+  EXPECT_EQ((*results)[0].samples.requests_sent, 64u);
 }
 
 }  // namespace
