@@ -313,6 +313,7 @@ int serve(const ServeOptions& opts) {
     std::printf("%s: the configuration is valid; it listens on %s\n", opts.config_path.c_str(),
                 host_port(cfg.listen_host, cfg.listen_port).c_str());
     for (const auto& m : cfg.models) std::printf("%s\n", model_summary(m).c_str());
+    std::printf("%s\n", proxy::run_time_control(cfg).c_str());
     if (!cfg.access_log.empty()) std::printf("access log: %s\n", cfg.access_log.c_str());
     if (cfg.saved_homes)
       std::printf("saved homes: %s, written every %g s\n", cfg.saved_homes->path.c_str(),
@@ -374,7 +375,7 @@ int serve(const ServeOptions& opts) {
   std::fflush(stdout);
   spdlog::info("memory allocator: {}", allocator_name());
   log_scheduling_policy();
-  if (!proxy::admin_token(cfg)) spdlog::info("{}", proxy::run_time_control(cfg));
+  spdlog::info("{}", proxy::run_time_control(cfg));
   for (const auto& m : cfg.models) spdlog::info("{}", model_summary(m));
 
   signals.async_wait(on_signal);

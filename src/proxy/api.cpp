@@ -2,9 +2,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <ctime>
+#include <mutex>
 #include <nlohmann/json.hpp>
 
 #include "proxy/dialect.h"
@@ -182,16 +184,28 @@ std::string model_card_json(const ModelState& model) {
 }
 
 std::optional<std::string> admin_token(const config::Config& config) {
+  if (config.admin_token) return config.admin_token;
   if (!config.admin_token_env.empty()) {
     if (const char* v = std::getenv(config.admin_token_env.c_str()); v && *v) return std::string(v);
   }
-  return config.admin_token;
+  return std::nullopt;
 }
 
 std::string run_time_control(const config::Config& config) {
   constexpr std::string_view kWhat =
       "run-time control (PATCH /api/models/NAME, the dashboard's controls)";
-  if (admin_token(config)) return fmt::format("{} is on: an admin token is configured", kWhat);
+  if (config.admin_token) {
+    // admin_token_env keeps its default with a literal token (both set in
+    // the file is refused): its variable, set too, is not the token.
+    const char* also = std::getenv(config.admin_token_env.c_str());
+    return fmt::format(
+        "{} is on: the admin token is admin_token in {}{}", kWhat,
+        config.source_file.empty() ? "the file" : config.source_file,
+        also && *also ? fmt::format(" ({} is set too, and not used)", config.admin_token_env) : "");
+  }
+  if (admin_token(config))
+    return fmt::format("{} is on: the admin token is the environment variable {}", kWhat,
+                       config.admin_token_env);
   return fmt::format("{} is off: {}", kWhat,
                      config.admin_token_env.empty()
                          ? std::string("no admin token is configured")
@@ -213,20 +227,45 @@ std::string clipped(std::string_view text, std::size_t n = 64) {
   return text.size() <= n ? std::string(text) : std::string(text.substr(0, n)) + "…";
 }
 
+// A PATCH refused for its token, in the log: one line a second at most (a
+// client trying tokens in a loop does not flood it), with how many more
+// were refused since the last.
+void log_refused_patch(const ModelState& model, std::string_view client, std::string_view why) {
+  static std::mutex mutex;
+  static std::chrono::steady_clock::time_point last{};
+  static std::uint64_t unsaid = 0;
+  std::lock_guard lock{mutex};
+  const auto now = std::chrono::steady_clock::now();
+  if (last != std::chrono::steady_clock::time_point{} && now - last < std::chrono::seconds(1)) {
+    ++unsaid;
+    return;
+  }
+  spdlog::warn(
+      "model={} PATCH from {} refused: {}{}", model.config.name, client, why,
+      unsaid == 0 ? "" : fmt::format(" ({} more refused since the last such line)", unsaid));
+  last = now;
+  unsaid = 0;
+}
+
 }  // namespace
 
 net::Response patch_model(ModelState& model, const net::Request& request,
                           const std::optional<std::string>& admin_token, std::string_view client) {
   const auto error = [](http::status s, std::string_view m) { return error_response(Dialect::kOpenAi, s, m); };
+  const auto refuse = [&](http::status s, std::string_view m) {
+    log_refused_patch(model, client, m);
+    return error(s, m);
+  };
   if (!admin_token)
-    return error(http::status::forbidden,
-                 "run-time control is disabled: set the admin token (admin_token_env) to enable it");
+    return refuse(
+        http::status::forbidden,
+        "run-time control is disabled: set the admin token (admin_token_env) to enable it");
   const std::string_view auth = request[http::field::authorization];
   constexpr std::string_view kBearer = "Bearer ";  // the scheme in any case (RFC 9110 §11.1)
   if (auth.size() < kBearer.size() || !net::beast::iequals(auth.substr(0, kBearer.size()), kBearer))
-    return error(http::status::unauthorized, "missing Authorization: Bearer <admin token>");
+    return refuse(http::status::unauthorized, "missing Authorization: Bearer <admin token>");
   if (!constant_time_equal(auth.substr(kBearer.size()), *admin_token))
-    return error(http::status::forbidden, "wrong admin token");
+    return refuse(http::status::forbidden, "wrong admin token");
 
   const json body = json::parse(request.body().view(), nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded()) return error(http::status::bad_request, "body is not valid JSON");

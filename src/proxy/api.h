@@ -35,11 +35,13 @@ std::string model_card_json(const ModelState& model);
 net::Response patch_model(ModelState& model, const net::Request& request,
                           const std::optional<std::string>& admin_token, std::string_view client);
 
-// Whether run-time control is on under `config`, and if not, why, for the log.
+// Whether run-time control is on under `config`, and where its token comes
+// from or why there is none, for the log.
 std::string run_time_control(const config::Config& config);
 
-// The admin token in force: admin_token_env's variable, else admin_token;
-// none (run-time control off) when neither gives one.
+// The admin token in force: admin_token, written in the file, else
+// admin_token_env's variable; none (run-time control off) when neither gives
+// one.
 std::optional<std::string> admin_token(const config::Config& config);
 
 // Constant-time comparison, so a token cannot be guessed byte by byte from timing.

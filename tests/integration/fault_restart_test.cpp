@@ -380,13 +380,17 @@ TEST(ServeRestart, CheckSaysWhatTheFileSetsOrEveryProblemAndStartsNothing) {
   const std::string valid = "listen: 127.0.0.1:" + std::to_string(listen) +
                             "\nsaved_homes:\n  path: " + dir.file("homes.json") +
                             "\naccess_log: " + dir.file("access.log") +
+                            "\nadmin_token: in-the-file"
                             "\nmodels:\n  - name: m\n    aliases: [m2, m3]\n    backends:\n"
                             "      - url: " +
                             backend +
                             "\n        data_parallel_size: 2\n  - name: n\n    affinity: false\n"
                             "    spill_threshold: 3\n    backends:\n      - url: " +
                             backend + "\n";
+  // The token written in the file is the one in force, the variable's set or not.
+  ::setenv("LMWARDEN_ADMIN_TOKEN", "from-the-environment", 1);
   const auto [ok, said] = check(valid);
+  ::unsetenv("LMWARDEN_ADMIN_TOKEN");
   EXPECT_EQ(ok, 0);
   EXPECT_EQ(said,
             dir.file("lmwarden.yaml") +
@@ -394,6 +398,10 @@ TEST(ServeRestart, CheckSaysWhatTheFileSetsOrEveryProblemAndStartsNothing) {
                 "\nmodel m (also m2, m3): 2 replica(s) on 1 server(s), affinity on, spill "
                 "threshold auto; without a rank on multi-rank servers: /v1/responses\n"
                 "model n: 1 replica(s) on 1 server(s), affinity off, spill threshold 3\n"
+                "run-time control (PATCH /api/models/NAME, the dashboard's controls) is on: the "
+                "admin token is admin_token in " +
+                dir.file("lmwarden.yaml") +
+                " (LMWARDEN_ADMIN_TOKEN is set too, and not used)\n"
                 "access log: " +
                 dir.file("access.log") + "\nsaved homes: " + dir.file("homes.json") +
                 ", written every 60 s\n");

@@ -554,14 +554,48 @@ TEST(ProxyTelemetry, HangingMetricsDoNotDelayProxiedRequests) {
   EXPECT_GE(fake.metrics_hanging(), 1) << "the scrape should still be hanging while requests were served";
 }
 
+// A token written in the file is the one in force: admin_token_env keeps its
+// default beside it, and its variable, set too, opens nothing.
+TEST(ProxyTelemetry, ALiteralAdminTokenIsTheOneInForce) {
+  ::setenv("LMWARDEN_ADMIN_TOKEN", "from-the-environment", 1);
+  FakeVllm fake{1};
+  RunningWarden warden{make_config({{fake.port(), 1}}, std::nullopt, "admin_token: in-the-file\n")};
+  const std::string body = R"({"affinity":false})";
+  const auto patch = [&](const std::string& token) {
+    return http_request(warden.port(), http::verb::patch, "/api/models/m", body,
+                        {{"Authorization", "Bearer " + token}})
+        .status;
+  };
+  EXPECT_EQ(patch("from-the-environment"), 403u);
+  EXPECT_EQ(patch("in-the-file"), 200u);
+  ::unsetenv("LMWARDEN_ADMIN_TOKEN");
+}
+
 TEST(ProxyTelemetry, AdminApiNeedsTheRightToken) {
   ::setenv("LMWARDEN_TEST_ADMIN", "s3cret", 1);
   FakeVllm fake{2};
   RunningWarden warden{make_config({{fake.port(), 2}}, std::nullopt, "admin_token_env: LMWARDEN_TEST_ADMIN\n")};
   const std::string body = R"({"affinity":false,"spill_threshold":3})";
+  CapturedLog log;
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // past another test's refusal line
   EXPECT_EQ(http_request(warden.port(), http::verb::patch, "/api/models/m", body).status, 401u);
   EXPECT_EQ(http_request(warden.port(), http::verb::patch, "/api/models/m", body, {{"Authorization", "Bearer wrong"}}).status, 403u);
   EXPECT_EQ(warden.card()["affinity"], true);
+  // Refusals are logged, one line a second at most.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  EXPECT_EQ(http_request(warden.port(), http::verb::patch, "/api/models/m", body,
+                         {{"Authorization", "Bearer wrong"}})
+                .status,
+            403u);
+  EXPECT_EQ(
+      log.containing("PATCH from 127.0.0.1 refused: missing Authorization: Bearer <admin token>")
+          .size(),
+      1u);
+  EXPECT_EQ(log.containing("PATCH from 127.0.0.1 refused: wrong admin token (1 more refused since "
+                           "the last such line)")
+                .size(),
+            1u);
+  EXPECT_EQ(log.containing("refused:").size(), 2u);
   auto ok = http_request(warden.port(), http::verb::patch, "/api/models/m", body, {{"Authorization", "Bearer s3cret"}});
   EXPECT_EQ(ok.status, 200u);
   const json card = warden.card();
