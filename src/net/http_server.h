@@ -78,6 +78,8 @@ struct ServerOptions {
   std::function<void(const Request& request, std::string_view client, unsigned status,
                      std::size_t sent_bytes, std::chrono::steady_clock::time_point began)>
       on_error_reply;
+  // Told of each connection refused at once for max_connections. For a counter.
+  std::function<void()> on_connection_refused;
 };
 
 // Writes what the socket takes at once, without suspending and without a trip
@@ -430,6 +432,12 @@ class HttpServer {
  private:
   void start_accepting();
   Awaitable<void> accept_loop();
+  // Counts a connection refused for max_connections and logs the refusals:
+  // at once when none was logged in the last 10 s, else 10 s after the last
+  // line (say_refusals_later), so that none goes unsaid. Acceptor's thread.
+  void note_refusal();
+  Awaitable<void> say_refusals_later();
+  void say_refusals(std::chrono::steady_clock::time_point now);
   // Serves the accepted descriptor fd (of this thread's table) on ctx, this
   // thread's context; closes it if it cannot.
   void serve_accepted(asio::io_context& ctx, int fd);
@@ -447,6 +455,10 @@ class HttpServer {
   tcp protocol_ = tcp::v4();  // the listening socket's
   std::atomic<std::size_t> connections_{0};
   std::atomic<bool> draining_{false};
+  // Refusals for max_connections (the acceptor's thread only).
+  std::size_t refused_unsaid_ = 0;
+  std::chrono::steady_clock::time_point refusals_said_{};
+  bool refusals_to_say_later_ = false;  // say_refusals_later is waiting
 };
 
 // "HOST:PORT" split, with [v6]:port. False when malformed.

@@ -364,7 +364,6 @@ void HttpServer::stop_accepting() {
     asio::post(io_.at(i), [this, &ctx = io_.at(i)] { close_idle_connections(ctx); });
 }
 
-
 // The acceptor waits for readiness and takes connections with accept4 itself,
 // rather than with Asio's accept into another io_context: that would register
 // the new socket with the other context's reactor from this thread, which the
@@ -372,10 +371,11 @@ void HttpServer::stop_accepting() {
 // is handed over bare and becomes a socket on the thread that serves it
 // (sent over that thread's channel where it has a descriptor table of its
 // own: IoThreads).
+// Refusals for max_connections are logged at most this often.
+constexpr auto kRefusalsSaidEvery = std::chrono::seconds(10);
+
 Awaitable<void> HttpServer::accept_loop() {
   Timer backoff{acceptor_->get_executor()};
-  std::size_t refused = 0;  // since the last warning about it
-  std::chrono::steady_clock::time_point refusal_said{};
   while (acceptor_->is_open()) {
     auto [wec] = co_await acceptor_->async_wait(tcp::acceptor::wait_read, kAsTuple);
     if (wec == asio::error::operation_aborted || !acceptor_->is_open()) break;
@@ -395,16 +395,7 @@ Awaitable<void> HttpServer::accept_loop() {
       }
       AcceptedFd accepted{fd};
       if (connections_.load() >= options_.max_connections) {
-        // Refused: closed with `accepted`. Said at most every 10 s, with
-        // how many since the last time.
-        ++refused;
-        const auto now = std::chrono::steady_clock::now();
-        if (now - refusal_said >= std::chrono::seconds(10)) {
-          spdlog::warn("{} connection(s) refused: limits.max_connections ({}) reached", refused,
-                       options_.max_connections);
-          refused = 0;
-          refusal_said = now;
-        }
+        note_refusal();  // and closed with `accepted`
         continue;
       }
       connections_.fetch_add(1);
@@ -422,6 +413,33 @@ Awaitable<void> HttpServer::accept_loop() {
       });
     }
   }
+}
+
+void HttpServer::note_refusal() {
+  if (options_.on_connection_refused) options_.on_connection_refused();
+  ++refused_unsaid_;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - refusals_said_ >= kRefusalsSaidEvery) {
+    say_refusals(now);
+  } else if (!refusals_to_say_later_) {
+    refusals_to_say_later_ = true;
+    asio::co_spawn(acceptor_->get_executor(), say_refusals_later(), asio::detached);
+  }
+}
+
+Awaitable<void> HttpServer::say_refusals_later() {
+  Timer timer{acceptor_->get_executor()};
+  timer.expires_at(refusals_said_ + kRefusalsSaidEvery);
+  co_await timer.async_wait(kAsTuple);
+  refusals_to_say_later_ = false;
+  if (refused_unsaid_ > 0) say_refusals(std::chrono::steady_clock::now());
+}
+
+void HttpServer::say_refusals(std::chrono::steady_clock::time_point now) {
+  spdlog::warn("{} connection(s) refused: limits.max_connections ({}) reached", refused_unsaid_,
+               options_.max_connections);
+  refused_unsaid_ = 0;
+  refusals_said_ = now;
 }
 
 void HttpServer::serve_accepted(asio::io_context& ctx, int fd) {

@@ -103,7 +103,8 @@ net::Awaitable<void> Warden::serve_local(net::Exchange& exchange) {
     res.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
     const auto shared = shared_homes_stats();
     res.body() =
-        warden_metrics_text(*models(), reloads_, shared ? &*shared : nullptr, &saved_homes_writes_);
+        warden_metrics_text(*models(), reloads_, shared ? &*shared : nullptr, &saved_homes_writes_,
+                            connections_refused_.load(std::memory_order_relaxed));
     co_await exchange.respond(std::move(res));
     co_return;
   }

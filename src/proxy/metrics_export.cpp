@@ -34,7 +34,8 @@ std::string replica_label(int index) {
 
 std::string warden_metrics_text(const ModelSet& models, const ConfigReloads& reloads,
                                 const SharedHomesStats* shared_homes,
-                                const SavedHomesWrites* saved_homes) {
+                                const SavedHomesWrites* saved_homes,
+                                std::uint64_t connections_refused) {
   telemetry::PrometheusWriter w;
   auto family = [&](std::string_view name) {
     const auto& s = spec(name);
@@ -170,6 +171,8 @@ std::string warden_metrics_text(const ModelSet& models, const ConfigReloads& rel
     w.sample("lmwarden_refused_requests_total", {{"model", r.model}, {"reason", r.reason}},
              static_cast<double>(r.n));
   }
+  family("lmwarden_connections_refused_total");
+  w.sample("lmwarden_connections_refused_total", {}, static_cast<double>(connections_refused));
   family("lmwarden_access_log_dropped_total");
   if (models.access_log)
     w.sample("lmwarden_access_log_dropped_total", {},

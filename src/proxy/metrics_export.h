@@ -16,10 +16,12 @@ class ConfigReloads;
 
 // `shared_homes`: the Redis store's counters, when the warden shares homes.
 // `saved_homes`: the writes of the homes file (written while the
-// configuration names one).
+// configuration names one). `connections_refused`: connections closed at
+// once for limits.max_connections, since the start.
 std::string warden_metrics_text(const ModelSet& models, const ConfigReloads& reloads,
                                 const SharedHomesStats* shared_homes = nullptr,
-                                const SavedHomesWrites* saved_homes = nullptr);
+                                const SavedHomesWrites* saved_homes = nullptr,
+                                std::uint64_t connections_refused = 0);
 
 // A replica as /metrics labels it and the log names it: its index, or
 // "unassigned" (-1: sent without a rank, the server's balancer picked it).

@@ -238,6 +238,9 @@ net::ServerOptions Warden::server_options() {
                             std::size_t sent_bytes, std::chrono::steady_clock::time_point began) {
     log_server_error(request, client, status, sent_bytes, began);
   };
+  o.on_connection_refused = [this] {
+    connections_refused_.fetch_add(1, std::memory_order_relaxed);
+  };
   return o;
 }
 

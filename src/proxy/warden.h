@@ -241,6 +241,7 @@ class Warden {
   std::atomic<int> in_progress_{0};
   std::atomic<bool> health_probed_{false};
   std::atomic<bool> cutting_{false};  // cut_in_flight() was called
+  std::atomic<std::uint64_t> connections_refused_{0};  // for limits.max_connections
   ConfigReloads reloads_{started_};
   SavedHomesWrites saved_homes_writes_;
   // Homes shared with other wardens through Redis (shared_homes); null when

@@ -19,7 +19,7 @@ struct MetricSpec {
   std::string_view help;
 };
 
-inline constexpr std::array<MetricSpec, 26> kWardenMetrics = {{
+inline constexpr std::array<MetricSpec, 27> kWardenMetrics = {{
     {"lmwarden_requests_total", MetricType::kCounter, "model,replica,route",
      "Requests sent upstream, by route: new, sticky, spilled, pinned, anonymous, rehomed, "
      "balanced, retried (an attempt after a failed one)."},
@@ -56,6 +56,8 @@ inline constexpr std::array<MetricSpec, 26> kWardenMetrics = {{
     {"lmwarden_refused_requests_total", MetricType::kCounter, "model,reason",
      "Requests answered with the warden's own error before any replica was tried, by reason; "
      "model empty when none was known."},
+    {"lmwarden_connections_refused_total", MetricType::kCounter, "",
+     "Client connections closed at once because limits.max_connections were open."},
     {"lmwarden_access_log_dropped_total", MetricType::kCounter, "",
      "Access log lines lost: the disk fell 4 MiB behind, or a write failed."},
     {"lmwarden_config_reloads_total", MetricType::kCounter, "result",

@@ -2,7 +2,6 @@
 // stream usage, the warden's /metrics and /api/stats, scraping and health,
 // and the run-time control and client-key guards.
 #include <gtest/gtest.h>
-#include <spdlog/sinks/ringbuffer_sink.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -12,6 +11,7 @@
 #include <set>
 #include <vector>
 
+#include "captured_log.h"
 #include "fake_vllm.h"
 #include "metric_probe.h"
 #include "proxy/model_telemetry.h"
@@ -167,23 +167,6 @@ json stats(std::uint16_t port) {
 // computed, so from the 20th such reply the stats name the model, and the log
 // says why, once.
 // The warden's log lines, kept while it lives.
-class CapturedLog {
- public:
-  CapturedLog() { spdlog::default_logger()->sinks().push_back(sink_); }
-  ~CapturedLog() { std::erase(spdlog::default_logger()->sinks(), sink_); }
-  CapturedLog(const CapturedLog&) = delete;
-  CapturedLog& operator=(const CapturedLog&) = delete;
-  std::vector<std::string> containing(std::string_view what) const {
-    std::vector<std::string> lines;
-    for (auto& line : sink_->last_formatted())
-      if (line.find(what) != std::string::npos) lines.push_back(std::move(line));
-    return lines;
-  }
-
- private:
-  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_ =
-      std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(64);
-};
 
 // A client asking for a model no one serves is refused (404) and counted
 // without a name; the log names it, with the names that are served, once
