@@ -101,7 +101,20 @@ net::Response error_response(Dialect dialect, Status status, std::string_view me
   return res;
 }
 
-std::string stream_error_event(Dialect dialect, Status status, std::string_view message) {
+std::string stream_error_event(Dialect dialect, Status status, std::string_view message,
+                               std::string_view path) {
+  if (path == kResponsesRoute) {
+    // The Responses API's own end of a failed stream (its clients, Codex
+    // among them, read events by their type and skip one they do not know).
+    const nlohmann::ordered_json failed = {
+        {"type", "response.failed"},
+        {"response",
+         {{"object", "response"},
+          {"status", "failed"},
+          {"error", {{"code", "server_error"}, {"message", message}}}}}};
+    return "event: response.failed\ndata: " +
+           failed.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n\n";
+  }
   const std::string body = error_body(dialect, status, message);
   if (dialect == Dialect::kAnthropic) return "event: error\ndata: " + body + "\n\n";
   return "data: " + body + "\n\n";

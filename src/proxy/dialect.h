@@ -47,7 +47,9 @@ net::Response error_response(Dialect dialect, net::http::status status, std::str
 // A final SSE event telling a streaming client that the upstream failed after
 // the stream had started, in its dialect (so SDKs raise instead of hanging);
 // `status` is the one a reply not yet begun would have had (502, or 504 for a
-// timeout), given as the error's code.
-std::string stream_error_event(Dialect dialect, net::http::status status, std::string_view message);
+// timeout), given as the error's code. On /v1/responses (`path`, without its
+// query), a `response.failed` event, as that API ends a failed stream.
+std::string stream_error_event(Dialect dialect, net::http::status status, std::string_view message,
+                               std::string_view path = {});
 
 }  // namespace lmwarden::proxy

@@ -236,7 +236,8 @@ net::Awaitable<AttemptResult> cut_short(AttemptContext& ctx, const config::Backe
   if (ctx.observer) ctx.observer->on_cut_short(result.error_kind);
   if (event_stream) {
     if (!relayed.at_event_end) (void)co_await ctx.exchange.write_body("\n\n"sv);
-    (void)co_await ctx.exchange.write_body(stream_error_event(ctx.dialect, result.status, result.message));
+    (void)co_await ctx.exchange.write_body(stream_error_event(
+        ctx.dialect, result.status, result.message, path_of(ctx.exchange.request().target())));
     (void)co_await ctx.exchange.end_stream();
   }
   ctx.exchange.close_after();

@@ -145,8 +145,19 @@ TEST(FaultBackend, KilledMidStreamEndsTheStreamWithAnErrorEventInTheClientsDiale
     std::string body;
     const char* error_marker;  // how an error event starts in this dialect
   };
-  for (const Case& c : {Case{"/v1/chat/completions", chat_body(true, 4000), "data: {\"error\""},
-                        Case{"/v1/messages", messages_body(4000), "event: error\ndata: {"}}) {
+  const std::string responses_body = json{{"model", "m"},
+                                          {"stream", true},
+                                          {"max_output_tokens", 4000},
+                                          {"input", "Tell me a long story about queues."}}
+                                         .dump();
+  for (const Case& c :
+       {Case{"/v1/chat/completions", chat_body(true, 4000), "data: {\"error\""},
+        Case{"/v1/messages", messages_body(4000), "event: error\ndata: {"},
+        // As the Responses API ends a stream that failed: a client reads events by type.
+        Case{"/v1/responses", responses_body,
+             "event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{"
+             "\"object\":\"response\",\"status\":\"failed\",\"error\":{\"code\":\"server_error\","
+             "\"message\":\"upstream http://127.0.0.1:"}}) {
     SCOPED_TRACE(c.target);
     SimProcess sim{{"sim", "--listen", "127.0.0.1:0", "--dp", "1"}};
     RunningWarden warden{fault_config({{sim.port(), 1}})};
