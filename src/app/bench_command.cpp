@@ -17,6 +17,7 @@
 #include "app/commands.h"
 #include "bench/online.h"
 #include "bench/report.h"
+#include "config/config_loader.h"
 #include "evaluator/evaluator.h"
 #include "evaluator/policy.h"
 #include "workload/wire.h"
@@ -230,6 +231,10 @@ std::optional<std::string> usage_error(const BenchArgs& a) {
     if (std::find(a.arms.begin(), a.arms.begin() + static_cast<std::ptrdiff_t>(i), a.arms[i]) !=
         a.arms.begin() + static_cast<std::ptrdiff_t>(i))
       return "--arms names " + a.arms[i] + " twice";
+  }
+  if (!a.offline && !a.target.empty()) {
+    if (auto target = config::parse_backend_url(a.target); !target)
+      return "--target " + a.target + ": " + target.error();
   }
   if (!a.out.empty()) {
     if (auto err = bench::prepare_report_dir(a.out)) return "--out " + *err;

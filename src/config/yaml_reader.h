@@ -311,8 +311,13 @@ class Reader {
     std::optional<Millis> value;
     if (e.value.IsScalar()) value = parse_duration(e.value.Scalar());
     if (!value) {
+      // A bare number: most often seconds meant, or a zero with no unit.
+      const bool bare = e.value.IsScalar() && !e.value.Scalar().empty() &&
+                        e.value.Scalar().find_first_not_of("0123456789.") == std::string::npos;
       error(e, path,
-            fmt::format("must be a duration like 500ms, 90s, 30m or 1h, got {}", shown(e.value)));
+            fmt::format(
+                "must be a duration like 500ms, 90s, 30m or 1h, got {}{}", shown(e.value),
+                bare ? fmt::format(" (a unit is needed: {}s for seconds)", e.value.Scalar()) : ""));
       return std::nullopt;
     }
     if (*value < min) {

@@ -68,6 +68,7 @@ void RequestAccounting::on_cut_short(std::string_view kind) {
 void RequestAccounting::end_reply(bool complete) {
   if (upstream_done_) return;
   upstream_done_ = true;
+  complete_ = complete;
   // A JSON body's id is read once the body is whole.
   if (complete && stored_ && ok_status_ && tap_) {
     tap_->finish();  // (book() reads the usage of the finished tap)
@@ -100,8 +101,10 @@ void RequestAccounting::book() {
   ReplicaTelemetry& r = model_.replica(replica_);
   if (!usage.cache_measured) {
     // No usage read: the prompt's size is not known here, so no tokens are
-    // booked; the count says how many replies went unmeasured.
-    if (expected_ != UsageReport::kNone)
+    // booked; the count says how many whole replies went unmeasured (one cut
+    // short, or left by its client, before its usage came says nothing of
+    // the server's reporting).
+    if (expected_ != UsageReport::kNone && complete_)
       r.unmeasured_requests.fetch_add(1, std::memory_order_relaxed);
     return close_open();
   }

@@ -99,6 +99,7 @@ class RequestAccounting final : public RelayObserver {
   std::variant<std::monostate, telemetry::InjectedUsageStripper, telemetry::WholeEventGate> events_;
   std::string_view single_[1];
   bool upstream_done_ = false;
+  bool complete_ = false;  // the reply ended whole (end_reply)
   bool booked_ = false;
   AccessRecord* record_ = nullptr;
 };

@@ -602,9 +602,9 @@ net::Awaitable<void> Warden::run_attempts(Forward& f) {
     if (spdlog::should_log(spdlog::level::debug)) {
       const bool session = identity.kind == core::IdentityKind::kSession;
       spdlog::debug(
-          "req={} model={} replica={} route={} conv={} from={}", f.id, f.model.config.name,
-          replica_label(decision.replica), core::to_string(decision.kind),
-          session ? short_hash(identity.session_hash) : "-",
+          "req={} model={} replica={} server={} route={} conv={} from={}", f.id,
+          f.model.config.name, replica_label(decision.replica), backend.url,
+          core::to_string(decision.kind), session ? short_hash(identity.session_hash) : "-",
           decision.bound ? "stored_response"
           : session ? f.model.identity.sources[static_cast<std::size_t>(identity.source)].label()
                     : "-");

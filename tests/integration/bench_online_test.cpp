@@ -508,6 +508,7 @@ TEST(BenchCommand, BadFlagsAreRefusedWithWhatWasWanted) {
       {"bench --offline --sessions 0", "--sessions: 0 is not a whole number from 1 to 4096"},
       {"bench --offline --step-seconds nan", "--step-seconds: nan is not a number above 0"},
       {"bench --offline --skew 5", "--skew: 5 is not a number from 0 to 1"},
+      {"bench --target 127.0.0.1:1 --model m", "--target 127.0.0.1:1: must be http://HOST:PORT"},
       {"bench --offline --first-user-tokens 10",
        "--first-user-tokens: 10 is not a whole number from 64 to 1000000"},
       {"bench --target http://127.0.0.1:1 --model m --arms sideways",

@@ -71,6 +71,17 @@ TEST(ProxyTelemetry, AStreamWithoutUsageIsCountedAsUnmeasured) {
   ASSERT_EQ(http_request(warden.port(), http::verb::post, "/v1/chat/completions", stream_body(false)).status, 200u);
   EXPECT_TRUE(eventually([&] { return metric(warden.port(), "lmwarden_unmeasured_requests_total", {}) == 1; }));
   EXPECT_EQ(metric(warden.port(), "lmwarden_prompt_tokens_total", {}), 0);
+  // One its client leaves before its end is no whole reply that lacked usage.
+  {
+    HttpConnection client{warden.port()};
+    client.send(http::verb::post, "/v1/chat/completions", stream_body(false),
+                {{"x-fake-hold", "1"}});
+    ASSERT_EQ(client.read_header().status, 200u);
+    client.read_until("\n\n");
+  }
+  EXPECT_TRUE(eventually([&] { return fake.aborted() == 1; }));
+  EXPECT_TRUE(eventually([&] { return warden.card()["in_flight"] == 0; }));
+  EXPECT_EQ(metric(warden.port(), "lmwarden_unmeasured_requests_total", {}), 1);
 }
 
 // Routes that only count tokens have no usage to chart: their replies are

@@ -119,7 +119,7 @@ TEST(ConfigErrors, WrongTypes) {
 TEST(ConfigErrors, DurationsAndSizes) {
   EXPECT_EQ(
       error_of("timeouts: {idle: 90}\n" + std::string(kMinimal)),
-      R"(lmwarden.yaml:1: timeouts.idle: must be a duration like 500ms, 90s, 30m or 1h, got "90")");
+      R"(lmwarden.yaml:1: timeouts.idle: must be a duration like 500ms, 90s, 30m or 1h, got "90" (a unit is needed: 90s for seconds))");
   EXPECT_EQ(error_of("timeouts: {connect: 0s}\n" + std::string(kMinimal)),
             R"(lmwarden.yaml:1: timeouts.connect: must be at least 1ms, got "0s")");
   EXPECT_EQ(error_of("scrape_interval: 10ms\n" + std::string(kMinimal)),
@@ -143,7 +143,7 @@ TEST(ConfigErrors, DurationsAndSizes) {
     active_window: 5
     backends: [{url: "http://h:1"}]
 )"),
-      R"(lmwarden.yaml:3: models[0].active_window: must be a duration like 500ms, 90s, 30m or 1h, got "5")");
+      R"(lmwarden.yaml:3: models[0].active_window: must be a duration like 500ms, 90s, 30m or 1h, got "5" (a unit is needed: 5s for seconds))");
 }
 
 TEST(ConfigErrors, DurationsHaveAMaximum) {
