@@ -164,10 +164,13 @@ void Warden::log_server_error(const net::Request& request, std::string_view clie
                            : status == 408 ? "timeout"
                                            : "bad_request");
   if (!set->access_log) return;
-  const AccessRecord record{.received = began,
-                            .status = status,
-                            .body_bytes = request.body().size(),
-                            .sent_bytes = sent_bytes};
+  // A body refused for its size was not read: the length it declared.
+  std::size_t body_bytes = request.body().size();
+  if (const std::string_view declared = request[http::field::content_length];
+      status == 413 && !declared.empty())
+    std::from_chars(declared.data(), declared.data() + declared.size(), body_bytes);
+  const AccessRecord record{
+      .received = began, .status = status, .body_bytes = body_bytes, .sent_bytes = sent_bytes};
   set->access_log->write(next_request_id_.fetch_add(1, std::memory_order_relaxed), client,
                          request.method_string(), request.target(),
                          request[http::field::user_agent], record);

@@ -460,7 +460,9 @@ net::Awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dialect) {
   });
   co_await run_attempts(f);
   exchange.stop_watching_client();
-  if (exchange.client_gone()) {
+  // Whether it left while the request waited (the watch saw it) or while
+  // its reply was written (the write failed).
+  if (exchange.client_gone() || f.log.outcome == "client_gone") {
     exchange.close_after();
     spdlog::info("req={} model={} client went away; upstream request closed", f.id, model->config.name);
   }

@@ -246,6 +246,7 @@ TEST(AccessLog, ErrorsAnsweredBeforeAnyModelIsKnownAreLoggedAsRefused) {
     EXPECT_EQ(lines[i]["sent_bytes"], sent) << lines[i];
   }
   EXPECT_EQ(lines[2]["user_agent"], "probe/1");
+  EXPECT_EQ(lines[0]["body_bytes"], body.size()) << "the length the refused body declared";
   EXPECT_EQ(lines[3]["body_bytes"], 2);
   // And counted, by reason; the API's and the metrics' own errors are not.
   std::map<std::string, double> refused;

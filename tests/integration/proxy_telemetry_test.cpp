@@ -72,6 +72,7 @@ TEST(ProxyTelemetry, AStreamWithoutUsageIsCountedAsUnmeasured) {
   EXPECT_TRUE(eventually([&] { return metric(warden.port(), "lmwarden_unmeasured_requests_total", {}) == 1; }));
   EXPECT_EQ(metric(warden.port(), "lmwarden_prompt_tokens_total", {}), 0);
   // One its client leaves before its end is no whole reply that lacked usage.
+  CapturedLog log;
   {
     HttpConnection client{warden.port()};
     client.send(http::verb::post, "/v1/chat/completions", stream_body(false),
@@ -81,6 +82,19 @@ TEST(ProxyTelemetry, AStreamWithoutUsageIsCountedAsUnmeasured) {
   }
   EXPECT_TRUE(eventually([&] { return fake.aborted() == 1; }));
   EXPECT_TRUE(eventually([&] { return warden.card()["in_flight"] == 0; }));
+  EXPECT_EQ(metric(warden.port(), "lmwarden_unmeasured_requests_total", {}), 1);
+  EXPECT_EQ(log.containing("client went away; upstream request closed").size(), 1u);
+  // Left while its reply was being written (a long stream it stopped
+  // reading): said the same.
+  {
+    HttpConnection client{warden.port()};
+    client.send(http::verb::post, "/v1/chat/completions", stream_body(false),
+                {{"x-fake-events", "20000"}});
+    ASSERT_EQ(client.read_header().status, 200u);
+    client.read_until("bulk 1 ");
+  }
+  EXPECT_TRUE(eventually([&] { return warden.card()["in_flight"] == 0; }));
+  EXPECT_EQ(log.containing("client went away; upstream request closed").size(), 2u);
   EXPECT_EQ(metric(warden.port(), "lmwarden_unmeasured_requests_total", {}), 1);
 }
 
