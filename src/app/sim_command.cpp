@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <system_error>
 
 #include "app/cli_checks.h"
 #include "app/commands.h"
@@ -126,7 +127,13 @@ int run_sim(const SimArgs& args) {
   }
 
   sim::SimServer server(options);
-  const sim::SimServer::Address bound = server.listen(host_port(address->host, address->port));
+  sim::SimServer::Address bound;
+  try {
+    bound = server.listen(host_port(address->host, address->port));
+  } catch (const std::system_error& e) {  // the address is in use, or cannot be bound
+    std::fprintf(stderr, "lmwarden sim: %s\n", e.what());
+    return 1;
+  }
   server.start();
   std::printf("lmwarden sim: %d rank(s) of %s, profile %s, time scale %g, seed %llu\n", args.dp,
               args.model.c_str(), args.profile.c_str(), args.time_scale,

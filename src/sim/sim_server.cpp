@@ -90,14 +90,20 @@ std::optional<Api> api_of(std::string_view path) {
   return std::nullopt;
 }
 
-// X-data-parallel-rank as vLLM reads it: an integer pins, anything else is
-// ignored (so is an absent header).
-std::optional<std::int64_t> pinned_rank(const net::Request& req) {
+// The X-data-parallel-rank header's value, its spaces trimmed.
+std::string_view rank_text(const net::Request& req) {
   const auto found = req.find("X-data-parallel-rank");
-  if (!found) return std::nullopt;
+  if (!found) return {};
   std::string_view v = *found;
   while (!v.empty() && v.front() == ' ') v.remove_prefix(1);
   while (!v.empty() && v.back() == ' ') v.remove_suffix(1);
+  return v;
+}
+
+// X-data-parallel-rank as vLLM reads it: an integer pins, anything else is
+// ignored (so is an absent header).
+std::optional<std::int64_t> pinned_rank(const net::Request& req) {
+  const std::string_view v = rank_text(req);
   std::int64_t rank = 0;
   auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), rank);
   if (end != v.data() + v.size() || v.empty()) return std::nullopt;
@@ -355,8 +361,9 @@ class Core : public std::enable_shared_from_this<Core> {
         api == Api::kResponses ? std::nullopt : pinned_rank(ex.request());
     if (pin && !dp_.valid_rank(*pin)) {
       {
-        co_await fail(ex, api, http::status::bad_request,
-                      fmt::format(fmt::runtime(kRankOutOfRange), *pin, dp_.size()));
+        co_await fail(
+            ex, api, http::status::bad_request,
+            fmt::format(fmt::runtime(kRankOutOfRange), rank_text(ex.request()), dp_.size()));
         co_return;
       }
     }

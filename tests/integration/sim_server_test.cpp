@@ -351,10 +351,12 @@ TEST_F(SimServerTest, RankPinningRefusesUnknownRanksAndIgnoresNonIntegers) {
   EXPECT_EQ(err["error"]["type"], "BadRequestError");
   EXPECT_FALSE(err["error"]["message"].get<std::string>().empty());
   EXPECT_EQ(post("/v1/chat/completions", body, {{"X-data-parallel-rank", "-1"}}).status, 400);
-  EXPECT_EQ(
-      post("/v1/chat/completions", body, {{"X-data-parallel-rank", "99999999999999999999"}}).status,
-      400)
-      << "an integer past 64 bits is out of range, not ignored";
+  const HttpResponse huge =
+      post("/v1/chat/completions", body, {{"X-data-parallel-rank", "99999999999999999999"}});
+  EXPECT_EQ(huge.status, 400) << "an integer past 64 bits is out of range, not ignored";
+  EXPECT_EQ(Json::parse(huge.body)["error"]["message"],
+            "data_parallel_rank 99999999999999999999 is out of range [0, 2).")
+      << "the rank as it was sent";
 
   const HttpResponse anthropic =
       post("/v1/messages", messages_body("x", 2), {{"X-data-parallel-rank", "9"}});
