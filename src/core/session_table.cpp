@@ -25,9 +25,9 @@ std::optional<int> SessionTable::find(std::uint64_t key, TimePoint now) {
 }
 
 void SessionTable::touch(std::uint64_t key, int home, TimePoint now) {
-  age(now);
   const auto it = index_.find(key);
-  if (it == index_.end()) return assign(key, home, now);
+  if (it == index_.end()) return assign(key, home, now);  // which ages the table
+  age(now);
   touch_slot(it->second, now);
 }
 

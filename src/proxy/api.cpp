@@ -2,11 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
-#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <ctime>
-#include <mutex>
 #include <nlohmann/json.hpp>
 
 #include "proxy/dialect.h"
@@ -230,21 +228,12 @@ std::string clipped(std::string_view text, std::size_t n = 64) {
 // A PATCH refused for its token, in the log: one line a second at most (a
 // client trying tokens in a loop does not flood it), with how many more
 // were refused since the last.
-void log_refused_patch(const ModelState& model, std::string_view client, std::string_view why) {
-  static std::mutex mutex;
-  static std::chrono::steady_clock::time_point last{};
-  static std::uint64_t unsaid = 0;
-  std::lock_guard lock{mutex};
-  const auto now = std::chrono::steady_clock::now();
-  if (last != std::chrono::steady_clock::time_point{} && now - last < std::chrono::seconds(1)) {
-    ++unsaid;
-    return;
-  }
-  spdlog::warn(
-      "model={} PATCH from {} refused: {}{}", model.config.name, client, why,
-      unsaid == 0 ? "" : fmt::format(" ({} more refused since the last such line)", unsaid));
-  last = now;
-  unsaid = 0;
+void log_refused_patch(ModelState& model, std::string_view client, std::string_view why) {
+  if (const std::uint64_t refused = model.refused_patch_log.note())
+    spdlog::warn("model={} PATCH from {} refused: {}{}", model.config.name, client, why,
+                 refused == 1
+                     ? ""
+                     : fmt::format(" ({} more refused since the last such line)", refused - 1));
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/coarse_clock.h"
 #include "net/field_lookup.h"
 #include "net/read_available.h"
 #include "net/request_reader.h"
@@ -482,8 +483,10 @@ net::Awaitable<AttemptResult> forward_once(AttemptContext& ctx,
                                "sending to "sv, backend.url, " failed"sv);
     }
     conn.broken = wec.failed();  // the reply is read from a reset connection
+    // The coarse clock, as the request path's other stamps: a tick is far
+    // under the window.
     const auto sent_at =
-        conn.reused ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+        conn.reused ? coarse_steady_now() : std::chrono::steady_clock::time_point{};
 
     if (ctx.observer) ctx.observer->on_request_sent();
     conn.buffer.reserve(kReplyReadBytes);  // reads are sized by free capacity (512 bytes at least)
@@ -531,9 +534,7 @@ net::Awaitable<AttemptResult> forward_once(AttemptContext& ctx,
     const auto hec = classify(ctx, hec0);
     if (hec) {
       const bool nothing_came = is_reset(hec) && conn.buffer.size() == 0 && !interim_seen;
-      if (nothing_came && conn.reused &&
-          std::chrono::steady_clock::now() - sent_at < kIdleCloseWindow)
-        continue;
+      if (nothing_came && conn.reused && coarse_steady_now() - sent_at < kIdleCloseWindow) continue;
       if (hec == net::beast::error::timeout)
         co_return attempt_result(Outcome::kFailed, http::status::gateway_timeout,
                                  "first_byte_timeout", {}, "upstream "sv, backend.url,

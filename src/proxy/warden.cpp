@@ -482,21 +482,11 @@ net::Awaitable<void> respond_error(net::Exchange& exchange, Dialect dialect, htt
 // Every replica of a model down can refuse thousands of requests a second: the
 // process log says so once per 10 s, with the count since its last line.
 void log_unavailable(ModelState& model, std::uint64_t id) {
-  constexpr std::int64_t kEvery = 10;
-  const std::int64_t now =
-      std::chrono::duration_cast<std::chrono::seconds>(coarse_steady_now().time_since_epoch())
-          .count();
-  const std::uint64_t refused =
-      model.unavailable_unlogged.fetch_add(1, std::memory_order_relaxed) + 1;
-  std::int64_t last = model.unavailable_logged_at.load(std::memory_order_relaxed);
-  if (last > now - kEvery ||
-      !model.unavailable_logged_at.compare_exchange_strong(last, now, std::memory_order_relaxed))
-    return;
-  model.unavailable_unlogged.fetch_sub(refused, std::memory_order_relaxed);
-  spdlog::warn(
-      "req={} model={} no healthy replica: answered 503 ({} request(s) since the last "
-      "such line)",
-      id, model.config.name, refused);
+  if (const std::uint64_t refused = model.unavailable_log.note())
+    spdlog::warn(
+        "req={} model={} no healthy replica: answered 503 ({} request(s) since the last "
+        "such line)",
+        id, model.config.name, refused);
 }
 
 // Once per model and route (and reload): where the policy chose a rank, the

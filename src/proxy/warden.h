@@ -18,6 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/log_throttle.h"
 #include "config/config.h"
 #include "core/identity.h"
 #include "core/router.h"
@@ -80,8 +81,9 @@ struct ModelState {
   ModelTelemetry& telemetry;
   // 503s for want of a healthy replica: logged a line per 10 s, not per
   // request, with how many were refused since the last line.
-  std::atomic<std::int64_t> unavailable_logged_at{std::numeric_limits<std::int64_t>::min()};
-  std::atomic<std::uint64_t> unavailable_unlogged{0};
+  LogThrottle unavailable_log{std::chrono::seconds(10)};
+  // PATCHes of the model refused for their token: a line a second at most.
+  LogThrottle refused_patch_log{std::chrono::seconds(1)};
   // The unranked_routes whose requests have gone to a multi-rank server
   // without a rank yet, a bit per config::kForwardedRoutes index (logged
   // the first time).

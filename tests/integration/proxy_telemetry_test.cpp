@@ -585,7 +585,6 @@ TEST(ProxyTelemetry, AdminApiNeedsTheRightToken) {
   RunningWarden warden{make_config({{fake.port(), 2}}, std::nullopt, "admin_token_env: LMWARDEN_TEST_ADMIN\n")};
   const std::string body = R"({"affinity":false,"spill_threshold":3})";
   CapturedLog log;
-  std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // past another test's refusal line
   EXPECT_EQ(http_request(warden.port(), http::verb::patch, "/api/models/m", body).status, 401u);
   EXPECT_EQ(http_request(warden.port(), http::verb::patch, "/api/models/m", body, {{"Authorization", "Bearer wrong"}}).status, 403u);
   EXPECT_EQ(warden.card()["affinity"], true);

@@ -342,9 +342,6 @@ export function mountModel(root, { name }, ctx) {
       groups.get(key).indexes.push(`#${r.index}`);
     }
     outages.hidden = groups.size === 0;
-    const key = JSON.stringify([...groups.keys()]) + Math.floor(Date.now() / 60000);
-    if (outages.dataset.key === key) return;
-    outages.dataset.key = key;
     outages.replaceChildren(...[...groups.values()].map(({ r, o, indexes }) => {
       const since = o.since
         ? ` Since ${utc(o.since)} (${duration((Date.now() - new Date(o.since).getTime()) / 1000)} ago).`
