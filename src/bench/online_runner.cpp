@@ -385,7 +385,9 @@ class StepRunner {
       const workload::Conversation& conv = loop_.conversation(s);
       const workload::WireRequest wire =
           workload::build_request(o_.dialect, conv, o_.model, o_.session_ids);
-      ++result_.samples.requests_sent;  // an attempt, whether or not it connects
+      // An attempt, whether or not it connects; one the step's end cuts short
+      // is taken back, as its outcome belongs to no step.
+      ++result_.samples.requests_sent;
       if (!stream) {
         stream.emplace(ex);
         slots_[static_cast<std::size_t>(s)].stream = &*stream;
@@ -394,7 +396,10 @@ class StepRunner {
         if (cec) {
           slots_[static_cast<std::size_t>(s)].stream = nullptr;
           stream.reset();
-          if (stopping_) break;
+          if (stopping_) {
+            --result_.samples.requests_sent;
+            break;
+          }
           last_connect_error_ = cec.message();
           if (!connects_failing_since_) connects_failing_since_ = Clock::now();
           co_await fail(s, /*abandon=*/false, "cannot connect: " + cec.message());
@@ -451,7 +456,10 @@ class StepRunner {
       slots_[static_cast<std::size_t>(s)].stream = nullptr;
       if (!stopping_) result_.output_tokens += static_cast<double>(tap.output_tokens());
       if (!keep_alive) stream.reset();
-      if (stopping_) break;
+      if (stopping_) {
+        --result_.samples.requests_sent;
+        break;
+      }
       if (ok && tap.error()) failure = "an error event: " + *tap.error();
       if (ok && failure.empty() && !tap.first_token_seen()) {
         failure = tap.done() ? "the reply ended without content" : "the reply ended early";

@@ -126,6 +126,9 @@ TEST(BenchOnline, WardenAndTimeScaledSimulatorProduceACompleteReport) {
     SCOPED_TRACE(std::to_string(s.sessions) + " " + s.arm);
     EXPECT_GT(s.samples.requests_sent, 0u);
     EXPECT_EQ(s.samples.requests_failed, 0u);
+    // Each request counted ended in the step: those the step's end cut
+    // short are not counted.
+    EXPECT_EQ(s.samples.requests_sent, s.samples.turn_s.size());
     EXPECT_FALSE(s.samples.ttfb_s.empty());
     EXPECT_TRUE(s.ttfb_p50_s && s.ttfb_p95_s);
     EXPECT_GT(s.output_tokens, 0);
