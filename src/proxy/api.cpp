@@ -122,10 +122,11 @@ json routed_counts(const core::ReplicaCounters& c) {
 }
 
 // Why a replica takes no new work, and since when: null while it does (or
-// when nothing said why, as for a replica out since before a reload).
-json out_of_service(const core::ReplicaView& r, const ReplicaTelemetry& telemetry) {
+// when nothing said why).
+json out_of_service(const core::ReplicaView& r, const ModelTelemetry& telemetry) {
   if (r.healthy) return nullptr;
-  const ReplicaTelemetry::Outage o = r.probed ? telemetry.ejection() : telemetry.unhealthy();
+  const OutageRecord::Outage o =
+      r.probed ? telemetry.replica(r.index).ejection.get() : telemetry.unhealthy(r.backend).get();
   if (o.reason.empty()) return nullptr;
   return {{"cause", r.probed ? "ejected" : "unhealthy"},
           {"reason", o.reason},
@@ -150,7 +151,7 @@ std::string model_card_json(const ModelState& model) {
                     {"kv_used", number_or_null(r.engine.kv_used)},
                     {"prefix_hit_rate",
                      hit_rate_or_null(model.telemetry.replica(r.index).prefix_hit_rate.load())}};
-    replica["out_of_service"] = out_of_service(r, model.telemetry.replica(r.index));
+    replica["out_of_service"] = out_of_service(r, model.telemetry);
     replica.update(routed_counts(r.counters));
     replicas.push_back(std::move(replica));
   }

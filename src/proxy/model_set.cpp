@@ -127,7 +127,7 @@ const ModelState* predecessor(const config::ModelConfig& m, const config::Config
 // before it is published: the conversations and stored responses whose
 // server and rank `m` still has (by server name, so a URL written another
 // way is the same server), those replicas' health, ejections and engine
-// figures, and each server's failed probes. The counters and the chart
+// figures, each server's failed probes, and why each of them is out. The counters and the chart
 // continue too when every replica kept has the same index in both, as after
 // servers or ranks added or removed at the end of the list: the `replica`
 // label of /metrics is an index, so a counter whose replica moved must start
@@ -152,26 +152,32 @@ std::shared_ptr<ModelState> continue_with_new_replicas(const ModelState& from,
     }
   }
   const bool counters = kept && same_indices;
+  // The new replica i is `from`'s same_as[i] (-1: none), and the new server b
+  // is `from`'s server_was[b].
+  std::vector<int> same_as(static_cast<std::size_t>(m.replica_count()), -1);
+  for (std::size_t r = 0; r < home_in.size(); ++r)
+    if (home_in[r] >= 0) same_as[static_cast<std::size_t>(home_in[r])] = static_cast<int>(r);
+  std::vector<int> server_was;
+  for (const auto& server : routing->servers)
+    server_was.push_back(server_index(from.routing->servers, server));
   std::shared_ptr<ModelTelemetry> telemetry;
   if (counters) {
     routing->since = from.routing->since;
-    std::vector<int> same_as(static_cast<std::size_t>(m.replica_count()), -1);
-    for (std::size_t r = 0; r < home_in.size(); ++r)
-      if (home_in[r] >= 0) same_as[static_cast<std::size_t>(home_in[r])] = static_cast<int>(r);
     telemetry = std::make_shared<ModelTelemetry>(m.name, telemetry_servers(m),
                                                  *from.telemetry_owner, same_as);
   } else {
     telemetry = std::make_shared<ModelTelemetry>(m.name, telemetry_servers(m));
   }
+  telemetry->carry_outages(*from.telemetry_owner, server_was, same_as);
   auto to = std::make_shared<ModelState>(m, std::move(routing), std::move(telemetry));
   std::scoped_lock lock{from.mutex, to->mutex};
   to->carried = to->router.carry_homes(from.router, home_in, coarse_steady_now());
   to->counters_carried = counters;
   to->router.carry_state(from.router, home_in, counters);
-  const auto& before = from.routing->servers;
-  for (std::size_t b = 0; b < to->routing->servers.size(); ++b)
-    if (const int was = server_index(before, to->routing->servers[b]); was >= 0)
-      to->routing->failed_probes[b] = from.routing->failed_probes[static_cast<std::size_t>(was)];
+  for (std::size_t b = 0; b < server_was.size(); ++b)
+    if (server_was[b] >= 0)
+      to->routing->failed_probes[b] =
+          from.routing->failed_probes[static_cast<std::size_t>(server_was[b])];
   return to;
 }
 

@@ -20,6 +20,33 @@
 
 namespace lmwarden::proxy {
 
+// Why something last left service, and since when, kept until the next time
+// it leaves (the card shows it while it is out: api.md). Written by the
+// scraper and the request path, read by /api.
+class OutageRecord {
+ public:
+  struct Outage {
+    std::string reason;  // empty: never out
+    telemetry::WallTime since{};
+  };
+  void note(std::string reason) {
+    std::lock_guard lock{mutex_};
+    outage_ = {std::move(reason), telemetry::WallClock::now()};
+  }
+  Outage get() const {
+    std::lock_guard lock{mutex_};
+    return outage_;
+  }
+  void set(Outage outage) {
+    std::lock_guard lock{mutex_};
+    outage_ = std::move(outage);
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  Outage outage_;
+};
+
 struct ReplicaTelemetry {
   telemetry::TokenSeries series;
   std::atomic<std::uint64_t> prompt_cached{0};
@@ -38,24 +65,9 @@ struct ReplicaTelemetry {
     return errors;
   }
 
-  // Why the replica last left service, and since when: by its server's
-  // health (failed probes, or a connect that failed) and by an ejection for
-  // its 5xx replies, each kept until the next time it leaves so. The card
-  // shows the one that holds it out (api.md).
-  struct Outage {
-    std::string reason;  // empty: never out so
-    telemetry::WallTime since{};
-  };
-  void note_unhealthy(std::string reason) { note(unhealthy_, std::move(reason)); }
-  void note_ejected(std::string reason) { note(ejection_, std::move(reason)); }
-  Outage unhealthy() const {
-    std::lock_guard lock{outage_mutex_};
-    return unhealthy_;
-  }
-  Outage ejection() const {
-    std::lock_guard lock{outage_mutex_};
-    return ejection_;
-  }
+  // Why the replica was last ejected for its 5xx replies, and since when
+  // (its server's health is its server's: ModelTelemetry::unhealthy).
+  OutageRecord ejection;
 
   // Scraper-owned: counter deltas since the warden started (or the reload
   // that started the replica's counters afresh), under scrape_mutex: the
@@ -65,16 +77,8 @@ struct ReplicaTelemetry {
   std::atomic<double> prefix_hit_rate{-1.0};  // -1: nothing measured yet
 
  private:
-  void note(Outage& outage, std::string reason) {
-    std::lock_guard lock{outage_mutex_};
-    outage = {std::move(reason), telemetry::WallClock::now()};
-  }
-
   mutable std::mutex errors_mutex;
   std::map<std::string, std::uint64_t> errors;
-  mutable std::mutex outage_mutex_;
-  Outage unhealthy_;
-  Outage ejection_;
 };
 
 // Whether one vLLM server's replies say how many prompt tokens came from its
@@ -179,6 +183,30 @@ struct ModelTelemetry {
     return urls;
   }
 
+  // Why server `server` was last taken out of service for its health (failed
+  // probes, or a connection to it that failed): its ranks share it.
+  OutageRecord& unhealthy(int server) {
+    return servers_[static_cast<std::size_t>(server)]->unhealthy;
+  }
+  const OutageRecord& unhealthy(int server) const {
+    return servers_[static_cast<std::size_t>(server)]->unhealthy;
+  }
+
+  // After a reload that changed the model's replicas, before this is
+  // published: the outages of `previous` that this one keeps, as the router
+  // keeps their health: server b's if server_was[b] >= 0 (the same server in
+  // `previous`), replica i's ejection if replica_was[i] >= 0.
+  void carry_outages(const ModelTelemetry& previous, const std::vector<int>& server_was,
+                     const std::vector<int>& replica_was) {
+    for (std::size_t b = 0; b < servers_.size() && b < server_was.size(); ++b)
+      if (server_was[b] >= 0) servers_[b]->unhealthy.set(previous.unhealthy(server_was[b]).get());
+    for (std::size_t i = 0; i < replicas_.size() && i < replica_was.size(); ++i) {
+      const int was = replica_was[i];
+      if (was >= 0 && &previous.replica(was) != replicas_[i].get())
+        replicas_[i]->ejection.set(previous.replica(was).ejection.get());
+    }
+  }
+
   telemetry::Histogram& time_to_first_byte() noexcept { return model_wide_->time_to_first_byte; }
   const telemetry::Histogram& time_to_first_byte() const noexcept {
     return model_wide_->time_to_first_byte;
@@ -210,6 +238,7 @@ struct ModelTelemetry {
     const int first_replica;  // its ranks are replicas first_replica .. + replicas - 1
     const int replicas;
     const std::shared_ptr<CachedCountCheck> cached_count;
+    OutageRecord unhealthy;
   };
   // Whether the scraper has read prompts on some rank of the server, and no
   // prefix-cache hit on any. A rank not measured yet (no query seen) says

@@ -16,16 +16,13 @@ namespace lmwarden::proxy {
 
 void take_out_of_service(ModelState& model, int backend, std::string_view why) {
   bool was_healthy = false;
-  std::pair<int, int> replicas;
   {
     std::lock_guard lock{model.mutex};
     was_healthy = model.router.backend_healthy(backend);
     model.router.set_backend_healthy(backend, false);
-    replicas = model.router.backend_replicas(backend);
   }
   if (!was_healthy) return;
-  for (int i = replicas.first; i < replicas.first + replicas.second; ++i)
-    model.telemetry.replica(i).note_unhealthy(std::string(why));
+  model.telemetry.unhealthy(backend).note(std::string(why));
   spdlog::warn("model={} backend={} unhealthy: {}; no new work until a probe of it succeeds",
                model.config.name, model.config.backends[static_cast<std::size_t>(backend)].url,
                why);
@@ -50,7 +47,7 @@ void note_server_error(ModelState& model, const config::Config& config, const Se
   // taking work, the next errors are new evidence too).
   in_row.store(0, std::memory_order_relaxed);
   if (!ejected) return;
-  model.telemetry.replica(e.replica).note_ejected(
+  model.telemetry.replica(e.replica).ejection.note(
       fmt::format("{} server errors (5xx) in a row, each then served by another "
                   "replica; out for {} s",
                   config.eject_after_5xx,

@@ -183,9 +183,8 @@ net::Awaitable<void> Scraper::watch(std::shared_ptr<ModelState> model_ptr, int b
       spdlog::info("model={} backend={} healthy again; taking new work", model.config.name,
                    backend.url);
     } else if (!now && was) {
-      for (int rank = 0; rank < ranks; ++rank)
-        model.telemetry.replica(first + rank)
-            .note_unhealthy(fmt::format("{} failed probes in a row: {}", failures, problem));
+      model.telemetry.unhealthy(backend_index)
+          .note(fmt::format("{} failed probes in a row: {}", failures, problem));
       spdlog::warn(
           "model={} backend={} unhealthy after {} failed probes ({}); its conversations re-home",
           model.config.name, backend.url, failures, problem);

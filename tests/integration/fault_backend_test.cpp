@@ -578,6 +578,41 @@ TEST(FaultBackend, AServerThatRefusesAConnectionTakesNoNewWorkUntilAProbeSucceed
   EXPECT_EQ(card["in_flight"], 0);
 }
 
+// A reload that moves the replicas (a server added at the front: their
+// counters start again) keeps why each is out, as it keeps their health: the
+// ejection of one, by replica, and the refused connection of another, by
+// server. Probes a minute apart: none brings either back meanwhile.
+TEST(FaultBackend, AReloadThatMovesTheReplicasKeepsWhyEachIsOut) {
+  FakeVllm bad{1};
+  bad.fail_with(500);
+  auto gone = std::make_unique<FakeVllm>(1);
+  const std::uint16_t gone_port = gone->port();
+  FakeVllm good{1};
+  const std::string top = "retries: 2\nscrape_interval: 60s\neject_after_5xx: 3\neject_for: 60s\n";
+  RunningWarden warden{
+      make_config({{bad.port(), 1}, {gone_port, 1}, {good.port(), 1}}, std::nullopt, top),
+      /*scrape=*/true};
+  gone.reset();
+  int turns = 0;
+  auto out = [&](const json& card, int i) { return card["replicas"][i]["out_of_service"]; };
+  while ((out(warden.card(), 0).is_null() || out(warden.card(), 1).is_null()) && turns < 40)
+    ASSERT_EQ(chat(warden.port(), "c" + std::to_string(turns++)).status, 200u);
+  const json before = warden.card();
+  ASSERT_EQ(out(before, 0)["cause"], "ejected") << before;
+  ASSERT_EQ(out(before, 1)["cause"], "unhealthy") << before;
+
+  FakeVllm added{1};
+  warden.reload(make_config({{added.port(), 1}, {bad.port(), 1}, {gone_port, 1}, {good.port(), 1}},
+                            std::nullopt, top));
+  const json after = warden.card();
+  EXPECT_EQ(after["replicas"][1]["url"], before["replicas"][0]["url"]) << after;
+  ASSERT_GT(before["replicas"][0]["new"], 0) << before;
+  EXPECT_EQ(after["replicas"][1]["new"], 0) << "its counters should have started again: " << after;
+  EXPECT_EQ(out(after, 1), out(before, 0)) << after;
+  EXPECT_EQ(out(after, 2), out(before, 1)) << after;
+  EXPECT_TRUE(out(after, 0).is_null() && out(after, 3).is_null()) << after;
+}
+
 TEST(FaultBackend, AllReplicasDownIs503ThenARestartedServerIsRebaselined) {
   auto sim = std::make_unique<SimProcess>(std::vector<std::string>{"sim", "--listen", "127.0.0.1:0", "--dp", "2"});
   const std::uint16_t port = sim->port();
