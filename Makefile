@@ -1,7 +1,7 @@
 # LM Warden — the two commands an operator needs:
 #   make demo   set everything up and run the warden on a simulated vLLM fleet
 #   make test   set everything up, build with sanitizers and run every test
-.PHONY: all bootstrap build build-pgo build-dev test test-tsan fuzz fuzz-smoke demo soak clean format bench-micro bench-proxy
+.PHONY: all bootstrap build build-pgo build-dev install test test-tsan fuzz fuzz-smoke demo soak clean format bench-micro bench-proxy
 
 JOBS ?= 2
 export CCACHE_DIR ?= $(HOME)/.cache/ccache
@@ -25,6 +25,12 @@ build: bootstrap
 build-pgo: bootstrap
 	@JOBS=$(JOBS) bash scripts/pgo-build.sh
 	@ln -sf pgo/src/lmwarden build/lmwarden-pgo
+
+# The binary to $(PREFIX)/bin (/usr/local by default), a configuration to
+# start from at /etc/lmwarden/lmwarden.yaml (only where none is) and the
+# systemd unit (packaging/lmwarden.service); DESTDIR for packaging.
+install: build
+	@bash scripts/install.sh
 
 build-dev: bootstrap
 	@cmake --preset dev >/dev/null

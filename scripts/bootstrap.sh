@@ -23,6 +23,7 @@ packages=(
   clang libclang-rt-14-dev    # fuzz targets: clang and the libFuzzer runtime
   curl                        # used by the demo and by integration scripts
   python3                     # the proxy benchmark's scripts and their tests
+  python3-yaml                # the alert rules' test (packaging/prometheus)
   nginx-light wrk             # the proxy benchmark (make bench-proxy) and its test
   chromium                    # headless browser for the dashboard's browser tests
 )
