@@ -1,0 +1,148 @@
+"""The Prometheus alerting rules shipped in packaging/prometheus: every
+metric they name is one a running warden exports (a `# TYPE` line of its
+/metrics, with every optional section configured), every label they group
+or match by is one docs/metrics.md gives that metric, every label value they
+match is one the docs list, and each rule has what Prometheus and a
+receiver need. `promtool check rules` runs where promtool is installed
+(Debian's `prometheus` package, which the bootstrap does not install);
+elsewhere the PromQL itself is checked only this far.
+
+Run: LMWARDEN_BINARY=build/release/src/lmwarden \\
+     python3 -m unittest discover -s tests/release -p '*_test.py' -v
+"""
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+import unittest
+import urllib.request
+
+import yaml
+
+BINARY = os.environ.get("LMWARDEN_BINARY", "")
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+RULES = os.path.join(REPO, "packaging", "prometheus", "lmwarden-alerts.yml")
+# Labels Prometheus adds to every series it scrapes, and the one time() has.
+TARGET_LABELS = {"instance", "job"}
+
+
+def documented_metrics():
+    """name -> (labels, the row's text), from docs/metrics.md's table."""
+    metrics = {}
+    with open(os.path.join(REPO, "docs", "metrics.md")) as f:
+        for line in f:
+            row = re.match(r"\| `(lmwarden_\w+)` \| [^|]+ \| ([^|]+) \| (.*)$", line)
+            if row:
+                labels = {l.strip() for l in row.group(2).split(",") if l.strip() not in ("", "—")}
+                metrics[row.group(1)] = (labels, row.group(3))
+    return metrics
+
+
+def rules():
+    with open(RULES) as f:
+        document = yaml.safe_load(f)
+    return [rule for group in document["groups"] for rule in group["rules"]]
+
+
+def selectors(expr):
+    """(metric, {label: value}) for each metric the expression names."""
+    for found in re.finditer(r"(lmwarden_\w+)(\{([^}]*)\})?", expr):
+        matchers = dict(re.findall(r'(\w+)\s*=~?\s*"([^"]*)"', found.group(3) or ""))
+        yield found.group(1), matchers
+
+
+def grouping_labels(expr):
+    labels = set()
+    for found in re.finditer(r"\b(?:by|without)\s*\(([^)]*)\)", expr):
+        labels |= {l.strip() for l in found.group(1).split(",") if l.strip()}
+    return labels
+
+
+class AlertRules(unittest.TestCase):
+    def test_every_rule_is_complete(self):
+        names = set()
+        for rule in rules():
+            with self.subTest(rule=rule.get("alert")):
+                self.assertRegex(rule["alert"], r"^LMWarden[A-Za-z]+$")
+                self.assertNotIn(rule["alert"], names, "two rules of one name")
+                names.add(rule["alert"])
+                self.assertIn(rule["labels"]["severity"], ("warning", "critical"))
+                self.assertTrue(rule["annotations"]["summary"])
+                if "for" in rule:
+                    self.assertRegex(rule["for"], r"^\d+[smh]$")
+                expr = rule["expr"]
+                self.assertEqual(expr.count("("), expr.count(")"), expr)
+                self.assertEqual(expr.count("{"), expr.count("}"), expr)
+                for window in re.findall(r"\[([^\]]*)\]", expr):
+                    self.assertRegex(window, r"^\d+[smh]$")
+        self.assertGreaterEqual(len(names), 5)
+
+    def test_labels_and_values_are_those_the_metrics_carry(self):
+        documented = documented_metrics()
+        for rule in rules():
+            expr = rule["expr"]
+            with self.subTest(rule=rule["alert"]):
+                named = list(selectors(expr))
+                self.assertTrue(named, "the rule names no lmwarden metric")
+                carried = set(TARGET_LABELS)
+                for metric, matchers in named:
+                    self.assertIn(metric, documented, "not in docs/metrics.md")
+                    labels, text = documented[metric]
+                    carried |= labels
+                    for label, value in matchers.items():
+                        self.assertIn(label, labels, f"{metric} has no label {label}")
+                        self.assertIn(f"`{value}`", text, f"{metric}: {label}={value} is not documented")
+                self.assertLessEqual(grouping_labels(expr), carried, expr)
+                # What the annotations show must survive the aggregation.
+                shown = set(re.findall(r"\$labels\.(\w+)", str(rule.get("annotations", {}))))
+                kept = grouping_labels(expr) if re.search(r"\bby\s*\(", expr) else carried
+                self.assertLessEqual(shown, kept, f"annotations use {shown}")
+
+    @unittest.skipUnless(shutil.which("promtool"), "promtool is not installed")
+    def test_prometheus_reads_the_rules(self):
+        run = subprocess.run(["promtool", "check", "rules", RULES], capture_output=True, text=True,
+                             timeout=60)
+        self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
+
+    @unittest.skipUnless(BINARY, "LMWARDEN_BINARY names the binary under test")
+    def test_every_metric_named_is_exported(self):
+        with tempfile.TemporaryDirectory(prefix="lmwarden-alerts-") as d:
+            config = os.path.join(d, "lmwarden.yaml")
+            with open(config, "w") as f:
+                # Every optional section on, so that their metrics are there:
+                # nothing listens at the backend or the Redis, which the
+                # warden only says in its log.
+                f.write(f"listen: 127.0.0.1:0\nthreads: 1\naccess_log: {d}/access.log\n"
+                        f"saved_homes:\n  path: {d}/homes.json\n"
+                        "shared_homes:\n  redis: redis://127.0.0.1:9\n"
+                        "models:\n  - name: m\n    backends:\n      - url: http://127.0.0.1:9\n")
+            log_path = os.path.join(d, "out.log")
+            with open(log_path, "w") as log:
+                process = subprocess.Popen([BINARY, "serve", "--config", config], stdout=log,
+                                           stderr=subprocess.STDOUT)
+            try:
+                port = None
+                deadline = time.monotonic() + 10
+                while port is None and time.monotonic() < deadline and process.poll() is None:
+                    with open(log_path) as f:
+                        found = re.search(r"listening on http://127\.0\.0\.1:(\d+)", f.read())
+                    port = found and int(found.group(1))
+                    time.sleep(0.05)
+                if port is None:
+                    with open(log_path) as f:
+                        self.fail("lmwarden serve did not start:\n" + f.read())
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
+                    exported = set(re.findall(r"^# TYPE (\w+) ", reply.read().decode(), re.M))
+            finally:
+                process.terminate()
+                process.wait(timeout=10)
+        for rule in rules():
+            for metric, _ in selectors(rule["expr"]):
+                with self.subTest(rule=rule["alert"], metric=metric):
+                    self.assertIn(metric, exported)
+
+
+if __name__ == "__main__":
+    unittest.main()
