@@ -197,10 +197,21 @@ class Reader {
       error(e, path, fmt::format("cannot open {} for appending: {}", *text, std::strerror(errno)));
       return std::nullopt;
     }
-    // Not there yet: its directory must let the warden create it.
+    // Not there yet: the warden must be able to create it. Tried, and taken
+    // away again (a check leaves nothing behind): access(2) answers by the
+    // directory's mode alone, which root passes where the file system
+    // refuses new files (sysfs, procfs).
     const std::string directory = directory_of(*text);
-    if (::access(directory.c_str(), W_OK | X_OK) == 0) return text;
-    if (errno == ENOENT)
+    const int created = ::open(text->c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+    if (created >= 0) {
+      ::close(created);
+      ::unlink(text->c_str());
+      return text;
+    }
+    const int why = errno;
+    if (why == EEXIST) return text;  // made meanwhile, by a warden starting on it
+    struct stat st {};
+    if (why == ENOENT && ::stat(directory.c_str(), &st) != 0)
       error(e, path,
             fmt::format("{} does not exist: create it (mkdir -p {}), or name a file in a "
                         "directory that does",
@@ -208,7 +219,7 @@ class Reader {
     else
       error(e, path,
             fmt::format("cannot create {} in {}: {}", text->substr(text->rfind('/') + 1), directory,
-                        std::strerror(errno)));
+                        std::strerror(why)));
     return std::nullopt;
   }
 

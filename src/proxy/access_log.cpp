@@ -152,10 +152,12 @@ void format_line(std::string& out, std::uint64_t id, std::string_view client,
 
 }  // namespace
 
-std::shared_ptr<AccessLog> AccessLog::open(const std::string& path) {
+std::shared_ptr<AccessLog> AccessLog::open(const std::string& path, std::string* failure) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
   if (fd < 0) {
-    spdlog::error("access log {} not opened, so not written: {}", path, std::strerror(errno));
+    const std::string why = fmt::format("access log {} not opened: {}", path, std::strerror(errno));
+    spdlog::error("{}, so not written", why);
+    if (failure) *failure = why;
     return nullptr;
   }
   spdlog::info("access log: appending to {}", path);

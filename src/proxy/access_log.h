@@ -56,9 +56,9 @@ struct AccessRecord {
 
 class AccessLog {
  public:
-  // Opens `path` for appending; nullptr (and an error in the process log)
-  // when it cannot be opened.
-  static std::shared_ptr<AccessLog> open(const std::string& path);
+  // Opens `path` for appending; nullptr (and an error in the process log,
+  // and in *failure if given) when it cannot be opened.
+  static std::shared_ptr<AccessLog> open(const std::string& path, std::string* failure = nullptr);
   ~AccessLog();  // writes what is buffered
   AccessLog(const AccessLog&) = delete;
   AccessLog& operator=(const AccessLog&) = delete;

@@ -214,8 +214,11 @@ std::shared_ptr<ModelSet> make_model_set(config::Config config, const ModelSet* 
     for (const auto& alias : m.aliases) set->by_name[alias] = state;
     set->body_fields.add(state->identity.sources);
   }
-  if (!set->config.access_log.empty()) set->access_log = AccessLog::open(set->config.access_log);
+  if (!set->config.access_log.empty())
+    set->access_log = AccessLog::open(set->config.access_log, &set->access_log_failure);
   set->refusals = previous ? previous->refusals : std::make_shared<Refusals>();
+  // What an alert on a model's 503s reads (packaging/prometheus).
+  for (const auto& m : set->config.models) set->refusals->declare(m.name, "no_healthy_replica");
   return set;
 }
 

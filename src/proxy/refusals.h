@@ -28,6 +28,12 @@ class Refusals {
     std::lock_guard lock{mutex_};
     ++counts_[{std::string(model), std::string(reason)}];
   }
+  // A series that is there at 0 before its first count, so that rate() and
+  // increase() see that count (a series that appears at 1 shows no rise).
+  void declare(std::string_view model, std::string_view reason) {
+    std::lock_guard lock{mutex_};
+    counts_.try_emplace({std::string(model), std::string(reason)}, 0);
+  }
 
   // A client asked for `name`, which no model has: logged with the names
   // that are served, which is how an operator learns the alias a client

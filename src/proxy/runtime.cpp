@@ -18,6 +18,8 @@ WardenRuntime::WardenRuntime(config::Config config)
 
 net::tcp::endpoint WardenRuntime::start(bool scrape) {
   const auto set = warden_->models();
+  // The file passed the configuration's check, and still would not open.
+  if (!set->access_log_failure.empty()) throw std::runtime_error(set->access_log_failure);
   if (const std::string reason = saver_->claim(); !reason.empty())
     throw std::runtime_error("saved homes: " + reason);
   if (!restore_saved_homes(*set)) saver_->hold(set->config.saved_homes->path);

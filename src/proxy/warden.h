@@ -123,8 +123,10 @@ struct ModelSet {
   core::BodyFields body_fields;
   std::uint64_t generation = 0;
   // Opened with the set, so a reload reopens the file (a rotated log is
-  // followed); null when the configuration names none.
+  // followed); null when the configuration names none, or when it could not
+  // be opened, and then why (a start stops on it).
   std::shared_ptr<AccessLog> access_log;
+  std::string access_log_failure;
   // Kept from one configuration to the next, as the counters of a process.
   std::shared_ptr<Refusals> refusals;
 

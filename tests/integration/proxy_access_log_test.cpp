@@ -253,8 +253,11 @@ TEST(AccessLog, ErrorsAnsweredBeforeAnyModelIsKnownAreLoggedAsRefused) {
   const auto text = http_request(warden.port(), http::verb::get, "/metrics").body;
   for (const auto& s : telemetry::parse_exposition(text).samples)
     if (s.name == "lmwarden_refused_requests_total") refused[*s.label("reason")] += s.value;
-  const std::map<std::string, double> expected_reasons = {
-      {"body_too_large", 1}, {"header_too_large", 1}, {"method_not_allowed", 1}, {"no_route", 1}};
+  const std::map<std::string, double> expected_reasons = {{"body_too_large", 1},
+                                                          {"header_too_large", 1},
+                                                          {"method_not_allowed", 1},
+                                                          {"no_route", 1},
+                                                          {"no_healthy_replica", 0}};
   EXPECT_EQ(refused, expected_reasons) << text;
 }
 
@@ -461,6 +464,22 @@ TEST(AccessLog, TheLogAReloadReplacedIsClosedWhereItWasOpened) {
   for (const char* id : {"after-1", "after-2", "after-3"})
     EXPECT_EQ(chat_status(warden.port(), id), 200u) << "the warden still takes connections";
   EXPECT_EQ(wait_for_lines(log, 4).size(), 4u);
+}
+
+// A file that passed the configuration's check and still does not open (set
+// here after loading, where the check cannot see it) stops the start, with
+// why: a warden that serves without its access log loses every line.
+TEST(AccessLog, AFileThatDoesNotOpenStopsTheStart) {
+  config::Config cfg = make_config({{1, 1}});
+  cfg.access_log = "/proc/lmwarden-access.log";
+  proxy::WardenRuntime runtime(std::move(cfg));
+  try {
+    runtime.start(false);
+    ADD_FAILURE() << "started";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "access log /proc/lmwarden-access.log not opened: No such file or directory");
+  }
 }
 
 }  // namespace

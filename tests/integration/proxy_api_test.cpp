@@ -136,7 +136,7 @@ TEST(ProxyApi, AModelIsRetrievedByNameOrAlias) {
   EXPECT_EQ(unknown.status, 404u);
   EXPECT_EQ(json::parse(unknown.body)["error"]["message"], "no model Qwen (see GET /v1/models)");
   const std::map<std::pair<std::string, std::string>, double> expected = {
-      {{"", "unknown_model"}, 1}};
+      {{"", "unknown_model"}, 1}, {{"Qwen/Qwen3-4B", "no_healthy_replica"}, 0}};
   EXPECT_EQ(refused(warden.port()), expected);
   EXPECT_TRUE(fake.seen().empty());
 }
@@ -222,7 +222,8 @@ TEST(ProxyApi, RefusalsAreCountedByModelAndReason) {
       {{"", "unknown_model"}, 2},
       {{"", "invalid_body"}, 2},
       {{"m", "unknown_rank"}, 1},
-      {{"", "unsupported_encoding"}, 2}};
+      {{"", "unsupported_encoding"}, 2},
+      {{"m", "no_healthy_replica"}, 0}};  // there before any, for rate() (metrics.md)
   EXPECT_EQ(refused(warden.port()), expected);
   // A reload keeps them, as the counters of the process they are.
   warden.reload(make_config({{fake.port(), 2}}, 3));
@@ -233,7 +234,10 @@ TEST(ProxyApi, RefusalsAreCountedByModelAndReason) {
                        "      - url: http://127.0.0.1:" +
                        std::to_string(fake.port()) + "\n"));
   const std::map<std::pair<std::string, std::string>, double> without_m = {
-      {{"", "unknown_model"}, 2}, {{"", "invalid_body"}, 2}, {{"", "unsupported_encoding"}, 2}};
+      {{"", "unknown_model"}, 2},
+      {{"", "invalid_body"}, 2},
+      {{"", "unsupported_encoding"}, 2},
+      {{"other", "no_healthy_replica"}, 0}};
   EXPECT_EQ(refused(warden.port()), without_m);
 }
 

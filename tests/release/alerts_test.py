@@ -2,7 +2,8 @@
 metric they name is one a running warden exports (a `# TYPE` line of its
 /metrics, with every optional section configured), every label they group
 or match by is one docs/metrics.md gives that metric, every label value they
-match is one the docs list, and each rule has what Prometheus and a
+match is one the docs list and has its series from the start (at 0, so that
+increase() sees its first count), and each rule has what Prometheus and a
 receiver need. `promtool check rules` runs where promtool is installed
 (Debian's `prometheus` package, which the bootstrap does not install);
 elsewhere the PromQL itself is checked only this far.
@@ -55,7 +56,7 @@ def selectors(expr):
 
 def grouping_labels(expr):
     labels = set()
-    for found in re.finditer(r"\b(?:by|without)\s*\(([^)]*)\)", expr):
+    for found in re.finditer(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\(([^)]*)\)", expr):
         labels |= {l.strip() for l in found.group(1).split(",") if l.strip()}
     return labels
 
@@ -134,14 +135,22 @@ class AlertRules(unittest.TestCase):
                     with open(log_path) as f:
                         self.fail("lmwarden serve did not start:\n" + f.read())
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
-                    exported = set(re.findall(r"^# TYPE (\w+) ", reply.read().decode(), re.M))
+                    text = reply.read().decode()
+                exported = set(re.findall(r"^# TYPE (\w+) ", text, re.M))
             finally:
                 process.terminate()
                 process.wait(timeout=10)
         for rule in rules():
-            for metric, _ in selectors(rule["expr"]):
+            for metric, matchers in selectors(rule["expr"]):
                 with self.subTest(rule=rule["alert"], metric=metric):
                     self.assertIn(metric, exported)
+                    # A series a rule selects by label value is there before
+                    # its first count, or increase() would not see that count.
+                    if matchers:
+                        wanted = [f'{k}="{v}"' for k, v in matchers.items()]
+                        series = [l for l in text.splitlines() if l.startswith(metric + "{")]
+                        self.assertTrue([l for l in series if all(w in l for w in wanted)],
+                                        f"no {metric} series with {wanted} at the start: {series}")
 
 
 if __name__ == "__main__":

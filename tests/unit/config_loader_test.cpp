@@ -274,6 +274,16 @@ TEST(ConfigLoader, AccessLogIsAnAbsolutePathOpenedForAppending) {
   }
   std::filesystem::permissions(dir, std::filesystem::perms::owner_all);
   std::filesystem::remove_all(dir);
+  // Directories whose mode lets root in and whose file system makes no files
+  // (the check creates one and takes it away again, as access(2) cannot say).
+  EXPECT_EQ(error_of("access_log: /proc/lmwarden-access.log\n" + std::string(kMinimal)),
+            "lmwarden.yaml:1: access_log: cannot create lmwarden-access.log in /proc: No such file "
+            "or directory");
+  if (std::filesystem::is_directory("/sys")) {
+    EXPECT_THAT(
+        error_of("access_log: /sys/lmwarden-access.log\n" + std::string(kMinimal)),
+        HasSubstr("lmwarden.yaml:1: access_log: cannot create lmwarden-access.log in /sys: "));
+  }
 
   EXPECT_EQ(error_of("access_log: logs/access.log\n" + std::string(kMinimal)),
             R"(lmwarden.yaml:1: access_log: must be an absolute path, got "logs/access.log")");
