@@ -11,13 +11,18 @@
 # (under DESTDIR), where the unit looks for them. Running it again updates
 # the binary and the unit and keeps the configuration.
 set -euo pipefail
-cd "$(dirname "$0")/.."
 
+# Paths given relative are the caller's, read before moving to the repository.
+absolute() { [[ -z $1 || $1 == /* ]] && printf '%s' "$1" || printf '%s/%s' "$PWD" "$1"; }
 prefix=${PREFIX:-/usr/local}
-dest=${DESTDIR:-}
-binary=${LMWARDEN_BINARY:-build/release/src/lmwarden}
+prefix=${prefix%/}
+dest=$(absolute "${DESTDIR:-}")
+dest=${dest%/}
+binary=$(absolute "${LMWARDEN_BINARY:-}")
+cd "$(dirname "$0")/.."
+binary=${binary:-$PWD/build/release/src/lmwarden}
 
-if [[ $prefix != /* ]]; then
+if [[ -n $prefix && $prefix != /* ]]; then
   echo "install: PREFIX must be an absolute path, got '$prefix'" >&2
   exit 2
 fi
@@ -50,6 +55,7 @@ if [[ -z $dest ]]; then
 
 Next:
   $bindir/lmwarden serve --config /etc/lmwarden/lmwarden.yaml --check
-  systemctl daemon-reload && systemctl enable --now lmwarden
+  systemctl daemon-reload && systemctl enable --now lmwarden    # a first install
+  systemctl daemon-reload && systemctl restart lmwarden         # an upgrade: drains the running one first
 NEXT
 fi

@@ -1,9 +1,6 @@
-#include <array>
 #include <cstdio>
 #include <cstdlib>
-#include <ctime>
 #include <exception>
-#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -12,12 +9,10 @@
 #include <malloc.h>
 #endif
 
-#include <spdlog/pattern_formatter.h>
 #include <spdlog/spdlog.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "app/commands.h"
+#include "app/journal.h"
 #include "config/config_loader.h"
 
 #ifdef LMWARDEN_WITH_JEMALLOC
@@ -88,51 +83,11 @@ std::optional<int> unknown_command(CLI::App& app, int argc, char** argv) {
   return 2;
 }
 
-// Whether the log (stdout) goes to systemd's journal, as a service's does:
-// systemd then sets JOURNAL_STREAM to that stream's device and inode.
-bool log_goes_to_the_journal() {
-  const char* stream = std::getenv("JOURNAL_STREAM");
-  if (stream == nullptr) return false;
-  unsigned long long device = 0;
-  unsigned long long inode = 0;
-  char end = 0;
-  if (std::sscanf(stream, "%llu:%llu%c", &device, &inode, &end) != 2) return false;
-  struct stat out {};
-  return ::fstat(STDOUT_FILENO, &out) == 0 && out.st_dev == device && out.st_ino == inode;
-}
-
-// A line's level as the syslog priority prefix that the journal reads
-// (sd-daemon(3)): `<4>` for a warning, so `journalctl -p warning` selects it.
-class SyslogPriority final : public spdlog::custom_flag_formatter {
- public:
-  void format(const spdlog::details::log_msg& msg, const std::tm&,
-              spdlog::memory_buf_t& dest) override {
-    // trace, debug, info, warn, err, critical, off
-    static constexpr std::array<char, 7> kPriority{'7', '7', '6', '4', '3', '2', '6'};
-    const std::array<char, 3> prefix{'<', kPriority[static_cast<std::size_t>(msg.level)], '>'};
-    dest.append(prefix.data(), prefix.data() + prefix.size());
-  }
-  std::unique_ptr<custom_flag_formatter> clone() const override {
-    return std::make_unique<SyslogPriority>();
-  }
-};
-
-void set_log_format() {
-  if (log_goes_to_the_journal()) {
-    // The journal stamps each line itself, to the microsecond.
-    auto formatter = std::make_unique<spdlog::pattern_formatter>();
-    formatter->add_flag<SyslogPriority>('*').set_pattern("%*[%l] %v");
-    spdlog::set_formatter(std::move(formatter));
-  } else {
-    // Local time with its offset from UTC, so a line says which time it is.
-    spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e %z] [%l] %v");
-  }
-}
 }  // namespace
 
 int main(int argc, char** argv) {
   keep_freed_memory_for_reuse();
-  set_log_format();
+  lmwarden::app::set_log_format();
   CLI::App app{"LM Warden: keeps each agent conversation on the vLLM replica that caches it",
                "lmwarden"};
   app.set_version_flag("--version", "lmwarden 0.1.0");
@@ -150,7 +105,7 @@ int main(int argc, char** argv) {
     // unknown flag, a value out of range) exits 2, as other usage errors do.
     return app.exit(e) == 0 ? 0 : 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "lmwarden: %s\n", e.what());
+    lmwarden::app::say_error(e.what());
     return 1;
   }
   return 0;

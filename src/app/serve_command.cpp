@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "app/commands.h"
+#include "app/journal.h"
 #include "common/host_port.h"
 #include "common/result.h"
 #include "config/config_loader.h"
@@ -303,7 +304,7 @@ void print_start_notes(const config::Config& cfg) {
 int serve(const ServeOptions& opts) {
   auto loaded = load(opts);
   if (!loaded) {
-    std::fprintf(stderr, "lmwarden: %s\n", loaded.error().c_str());
+    say_error(loaded.error());
     return 2;
   }
   config::Config cfg = std::move(loaded).value();
@@ -367,12 +368,10 @@ int serve(const ServeOptions& opts) {
     bound = runtime.start();
     listening.port = bound.port();
   } catch (const std::runtime_error& e) {  // the port, or the homes file another warden keeps
-    std::fprintf(stderr, "lmwarden: %s\n", e.what());
+    say_error(e.what());
     return 1;
   }
-  std::printf("lmwarden listening on http://%s\n",
-              host_port(bound.address().to_string(), bound.port()).c_str());
-  std::fflush(stdout);
+  say_info("lmwarden listening on http://" + host_port(bound.address().to_string(), bound.port()));
   spdlog::info("memory allocator: {}", allocator_name());
   log_scheduling_policy();
   spdlog::info("{}", proxy::run_time_control(cfg));

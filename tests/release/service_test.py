@@ -103,6 +103,21 @@ class Install(unittest.TestCase):
         with open(config) as f:
             self.assertEqual(f.read(), edited)
 
+    def test_relative_paths_are_the_callers(self):
+        binary_dir = os.path.join(self.root.name, "bin")
+        os.makedirs(binary_dir)
+        subprocess.run(["cp", BINARY, os.path.join(binary_dir, "lmwarden")], check=True)
+        run = subprocess.run(["bash", os.path.join(REPO, "scripts", "install.sh")], cwd=self.root.name,
+                             env={**os.environ, "DESTDIR": "staged/", "PREFIX": "/usr/",
+                                  "LMWARDEN_BINARY": "bin/lmwarden"},
+                             capture_output=True, text=True, timeout=60)
+        self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
+        staged = os.path.join(self.root.name, "staged")
+        self.assertTrue(os.access(os.path.join(staged, "usr/bin/lmwarden"), os.X_OK), run.stdout)
+        unit = unit_settings(os.path.join(staged, "etc/systemd/system/lmwarden.service"))
+        self.assertEqual(unit["ExecStart"].split()[0], "/usr/bin/lmwarden")
+        self.assertFalse(os.path.exists(os.path.join(REPO, "staged")))
+
     def test_a_relative_prefix_is_refused(self):
         said = self.install(prefix="usr/local", expect=2)
         self.assertIn("PREFIX must be an absolute path", said)
@@ -148,6 +163,25 @@ class JournalLog(unittest.TestCase):
         self.assertTrue(info, lines)
         self.assertTrue(any("unhealthy" in l for l in warnings), lines)
         self.assertFalse([l for l in lines if re.match(r"\[\d{4}-", l)], "a time in a journal line")
+        self.assertIn("<6>lmwarden listening on http://127.0.0.1:", "\n".join(lines))
+        self.assertEqual([l for l in lines if not re.match(r"<[0-7]>", l)], [], "a line without a priority")
+
+    def test_what_stops_the_start_is_an_error_for_the_journal(self):
+        with tempfile.TemporaryDirectory(prefix="lmwarden-journal-") as d:
+            config = os.path.join(d, "lmwarden.yaml")
+            with open(config, "w") as f:
+                f.write("lisen: 127.0.0.1:0\nmodels:\n  - name: m\n    backends:\n      - url: http://127.0.0.1:9\n")
+            log_path = os.path.join(d, "out.log")
+            with open(log_path, "w") as log:
+                stat = os.fstat(log.fileno())
+                run = subprocess.run([BINARY, "serve", "--config", config], stdout=log, stderr=log,
+                                     env={**os.environ, "JOURNAL_STREAM": f"{stat.st_dev}:{stat.st_ino}"},
+                                     timeout=30)
+            with open(log_path) as f:
+                lines = f.read().splitlines()
+        self.assertEqual(run.returncode, 2)
+        self.assertEqual(lines, ["<3>lmwarden: invalid configuration",
+                                 f'<3>{config}:1: lisen: unknown key (did you mean "listen"?)'])
 
     def test_another_stream_gets_the_times(self):
         # JOURNAL_STREAM inherited from a parent, naming a stream that is not
