@@ -42,17 +42,20 @@ class SyslogPriority final : public spdlog::custom_flag_formatter {
   }
 };
 
-}  // namespace
-
-bool goes_to_the_journal(int fd) {
-  // Read once per stream: the descriptors do not change hands.
+// Read once per stream: the descriptors do not change hands.
+bool stdout_is_journal() {
   static const bool out = stream_is_journal(STDOUT_FILENO);
+  return out;
+}
+bool stderr_is_journal() {
   static const bool err = stream_is_journal(STDERR_FILENO);
-  return fd == STDOUT_FILENO ? out : fd == STDERR_FILENO ? err : stream_is_journal(fd);
+  return err;
 }
 
+}  // namespace
+
 void set_log_format() {
-  if (goes_to_the_journal(STDOUT_FILENO)) {
+  if (stdout_is_journal()) {
     // The journal stamps each line itself, to the microsecond.
     auto formatter = std::make_unique<spdlog::pattern_formatter>();
     formatter->add_flag<SyslogPriority>('*').set_pattern("%*[%l] %v");
@@ -63,7 +66,7 @@ void set_log_format() {
 }
 
 void say_error(std::string_view text) {
-  const char* prefix = goes_to_the_journal(STDERR_FILENO) ? "<3>" : "";
+  const char* prefix = stderr_is_journal() ? "<3>" : "";
   std::string out;
   std::string_view rest = text;
   bool first = true;
@@ -78,8 +81,8 @@ void say_error(std::string_view text) {
 }
 
 void say_info(std::string_view text) {
-  std::printf("%s%.*s\n", goes_to_the_journal(STDOUT_FILENO) ? "<6>" : "",
-              static_cast<int>(text.size()), text.data());
+  std::printf("%s%.*s\n", stdout_is_journal() ? "<6>" : "", static_cast<int>(text.size()),
+              text.data());
   std::fflush(stdout);
 }
 

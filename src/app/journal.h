@@ -9,9 +9,6 @@
 
 namespace lmwarden::app {
 
-// Whether descriptor `fd` is the stream JOURNAL_STREAM names.
-bool goes_to_the_journal(int fd);
-
 // Sets the log's form: without a time of its own and with each line's
 // priority when stdout goes to the journal; else stamped, in local time with
 // its offset from UTC.

@@ -127,11 +127,12 @@ const ModelState* predecessor(const config::ModelConfig& m, const config::Config
 // before it is published: the conversations and stored responses whose
 // server and rank `m` still has (by server name, so a URL written another
 // way is the same server), those replicas' health, ejections and engine
-// figures, each server's failed probes, and why each of them is out. The counters and the chart
-// continue too when every replica kept has the same index in both, as after
-// servers or ranks added or removed at the end of the list: the `replica`
-// label of /metrics is an index, so a counter whose replica moved must start
-// again (as it does, with the model's other counters, when one has).
+// figures, each server's failed probes, and why each of them is out. The
+// counters and the chart continue too when every replica kept has the same
+// index in both, as after servers or ranks added or removed at the end of the
+// list: the `replica` label of /metrics is an index, so a counter whose
+// replica moved must start again (as it does, with the model's other
+// counters, when one has).
 std::shared_ptr<ModelState> continue_with_new_replicas(const ModelState& from,
                                                        const config::ModelConfig& m) {
   auto routing = std::make_shared<RoutingState>(m);

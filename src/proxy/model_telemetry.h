@@ -202,6 +202,9 @@ struct ModelTelemetry {
       if (server_was[b] >= 0) servers_[b]->unhealthy.set(previous.unhealthy(server_was[b]).get());
     for (std::size_t i = 0; i < replicas_.size() && i < replica_was.size(); ++i) {
       const int was = replica_was[i];
+      // A replica whose telemetry the reload shares (counters carried) keeps
+      // its record as it is: a copy could put back an older one over an
+      // ejection its old state's requests note meanwhile.
       if (was >= 0 && &previous.replica(was) != replicas_[i].get())
         replicas_[i]->ejection.set(previous.replica(was).ejection.get());
     }

@@ -7,7 +7,6 @@
 #include <chrono>
 #include <mutex>
 #include <string>
-#include <utility>
 
 #include "common/coarse_clock.h"
 #include "proxy/warden.h"
