@@ -38,10 +38,10 @@ for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
 
+sudo_cmd=()
+[ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
 if ((${#missing[@]})); then
   echo "bootstrap: installing ${missing[*]}"
-  sudo_cmd=()
-  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
   export DEBIAN_FRONTEND=noninteractive
   "${sudo_cmd[@]}" apt-get update -qq
   "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
@@ -59,4 +59,25 @@ if [ ! -f "$root/ui/node_modules/.package-lock.json" ] ||
   (cd "$root/ui" && npm ci --no-audit --no-fund --loglevel=error)
 else
   echo "bootstrap: dashboard npm packages present"
+fi
+
+# promtool, Prometheus's checker, which parses and unit-tests the alert rules
+# (packaging/prometheus) in `make test`: unpacked from Debian's prometheus
+# package into build/tools, without installing (or starting) the server.
+# A promtool on the PATH is used instead.
+if command -v promtool >/dev/null 2>&1 || [ -x "$root/build/tools/promtool" ]; then
+  echo "bootstrap: promtool present"
+else
+  echo "bootstrap: unpacking promtool from Debian's prometheus package into build/tools"
+  download="$(mktemp -d)"
+  fetch() { (cd "$download" && apt-get download -qq -o APT::Sandbox::User=root prometheus); }
+  if ! fetch; then
+    # No package lists yet (every other package was present): read them once.
+    "${sudo_cmd[@]}" apt-get update -qq
+    fetch
+  fi
+  dpkg-deb --fsys-tarfile "$download"/prometheus_*.deb | tar -x -C "$download" ./usr/bin/promtool
+  mkdir -p "$root/build/tools"
+  install -m 0755 "$download/usr/bin/promtool" "$root/build/tools/promtool"
+  rm -rf "$download"
 fi

@@ -4,9 +4,10 @@ metric they name is one a running warden exports (a `# TYPE` line of its
 or match by is one docs/metrics.md gives that metric, every label value they
 match is one the docs list and has its series from the start (at 0, so that
 increase() sees its first count), and each rule has what Prometheus and a
-receiver need. `promtool check rules` runs where promtool is installed
-(Debian's `prometheus` package, which the bootstrap does not install);
-elsewhere the PromQL itself is checked only this far.
+receiver need. Prometheus's own tool then parses the rules (`promtool check
+rules`) and runs their unit tests (`promtool test rules` on
+lmwarden-alerts.test.yml: which alerts fire when, with which labels and
+annotations); the bootstrap unpacks promtool into build/tools.
 
 Run: LMWARDEN_BINARY=build/release/src/lmwarden \\
      python3 -m unittest discover -s tests/release -p '*_test.py' -v
@@ -25,6 +26,9 @@ import yaml
 BINARY = os.environ.get("LMWARDEN_BINARY", "")
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RULES = os.path.join(REPO, "packaging", "prometheus", "lmwarden-alerts.yml")
+RULE_TESTS = os.path.join(REPO, "packaging", "prometheus", "lmwarden-alerts.test.yml")
+# scripts/bootstrap.sh's, unless one is on the PATH.
+PROMTOOL = shutil.which("promtool") or os.path.join(REPO, "build", "tools", "promtool")
 # Labels Prometheus adds to every series it scrapes, and the one time() has.
 TARGET_LABELS = {"instance", "job"}
 
@@ -101,11 +105,34 @@ class AlertRules(unittest.TestCase):
                 kept = grouping_labels(expr) if re.search(r"\bby\s*\(", expr) else carried
                 self.assertLessEqual(shown, kept, f"annotations use {shown}")
 
-    @unittest.skipUnless(shutil.which("promtool"), "promtool is not installed")
+    @unittest.skipUnless(os.access(PROMTOOL, os.X_OK), "no promtool: run scripts/bootstrap.sh")
     def test_prometheus_reads_the_rules(self):
-        run = subprocess.run(["promtool", "check", "rules", RULES], capture_output=True, text=True,
+        run = subprocess.run([PROMTOOL, "check", "rules", RULES], capture_output=True, text=True,
                              timeout=60)
         self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
+        self.assertIn(f"SUCCESS: {len(rules())} rules found", run.stdout)
+
+    @unittest.skipUnless(os.access(PROMTOOL, os.X_OK), "no promtool: run scripts/bootstrap.sh")
+    def test_each_rule_fires_when_its_unit_tests_say(self):
+        run = subprocess.run([PROMTOOL, "test", "rules", RULE_TESTS], capture_output=True,
+                             text=True, timeout=60)
+        self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
+        with open(RULE_TESTS) as f:
+            tested = {case["alertname"] for test in yaml.safe_load(f)["tests"]
+                      for case in test.get("alert_rule_test", [])}
+        self.assertEqual(tested, {rule["alert"] for rule in rules()}, "a rule without a test")
+
+    def test_the_unit_tests_feed_series_as_the_warden_exports_them(self):
+        documented = documented_metrics()
+        with open(RULE_TESTS) as f:
+            fed = [series["series"] for test in yaml.safe_load(f)["tests"]
+                   for series in test["input_series"]]
+        for series in fed:
+            with self.subTest(series=series):
+                name, labels = re.fullmatch(r"(\w+)\{(.*)\}", series).groups()
+                self.assertIn(name, documented)
+                given = dict(re.findall(r'(\w+)="([^"]*)"', labels))
+                self.assertEqual(set(given), documented[name][0] | TARGET_LABELS)
 
     @unittest.skipUnless(BINARY, "LMWARDEN_BINARY names the binary under test")
     def test_every_metric_named_is_exported(self):
