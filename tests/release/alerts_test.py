@@ -81,7 +81,8 @@ class AlertRules(unittest.TestCase):
                 self.assertEqual(expr.count("("), expr.count(")"), expr)
                 self.assertEqual(expr.count("{"), expr.count("}"), expr)
                 for window in re.findall(r"\[([^\]]*)\]", expr):
-                    self.assertRegex(window, r"^\d+[smh]$")
+                    # A range, or a subquery's range and resolution.
+                    self.assertRegex(window, r"^\d+[smh](:\d+[smh])?$")
         self.assertGreaterEqual(len(names), 5)
 
     def test_labels_and_values_are_those_the_metrics_carry(self):
