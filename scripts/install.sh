@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Installs LM Warden: the optimised binary, a configuration to start from
 # (the example, only where none is: an operator's file is never replaced) and
-# the systemd unit. `make install` runs it after `make build`.
+# the systemd units (the service, and its optional listening socket). `make install` runs it after `make build`.
 #
 #   PREFIX    where the binary goes, under bin/ (default /usr/local)
 #   DESTDIR   a root to install under, for packaging (default: none)
 #   LMWARDEN_BINARY  the binary to install (default build/release/src/lmwarden)
 #
-# The configuration and the unit go to /etc/lmwarden and /etc/systemd/system
-# (under DESTDIR), where the unit looks for them. Running it again updates
-# the binary and the unit and keeps the configuration.
+# The configuration and the units go to /etc/lmwarden and /etc/systemd/system
+# (under DESTDIR), where the service looks for them. Running it again updates
+# the binary and the units and keeps the configuration.
 set -euo pipefail
 
 # Paths given relative are the caller's, read before moving to the repository.
@@ -43,12 +43,14 @@ else
   echo "installed $config (the example: edit its backends)"
 fi
 
-unit=$dest/etc/systemd/system/lmwarden.service
-mkdir -p "$(dirname "$unit")"
-sed "s|@BINDIR@|$bindir|g" packaging/lmwarden.service > "$unit.tmp"
-chmod 0644 "$unit.tmp"
-mv "$unit.tmp" "$unit"
-echo "installed $unit"
+units=$dest/etc/systemd/system
+mkdir -p "$units"
+for unit in lmwarden.service lmwarden.socket; do
+  sed "s|@BINDIR@|$bindir|g" "packaging/$unit" > "$units/$unit.tmp"
+  chmod 0644 "$units/$unit.tmp"
+  mv "$units/$unit.tmp" "$units/$unit"
+  echo "installed $units/$unit"
+done
 
 if [[ -z $dest ]]; then
   cat <<NEXT
@@ -57,5 +59,8 @@ Next:
   $bindir/lmwarden serve --config /etc/lmwarden/lmwarden.yaml --check
   systemctl daemon-reload && systemctl enable --now lmwarden    # a first install
   systemctl daemon-reload && systemctl restart lmwarden         # an upgrade: drains the running one first
+Optionally, systemd holding the listening socket, so that a restart refuses no
+connection (set ListenStream= in lmwarden.socket to your listen address first):
+  systemctl daemon-reload && systemctl enable --now lmwarden.socket && systemctl restart lmwarden
 NEXT
 fi

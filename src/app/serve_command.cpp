@@ -26,6 +26,7 @@
 #include "common/result.h"
 #include "config/config_loader.h"
 #include "homes/home_store.h"
+#include "net/socket_activation.h"
 #include "proxy/api.h"
 #include "proxy/home_saver.h"
 #include "proxy/runtime.h"
@@ -111,6 +112,9 @@ struct ServeOptions {
   std::optional<std::string> listen;  // --listen, when given (an empty value is refused)
   std::string log_level = "info";
   bool check = false;  // load the file, say what it sets, and exit
+  // The address of the socket a service manager passed, which is served in
+  // place of the file's listen and --listen, at start and at each reload.
+  std::optional<config::ListenAddress> passed_socket;
 };
 
 // A model as the start's log and --check describe it.
@@ -155,6 +159,10 @@ Result<config::Config, std::string> load(const ServeOptions& opts,
     if (const auto loop = backend_at(*address, cfg); !loop.empty())
       return unexpected(given + ": " + loop +
                         " is that address: every request would come back to it");
+  }
+  if (opts.passed_socket) {
+    cfg.listen_host = opts.passed_socket->host;
+    cfg.listen_port = opts.passed_socket->port;
   }
   return cfg;
 }
@@ -301,7 +309,7 @@ void print_start_notes(const config::Config& cfg) {
                     : "a process of another PID namespace");
 }
 
-int serve(const ServeOptions& opts) {
+int serve(ServeOptions opts) {
   auto loaded = load(opts);
   if (!loaded) {
     say_error(loaded.error());
@@ -335,8 +343,33 @@ int serve(const ServeOptions& opts) {
   }
   spdlog::set_level(spdlog::level::from_str(opts.log_level));
 
+  // A socket passed by a service manager (packaging/lmwarden.socket) is
+  // served instead of the configured address, and outlives this process.
+  std::optional<net::PassedSocket> passed;
+  try {
+    passed = net::take_passed_socket();
+  } catch (const std::runtime_error& e) {
+    say_error(e.what());
+    return 1;
+  }
+  std::string configured;  // the address the passed socket replaces, when another
+  if (passed) {
+    const config::ListenAddress address{passed->host, passed->port};
+    if (const auto loop = backend_at(address, cfg); !loop.empty()) {
+      say_error("the passed socket listens on " + host_port(address.host, address.port) +
+                ", which is " + loop + ": every request would come back to it");
+      return 2;
+    }
+    if (address != config::ListenAddress{cfg.listen_host, cfg.listen_port})
+      configured = host_port(cfg.listen_host, cfg.listen_port);
+    cfg.listen_host = address.host;
+    cfg.listen_port = address.port;
+    opts.passed_socket = address;
+  }
+
   fit_descriptor_limit(cfg.limits.max_connections);
   proxy::WardenRuntime runtime{cfg};
+  if (passed) runtime.use_passed_socket(passed->fd);
   // SIGHUP reloads the configuration file; SIGINT/SIGTERM stop accepting.
   // Handled from before the port opens, so an early signal never kills it.
   net::asio::io_context signals_ctx{1};
@@ -372,6 +405,11 @@ int serve(const ServeOptions& opts) {
     return 1;
   }
   say_info("lmwarden listening on http://" + host_port(bound.address().to_string(), bound.port()));
+  if (passed)
+    spdlog::info(
+        "the listening socket is the service manager's (socket activation): connections "
+        "wait in it while no warden runs{}",
+        configured.empty() ? "" : "; listen " + configured + " is not used");
   spdlog::info("memory allocator: {}", allocator_name());
   log_scheduling_policy();
   spdlog::info("{}", proxy::run_time_control(cfg));

@@ -416,6 +416,10 @@ class HttpServer {
   // Throws std::system_error with a clear message when the address is unusable
   // (start-up only, never on the request path).
   tcp::endpoint listen(const std::string& host, std::uint16_t port);
+  // The same on a socket that listens already, passed by a service manager
+  // (socket_activation.h); the server owns `fd` from here. Throws
+  // std::system_error when it cannot be served.
+  tcp::endpoint adopt(int fd);
 
   // Drains: stops accepting new connections, closes those that wait between
   // requests, and makes each reply not yet begun its connection's last
@@ -430,6 +434,8 @@ class HttpServer {
   int requests_under_way() const noexcept;
 
  private:
+  // What listen() and adopt() share once acceptor_ listens: its threads.
+  tcp::endpoint serve_acceptor(tcp protocol);
   void start_accepting();
   Awaitable<void> accept_loop();
   // Counts a connection refused for max_connections and logs the refusals:

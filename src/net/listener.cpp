@@ -322,7 +322,28 @@ tcp::endpoint HttpServer::listen(const std::string& host, std::uint16_t port) {
   // first (read_available.h). Without it they are Asio's reads.
   if (!ec) enable_drain_hints(*acceptor_);
   if (ec) throw std::system_error(ec, "cannot listen on " + host + ":" + std::to_string(port));
-  protocol_ = endpoint.protocol();
+  return serve_acceptor(endpoint.protocol());
+}
+
+tcp::endpoint HttpServer::adopt(int fd) {
+  sockaddr_storage address{};
+  socklen_t size = sizeof address;
+  boost::system::error_code ec;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size) != 0)
+    ec.assign(errno, boost::system::system_category());
+  const tcp protocol = address.ss_family == AF_INET6 ? tcp::v6() : tcp::v4();
+  acceptor_ = std::make_unique<Acceptor>(io_.at(0));
+  if (!ec) acceptor_->assign(protocol, fd, ec);
+  if (!ec) acceptor_->non_blocking(true, ec);
+  if (!ec) enable_drain_hints(*acceptor_);
+  if (ec)
+    throw std::system_error(
+        ec, "cannot accept on the passed socket (descriptor " + std::to_string(fd) + ")");
+  return serve_acceptor(protocol);
+}
+
+tcp::endpoint HttpServer::serve_acceptor(tcp protocol) {
+  protocol_ = protocol;
   // The listening socket is the first thread's alone: closed there when it
   // stops (below), or sooner by stop_accepting().
   io_.keep_for_first_thread(acceptor_->native_handle());

@@ -23,7 +23,9 @@ net::tcp::endpoint WardenRuntime::start(bool scrape) {
   if (const std::string reason = saver_->claim(); !reason.empty())
     throw std::runtime_error("saved homes: " + reason);
   if (!restore_saved_homes(*set)) saver_->hold(set->config.saved_homes->path);
-  const auto endpoint = server_->listen(set->config.listen_host, set->config.listen_port);
+  const auto endpoint = passed_socket_ >= 0
+                            ? server_->adopt(passed_socket_)
+                            : server_->listen(set->config.listen_host, set->config.listen_port);
   scraping_ = scrape;
   warden_->set_health_probed(scrape);
   if (scrape) scraper_->start(control_->at(0));

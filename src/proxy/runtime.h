@@ -25,10 +25,14 @@ class WardenRuntime {
 
   // Takes the homes file's lock and reads the file (saved_homes) into the
   // models (throws std::runtime_error when another warden keeps the file),
-  // binds the configured address (throws std::system_error with a clear
-  // message when it cannot) and starts the I/O threads, the writer of the homes file and,
-  // with `scrape`, the scraper.
+  // binds the configured address or serves the passed socket (throws
+  // std::system_error with a clear message when it cannot), and starts the
+  // I/O threads, the writer of the homes file and, with `scrape`, the
+  // scraper.
   net::tcp::endpoint start(bool scrape = true);
+  // Before start(): serve the listening socket `fd` (passed by a service
+  // manager) instead of binding the configured address.
+  void use_passed_socket(int fd) noexcept { passed_socket_ = fd; }
   void stop_accepting() { server_->stop_accepting(); }
   // Requests being served (in any configuration, current or retired).
   int in_flight() const { return warden_->requests_in_progress(); }
@@ -58,6 +62,7 @@ class WardenRuntime {
   std::unique_ptr<HomeSaver> saver_;  // the homes file (saved_homes)
   bool scraping_ = false;
   bool stopped_ = false;
+  int passed_socket_ = -1;
 };
 
 }  // namespace lmwarden::proxy

@@ -78,18 +78,27 @@ class Install(unittest.TestCase):
         self.assertEqual(unit["ExecReload"], "/bin/kill -HUP $MAINPID")
 
     @unittest.skipUnless(shutil.which("systemd-analyze"), "systemd-analyze is not installed")
-    def test_systemd_reads_the_unit(self):
+    def test_systemd_reads_the_units(self):
         self.install()
-        unit = self.under_root("/etc/systemd/system/lmwarden.service")
-        # Its ExecStart names the binary where it will be; here that is under
-        # DESTDIR, and systemd checks that the binary is there.
-        checked = os.path.join(self.root.name, "lmwarden.service")
-        with open(unit) as f, open(checked, "w") as out:
-            out.write(f.read().replace("ExecStart=/opt/", f"ExecStart={self.root.name}/opt/"))
-        run = subprocess.run(["systemd-analyze", "verify", checked], capture_output=True, text=True,
+        units = self.under_root("/etc/systemd/system")
+        # The service's ExecStart names the binary where it will be; here that
+        # is under DESTDIR, and systemd checks that the binary is there. The
+        # socket is read with it, as the service it starts.
+        checked = []
+        for name in ("lmwarden.socket", "lmwarden.service"):
+            checked.append(os.path.join(self.root.name, name))
+            with open(os.path.join(units, name)) as f, open(checked[-1], "w") as out:
+                out.write(f.read().replace("ExecStart=/opt/", f"ExecStart={self.root.name}/opt/"))
+        run = subprocess.run(["systemd-analyze", "verify"] + checked, capture_output=True, text=True,
                              timeout=60)
         self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
         self.assertNotIn("lmwarden.service:", run.stdout + run.stderr)
+        self.assertNotIn("lmwarden.socket:", run.stdout + run.stderr)
+        socket = unit_settings(checked[0])
+        self.assertEqual(socket["ListenStream"], "127.0.0.1:8080")
+        # The example configuration listens where the socket does.
+        with open(self.under_root("/etc/lmwarden/lmwarden.yaml")) as f:
+            self.assertRegex(f.read(), r"(?m)^listen: 127\.0\.0\.1:8080$")
 
     def test_a_second_install_keeps_the_operators_configuration(self):
         self.install()
