@@ -480,10 +480,12 @@ net::Awaitable<void> respond_error(net::Exchange& exchange, Dialect dialect, htt
 }
 
 // Every replica of a model down can refuse thousands of requests a second: the
-// process log says so once per 10 s, with the count since its last line.
+// process log says so once per 10 s, with the count since its last line. An
+// error: clients are failed, and no retry of theirs can help until a replica
+// is back.
 void log_unavailable(ModelState& model, std::uint64_t id) {
   if (const std::uint64_t refused = model.unavailable_log.note())
-    spdlog::warn(
+    spdlog::error(
         "req={} model={} no healthy replica: answered 503 ({} request(s) since the last "
         "such line)",
         id, model.config.name, refused);

@@ -550,6 +550,7 @@ TEST(ProxyTelemetry, AModelWithNoHealthyReplicaIsLoggedOnceNotPerRequest) {
                 "model=m no healthy replica: answered 503 (1 request(s) since the last such line)"),
             std::string::npos)
       << lines[0];
+  EXPECT_NE(lines[0].find("[error]"), std::string::npos) << lines[0];
 }
 
 TEST(ProxyTelemetry, HangingMetricsDoNotDelayProxiedRequests) {
