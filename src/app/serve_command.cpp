@@ -224,7 +224,7 @@ config::Millis reload(proxy::WardenRuntime& runtime, const ServeOptions& opts,
     for (std::size_t i = 0; i < problems.size(); ++i)
       spdlog::error("reload of {} refused{}: {}", opts.config_path,
                     i == 0 ? "; still serving the previous configuration" : "", problems[i]);
-    runtime.warden().reload_refused();
+    runtime.warden().reload_refused({problems.begin(), problems.end()});
     return grace;
   }
   // Each model, with what the reload changed of its policy (a model kept by

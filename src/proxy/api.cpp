@@ -72,7 +72,8 @@ std::optional<std::string> model_json(const ModelSet& models, std::string_view i
 }
 
 std::string api_models_json(const ModelSet& models_in_force,
-                            const std::optional<SharedHomesView>& shared) {
+                            const std::optional<SharedHomesView>& shared,
+                            const ConfigReloads* reloads) {
   json models = json::array();
   for (const auto& m : models_in_force.models) {
     const core::RouterView v = m->view();
@@ -88,6 +89,15 @@ std::string api_models_json(const ModelSet& models_in_force,
                       {"in_flight", v.in_flight}});
   }
   json out{{"models", models}};
+  if (reloads) {
+    const auto refusal = reloads->last_refusal();
+    out["configuration"] = {
+        {"loaded_at", iso8601(std::chrono::system_clock::time_point{
+                          std::chrono::seconds{reloads->last_applied_unix_s()}})},
+        {"reload_refused", refusal
+                               ? json{{"at", iso8601(refusal->at)}, {"problems", refusal->problems}}
+                               : json(nullptr)}};
+  }
   if (shared) {
     const SharedHomesStats& s = shared->stats;
     out["shared_homes"] = {

@@ -8,6 +8,7 @@
 
 #include "config/config.h"
 #include "net/http_server.h"
+#include "proxy/config_reloads.h"
 #include "proxy/shared_homes.h"
 
 namespace lmwarden::proxy {
@@ -23,9 +24,11 @@ std::string models_list_json(const ModelSet& models, std::chrono::system_clock::
 // id that names no model.
 std::optional<std::string> model_json(const ModelSet& models, std::string_view id,
                                       std::chrono::system_clock::time_point created);
-// GET /api/models; `shared` when homes are shared.
+// GET /api/models; `shared` when homes are shared; `reloads`, what became of
+// the configuration file's reloads (its `configuration` object).
 std::string api_models_json(const ModelSet& models,
-                            const std::optional<SharedHomesView>& shared = std::nullopt);
+                            const std::optional<SharedHomesView>& shared = std::nullopt,
+                            const ConfigReloads* reloads = nullptr);
 // GET /api/models/{name}: the routing card, its counters since the model's
 // routing state began (the warden's start, or the reload that replaced it).
 std::string model_card_json(const ModelState& model);

@@ -1,11 +1,17 @@
 // What became of the reloads of the configuration file (SIGHUP), for
 // /metrics: how many were applied and refused, and whether the last one
-// was applied, so that an alert can say a file on disk is not in force.
+// was applied, so that an alert can say a file on disk is not in force; and
+// for /api/models and the dashboard, why the last one was refused.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace lmwarden::proxy {
 
@@ -15,12 +21,24 @@ class ConfigReloads {
   explicit ConfigReloads(std::chrono::system_clock::time_point loaded) noexcept
       : last_applied_unix_s_(unix_seconds(loaded)) {}
 
-  void applied(std::chrono::system_clock::time_point when) noexcept {
+  // A refused reload: when, and the loader's problems, one per line.
+  struct Refusal {
+    std::chrono::system_clock::time_point at;
+    std::vector<std::string> problems;
+  };
+
+  void applied(std::chrono::system_clock::time_point when) {
     last_applied_unix_s_.store(unix_seconds(when), std::memory_order_relaxed);
     last_ok_.store(true, std::memory_order_relaxed);
     applied_.fetch_add(1, std::memory_order_relaxed);
+    std::lock_guard lock{mutex_};
+    last_refusal_.reset();
   }
-  void refused() noexcept {
+  void refused(std::chrono::system_clock::time_point when, std::vector<std::string> problems) {
+    {
+      std::lock_guard lock{mutex_};
+      last_refusal_ = Refusal{when, std::move(problems)};
+    }
     last_ok_.store(false, std::memory_order_relaxed);
     refused_.fetch_add(1, std::memory_order_relaxed);
   }
@@ -33,6 +51,11 @@ class ConfigReloads {
   std::int64_t last_applied_unix_s() const noexcept {
     return last_applied_unix_s_.load(std::memory_order_relaxed);
   }
+  // The last reload's refusal, while no reload has been applied since.
+  std::optional<Refusal> last_refusal() const {
+    std::lock_guard lock{mutex_};
+    return last_refusal_;
+  }
 
  private:
   static std::int64_t unix_seconds(std::chrono::system_clock::time_point t) noexcept {
@@ -43,6 +66,8 @@ class ConfigReloads {
   std::atomic<std::uint64_t> refused_{0};
   std::atomic<bool> last_ok_{true};
   std::atomic<std::int64_t> last_applied_unix_s_;
+  mutable std::mutex mutex_;
+  std::optional<Refusal> last_refusal_;  // under mutex_
 };
 
 }  // namespace lmwarden::proxy

@@ -181,7 +181,7 @@ net::Awaitable<void> Warden::handle_api(net::Exchange& exchange, std::string_vie
   const auto set = models();
   if (path == "/api/models" && request.method() == http::verb::get) {
     co_await exchange.respond(
-        json_response(http::status::ok, api_models_json(*set, shared_homes_view())));
+        json_response(http::status::ok, api_models_json(*set, shared_homes_view(), &reloads_)));
     co_return;
   }
   if (path == "/api/stats" && request.method() == http::verb::get) {

@@ -187,8 +187,11 @@ class Warden {
   // returned lines (logged as warnings) say which were asked to change, and
   // which models started afresh.
   std::vector<std::string> reload(config::Config next);
-  // A reload whose file did not load: the configuration in force stays.
-  void reload_refused() noexcept { reloads_.refused(); }
+  // A reload whose file did not load (`problems`, one per line, as logged):
+  // the configuration in force stays.
+  void reload_refused(std::vector<std::string> problems) {
+    reloads_.refused(std::chrono::system_clock::now(), std::move(problems));
+  }
   // Requests between reading their body and their last reply byte, in all
   // configurations, including ones a reload has retired.
   int requests_in_progress() const noexcept { return in_progress_.load(std::memory_order_relaxed); }

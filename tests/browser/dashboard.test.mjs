@@ -471,6 +471,27 @@ test('the page of a model that is not served says so and nothing else', { timeou
 
 // A reload that changes a model's replicas counts its tokens (and its card)
 // afresh: the token panels say so, rather than that the warden just started.
+test('a reload the file does not pass is said on the models page until one applies', { timeout: 40000 }, async () => {
+  await fleet.refuseReload(`models:\n  - name: ${MODEL}\n    spill_threshold: lots\n`);
+  const { configuration } = await getJson(`${fleet.base}/api/models`);
+  assert.match(configuration.reload_refused.problems.join('\n'), /spill_threshold/);
+  await withPage(browser, 'reload-refused', async (page, errors) => {
+    await page.goto(`${ui}/`);
+    const box = page.getByRole('alert').filter({ hasText: 'The configuration file does not load' });
+    await box.waitFor();
+    const text = await box.innerText();
+    assert.match(text, /Refused at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(\d+ s ago\); in force: the file as read at \d{4}-/);
+    for (const line of configuration.reload_refused.problems) assert.ok(text.includes(line), `${line} in\n${text}`);
+    // The model is still served as before.
+    await page.getByRole('link', { name: MODEL, exact: true }).waitFor();
+    await fleet.reload(fleet.dp);
+    await eventually(async () => (await getJson(`${fleet.base}/api/models`)).configuration.reload_refused === null,
+      { what: 'the next reload applied' });
+    await assertEventually(async () => box.isHidden(), 'the box goes once a reload applies');
+    assert.deepEqual(errors, []);
+  });
+});
+
 test('after a reload that changed the replicas the token panels say since when they count', { timeout: 60000 }, async () => {
   // Two servers of two ranks, then of one: the second server's rank 0 moves
   // from replica 2 to replica 1, so the model's counters start afresh.

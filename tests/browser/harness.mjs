@@ -158,6 +158,14 @@ export async function startFleet({ model = 'M', dp = 4, servers = 1, timeScale =
       await eventually(async () => (await getJson(`${base}/api/models/${model}`)).replicas.length === ranks * servers,
         { what: `${ranks * servers} replicas after the reload` });
     },
+    // Writes `text` as the file and reloads it (SIGHUP): a file the warden
+    // refuses, once /api/models says so.
+    async refuseReload(text) {
+      writeFileSync(config, text);
+      warden.proc.kill('SIGHUP');
+      await eventually(async () => (await getJson(`${base}/api/models`)).configuration?.reload_refused != null,
+        { what: 'the reload refused' });
+    },
     async stopSim(index) { await stop(sims[index].proc); },
     async stop() {
       await stop(warden.proc);

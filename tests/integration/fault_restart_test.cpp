@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -257,6 +258,15 @@ TEST(ServeRestart, SighupReloadsWithoutDroppingConnectionsAndRefusesABrokenFile)
   EXPECT_EQ(last_ok(), 1);
   const double started_at = loaded_at();
   EXPECT_GT(started_at, 1.7e9) << "Unix seconds of the start";
+  // And /api/models, for the dashboard: the same time, and no refusal.
+  const auto iso = [](double unix_s) {
+    const std::time_t t = static_cast<std::time_t>(unix_s);
+    char text[32];
+    std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+    return std::string(text);
+  };
+  EXPECT_EQ(serve.configuration(),
+            json({{"loaded_at", iso(started_at)}, {"reload_refused", nullptr}}));
   const std::string since = serve.card()["since"];
   HttpConnection stream{serve.port()};
   stream.send(http::verb::post, "/v1/chat/completions", chat_body(true), {{"x-fake-hold", "1"}});
@@ -314,6 +324,23 @@ TEST(ServeRestart, SighupReloadsWithoutDroppingConnectionsAndRefusesABrokenFile)
   EXPECT_EQ(reloads("applied"), 1);
   EXPECT_EQ(last_ok(), 0) << "the file on disk is not the configuration in force";
   const double applied_at = loaded_at();
+  // /api/models says why, with the lines the log has, and since when; the
+  // configuration in force is the one the last applied reload read.
+  const json configuration = serve.configuration();
+  EXPECT_EQ(configuration["loaded_at"], iso(applied_at));
+  const json& refusal = configuration["reload_refused"];
+  ASSERT_TRUE(refusal.is_object()) << configuration.dump();
+  // No backends, and the two misspelt keys.
+  ASSERT_EQ(refusal["problems"].size(), 3u) << refusal.dump();
+  for (const auto& problem : refusal["problems"]) {
+    const std::string text = problem;
+    EXPECT_NE(line_of(text).find("] [error] reload of "), std::string::npos)
+        << text << " is not a logged problem:\n"
+        << log;
+  }
+  EXPECT_NE(refusal["problems"][1].get<std::string>().find("models[0].spill_treshold: unknown key"),
+            std::string::npos);
+  EXPECT_GE(refusal["at"].get<std::string>(), iso(applied_at));
 
   // A new layout (one rank fewer) is taken, still without a restart; the
   // rank it keeps keeps its index, so its counters carry on, and the card
@@ -325,6 +352,7 @@ TEST(ServeRestart, SighupReloadsWithoutDroppingConnectionsAndRefusesABrokenFile)
   EXPECT_EQ(serve.card()["since"].get<std::string>(), since);
   EXPECT_TRUE(eventually([&] { return reloads("applied") == 2; }));
   EXPECT_EQ(last_ok(), 1) << "an applied reload clears the refused one";
+  EXPECT_EQ(serve.configuration()["reload_refused"], nullptr) << "and so does /api/models";
   EXPECT_GT(loaded_at(), applied_at) << "more than a second after the last one applied";
   EXPECT_TRUE(eventually([&] {
     const std::string log = serve.log();

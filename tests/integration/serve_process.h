@@ -54,6 +54,11 @@ class ServeProcess {
     return nlohmann::json::parse(
         http_request(port(), http::verb::get, "/api/models/" + model).body);
   }
+  // GET /api/models's `configuration`: what became of the reloads.
+  nlohmann::json configuration() {
+    return nlohmann::json::parse(http_request(port(), http::verb::get, "/api/models").body)
+        .at("configuration");
+  }
 
  private:
   std::filesystem::path dir_;

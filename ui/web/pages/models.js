@@ -1,7 +1,7 @@
 // Models page: every configured model, its replicas and how the warden routes it.
 import { api, modelPath } from '../api.js';
 import { poll } from '../poll.js';
-import { duration, el, int, pct, si, setText, tableScroll } from '../format.js';
+import { duration, el, int, pct, si, setText, tableScroll, utc } from '../format.js';
 
 export function mountModels(root, _params, ctx) {
   document.title = 'Models · LM Warden';
@@ -33,11 +33,35 @@ export function mountModels(root, _params, ctx) {
   const shared = el('section', { class: 'card', 'aria-labelledby': 'shared-h', 'data-testid': 'shared-homes', hidden: true },
     el('div', { class: 'card-head' }, el('h2', { id: 'shared-h', text: 'Homes shared with other wardens' }), sharedWhere),
     el('div', { class: 'card-body' }, sharedPills));
+  // A reload the file did not pass: the configuration in force is older
+  // than the file, and a restart would fail on it. Shown until one applies.
+  const refusedWhen = el('span', { class: 'muted' });
+  const problems = el('ul', { class: 'problems' });
+  const refused = el('section', { class: 'card refused', role: 'alert', 'aria-labelledby': 'refused-h',
+    'data-testid': 'reload-refused', hidden: true },
+  el('div', { class: 'card-head' }, el('h2', { id: 'refused-h', text: 'The configuration file does not load' }), refusedWhen),
+  el('p', { class: 'card-body', text: 'The last reload was refused: the warden serves the configuration it read ' +
+    'before, and a restart would fail on the file as it is. Fix what the lines below say, then reload ' +
+    '(SIGHUP, or systemctl reload lmwarden).' }),
+  problems);
   root.append(
     el('div', { class: 'page-head' },
       el('div', {}, el('h1', { text: 'Models' }),
         el('div', { class: 'subtitle', text: 'Each conversation stays on the replica that holds its prefix cache.' }))),
-    tiles, card, shared);
+    refused, tiles, card, shared);
+
+  let refusalShown = '';
+  function showRefusal(c) {
+    const r = c?.reload_refused;
+    refused.hidden = !r;
+    if (!r) { refusalShown = ''; return; }
+    const ago = (Date.now() - new Date(r.at).getTime()) / 1000;
+    setText(refusedWhen, `Refused at ${utc(r.at)} (${duration(ago)} ago); in force: the file as read at ${utc(c.loaded_at)}`);
+    const key = `${r.at}|${r.problems.join('\n')}`;
+    if (key === refusalShown) return;  // the same lines: left as they are (a selection survives)
+    refusalShown = key;
+    problems.replaceChildren(...r.problems.map((line) => el('li', { text: line })));
+  }
 
   const countPill = (label, n, title, cls = '') =>
     el('span', { class: `pill small ${cls}`.trim(), title }, `${label} `, el('b', { text: int(n) }));
@@ -111,6 +135,7 @@ export function mountModels(root, _params, ctx) {
       ctx.fail(err);
       return;
     }
+    showRefusal(data.configuration);
     showShared(data.shared_homes);
     const models = data.models ?? [];
     const shown = models.length ? scrolled : empty;
