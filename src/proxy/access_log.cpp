@@ -122,6 +122,7 @@ void format_line(std::string& out, std::uint64_t id, std::string_view client,
   LineWriter line{out};
   line.key("time").utc(ended);
   line.key("id").number(id);
+  line.key("request_id").text_or_null(r.request_id);
   line.key("client").text(client);
   line.key("method").text(method);
   line.key("target").text(target);

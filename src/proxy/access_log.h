@@ -37,6 +37,7 @@ struct AccessRecord {
   // Its whole request was read; for an error the server sent before that
   // (400, 408, 413, 431), when the request began.
   std::chrono::steady_clock::time_point received;
+  std::string_view request_id;  // X-Request-Id, the client's or the one added; empty: none
   std::string_view model;                     // empty: none matched
   std::optional<std::uint64_t> conversation;  // the conversation's hash, when it has one
   std::string_view route;                     // new, sticky, …; empty: not routed

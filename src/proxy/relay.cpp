@@ -371,7 +371,7 @@ net::Awaitable<AttemptResult> relay_reply(AttemptContext& ctx, const config::Bac
 
 void write_upstream_head(std::string& out, const net::Request& request,
                          const config::BackendConfig& backend, int rank,
-                         std::string_view forwarded_for) {
+                         std::string_view forwarded_for, std::string_view request_id) {
   const HopByHop hop_by_hop{request};
   const bool own_key = backend.api_key_env.has_value();
   auto rewritten = [&](const net::FieldView& f) {
@@ -408,6 +408,7 @@ void write_upstream_head(std::string& out, const net::Request& request,
   for (std::size_t i = 0; i < chain.size(); ++i)
     net::append_all(out, i == 0 ? "X-Forwarded-For: "sv : ", "sv, chain[i]);
   if (!chain.empty()) out.append("\r\n"sv);
+  if (!request_id.empty()) append_field(out, "X-Request-Id", request_id);
   append_field(out, "Host", backend.authority);
   // The body is held whole, so it goes with its length, never chunked; a
   // bodiless GET or HEAD gets none (as Beast's prepare_payload decides).
@@ -468,7 +469,7 @@ net::Awaitable<AttemptResult> forward_once(AttemptContext& ctx,
 
     ctx.exchange.deadline().arm(upstream.socket(), ctx.timeouts.first_byte,
                                 net::ConnectionDeadline::OnExpiry::kClose);
-    write_upstream_head(conn.head, request, backend, rank, ctx.forwarded_for);
+    write_upstream_head(conn.head, request, backend, rank, ctx.forwarded_for, ctx.request_id);
     const auto wec =
         classify(ctx, co_await send_request(upstream.socket(), conn.head, request.body()));
     if (wec == net::asio::error::operation_aborted) co_return client_gone();

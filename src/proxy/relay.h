@@ -81,17 +81,21 @@ struct AttemptContext {
   // connection is then closed, and the request ended with an error (a 503,
   // or an error event in a stream that had begun), not retried.
   const std::atomic<bool>* cutting = nullptr;
+  // The X-Request-Id the warden adds upstream; empty when the client sent
+  // its own, which goes up unchanged with the other fields.
+  std::string_view request_id;
 };
 
 // Writes into `out` (replacing what it held) the header of `request` as this
 // backend and rank (-1: no rank header) receive it, in wire form: the target
 // under the backend's base path; hop-by-hop fields, Expect and any rank header
 // the client sent dropped; X-Forwarded-For extended with `forwarded_for`; Host
-// set; credentials replaced when the backend has its own API key; and the
-// body's Content-Length. The request itself is left as the client sent it.
+// set; credentials replaced when the backend has its own API key;
+// X-Request-Id added as `request_id` unless empty; and the body's
+// Content-Length. The request itself is left as the client sent it.
 void write_upstream_head(std::string& out, const net::Request& request,
                          const config::BackendConfig& backend, int rank,
-                         std::string_view forwarded_for);
+                         std::string_view forwarded_for, std::string_view request_id = {});
 
 // Writes into `out` (replacing what it held) the status line and fields of an
 // upstream reply whose header `reply` has parsed, as the client receives them,

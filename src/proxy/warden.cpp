@@ -1,11 +1,14 @@
 #include "proxy/warden.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <array>
 #include <boost/container/small_vector.hpp>
 #include <boost/intrusive/list.hpp>
 #include <optional>
+#include <random>
 #include <span>
 #include <utility>
 
@@ -207,6 +210,8 @@ Warden::Warden(config::Config config, net::IoThreads& io)
     : server_options_(make_server_options(config)),
       models_(make_model_set(std::move(config), nullptr)),
       started_(std::chrono::system_clock::now()) {
+  const std::uint32_t tag = std::random_device{}();
+  fmt::format_to_n(instance_.data(), instance_.size(), "{:08x}", tag);
   for (std::size_t i = 0; i < io.size(); ++i)
     pools_[&io.at(i)] = std::make_unique<UpstreamPool>(io.at(i));
   // Each thread closes its own idle connections as it stops (IoThreads).
@@ -373,6 +378,12 @@ void Warden::cut_in_flight(net::IoThreads& io) {
 }
 
 // Everything one forwarded request carries through its attempts.
+namespace {
+// The request's id as vLLM's OpenAI server takes it (its request id becomes
+// chatcmpl-ID), so that the engine's log names what the warden's logs name.
+constexpr std::string_view kRequestIdField = "X-Request-Id";
+}  // namespace
+
 struct Warden::Forward {
   std::shared_ptr<const ModelSet> set;  // the configuration this request started with
   net::Exchange& exchange;
@@ -381,6 +392,10 @@ struct Warden::Forward {
   core::RequestFacts facts;
   bool injected_usage;
   std::uint64_t id;
+  // The X-Request-Id it goes upstream with: the client's (a view of its
+  // request), or this warden's tag and `id`, written into added_id.
+  std::string_view request_id;
+  std::array<char, 32> added_id{};
   UsageReport usage = UsageReport::kFull;  // what the route's replies say of token usage
   std::string_view route;                  // one of config::kForwardedRoutes
   core::RankPinning rank_pinning = core::RankPinning::kHonoured;  // (model's unranked_routes)
@@ -411,7 +426,10 @@ net::Awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dialect) {
                                        path_of(request.target()), request[http::field::user_agent]);
     co_await exchange.respond(std::move(*admission.refusal));
     if (logged) {
-      AccessRecord record{.received = received, .status = status, .body_bytes = body_bytes};
+      AccessRecord record{.received = received,
+                          .request_id = request[kRequestIdField],
+                          .status = status,
+                          .body_bytes = body_bytes};
       if (admission.model) record.model = admission.model->config.name;
       write_access_log(*set, next_request_id_.fetch_add(1, std::memory_order_relaxed), exchange, record);
     }
@@ -438,6 +456,15 @@ net::Awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dialect) {
             next_request_id_.fetch_add(1, std::memory_order_relaxed)};
   f.log.received = received;
   f.log.body_bytes = body_bytes;
+  if (const auto client_id = request.find(kRequestIdField); client_id && !client_id->empty()) {
+    f.request_id = *client_id;
+  } else {
+    const auto written =
+        fmt::format_to_n(f.added_id.data(), f.added_id.size(), "{}-{}",
+                         std::string_view(instance_.data(), instance_.size()), f.id);
+    f.request_id = std::string_view(f.added_id.data(), std::min(written.size, f.added_id.size()));
+  }
+  f.log.request_id = f.request_id;
   // A stored response's routes belong to /v1/responses; their replies hold
   // the response again, whose tokens were counted when it was made.
   f.route = stored.empty() ? path_of(request.target()) : kResponsesRoute;
@@ -615,6 +642,8 @@ net::Awaitable<void> Warden::run_attempts(Forward& f) {
     AttemptContext ctx{f.exchange,      pool_for_this_thread(f.exchange), config.timeouts,
                        f.dialect,       f.exchange.remote_address(),      accounting.get(),
                        &f.live_upstream, &cutting_};
+    // The client's own id is in the fields relayed as they came.
+    if (f.request_id.data() == f.added_id.data()) ctx.request_id = f.request_id;
     // A 5xx is retried only where the retry has another replica to go to: a
     // pinned request has none, nor one chained to a response stored here;
     // and with every other one tried or unhealthy the upstream's own reply

@@ -6,6 +6,7 @@
 // JSON API) is answered locally. Models are looked up by name or alias.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -245,6 +246,10 @@ class Warden {
   std::unordered_map<const net::asio::io_context*, std::unique_ptr<UpstreamPool>> pools_;
   std::chrono::system_clock::time_point started_;
   std::atomic<std::uint64_t> next_request_id_{1};
+  // This process's tag, 8 random hex digits: the X-Request-Id it adds is
+  // "TAG-N", N the request's number (the access log's id, the log's req=),
+  // so that ids stay unique across restarts and wardens.
+  std::array<char, 8> instance_{};
   std::atomic<int> in_progress_{0};
   std::atomic<bool> health_probed_{false};
   std::atomic<bool> cutting_{false};  // cut_in_flight() was called

@@ -38,6 +38,7 @@ class FakeVllm {
     int rank = -1;  // X-data-parallel-rank, -1 when absent
     std::string session;  // session-id header
     std::string forwarded_for;
+    std::vector<std::string> request_ids;  // every X-Request-Id field, in order
     std::string body;
   };
 
@@ -135,6 +136,9 @@ class FakeVllm {
     if (const auto rank = req.find("X-data-parallel-rank")) s.rank = std::stoi(std::string(*rank));
     s.session = std::string(req["session-id"]);
     s.forwarded_for = std::string(req["X-Forwarded-For"]);
+    for (const auto& field : req)
+      if (net::beast::iequals(field.name_string(), "X-Request-Id"))
+        s.request_ids.emplace_back(field.value());
     s.body = req.body().view();
     if (s.rank >= ranks_) {
       net::Response res{http::status::bad_request, 11};

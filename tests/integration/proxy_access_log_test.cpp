@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 #include <thread>
 #include <tuple>
@@ -155,6 +156,59 @@ TEST(AccessLog, OneLinePerRequestWithWhereItWentWhatTheClientGotAndItsTokens) {
   const std::string text = read_all(log);
   EXPECT_EQ(text.find(secret), std::string::npos) << "a prompt's text reached the log";
   EXPECT_EQ(text.find("conv-1"), std::string::npos) << "the conversation appears as a hash only";
+}
+
+// Each request goes to its server with an X-Request-Id, which vLLM takes as
+// its own request's id: the client's, unchanged, or one the warden adds,
+// "TAG-N" with N the line's id and TAG the process's; the line names it.
+TEST(AccessLog, EachRequestGoesUpWithAnXRequestIdThatItsLineNames) {
+  FakeVllm fake{1};
+  TempDir dir{"lmwarden-access"};
+  const std::string log = dir.file("access.log");
+  const auto post = [](std::uint16_t port, const std::string& model,
+                       const std::vector<std::pair<std::string, std::string>>& headers) {
+    return http_request(port, http::verb::post, "/v1/chat/completions", chat_body(model, "hello"),
+                        headers)
+        .status;
+  };
+  std::string other_tag;
+  {
+    RunningWarden earlier{logged_config(fake.port(), 1, dir.file("earlier.log"))};
+    ASSERT_EQ(post(earlier.port(), "m", {}), 200u);
+    ASSERT_EQ(fake.seen().size(), 1u);
+    ASSERT_EQ(fake.seen()[0].request_ids.size(), 1u);
+    other_tag = fake.seen()[0].request_ids[0].substr(0, 8);
+  }
+  RunningWarden warden{logged_config(fake.port(), 1, log)};
+  ASSERT_EQ(post(warden.port(), "m", {}), 200u);
+  ASSERT_EQ(post(warden.port(), "m", {}), 200u);
+  ASSERT_EQ(post(warden.port(), "m", {{"x-request-id", "client-7"}}), 200u);
+  ASSERT_EQ(post(warden.port(), "nope", {{"X-Request-Id", "refused-1"}}), 404u);
+  ASSERT_EQ(post(warden.port(), "nope", {}), 404u);
+
+  auto lines = wait_for_lines(log, 5);
+  ASSERT_EQ(lines.size(), 5u);
+  std::ranges::sort(lines, {}, [](const json& l) { return l["id"].get<std::uint64_t>(); });
+  const auto seen = fake.seen();
+  ASSERT_EQ(seen.size(), 4u);
+  const std::regex added{"([0-9a-f]{8})-([0-9]+)"};
+  std::string tag;
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(seen[i + 1].request_ids.size(), 1u);
+    const std::string& id = seen[i + 1].request_ids[0];
+    std::smatch parts;
+    ASSERT_TRUE(std::regex_match(id, parts, added)) << id;
+    EXPECT_EQ(lines[i]["request_id"], id);
+    EXPECT_EQ(std::stoull(parts[2]), lines[i]["id"].get<std::uint64_t>()) << id;
+    if (i == 0) tag = parts[1];
+    EXPECT_EQ(parts[1], tag) << "one tag per process";
+  }
+  EXPECT_NE(tag, other_tag) << "the earlier process's ids do not come again";
+  EXPECT_EQ(seen[3].request_ids, std::vector<std::string>{"client-7"}) << "the client's, once";
+  EXPECT_EQ(lines[2]["request_id"], "client-7");
+  // Refused before any replica: the client's id, or none.
+  EXPECT_EQ(lines[3]["request_id"], "refused-1");
+  EXPECT_TRUE(lines[4]["request_id"].is_null());
 }
 
 // What one request sent on a connection of its own brought back: every byte

@@ -57,6 +57,7 @@ class LogFile {
 AccessRecord relayed() {
   AccessRecord r;
   r.received = std::chrono::steady_clock::now();
+  r.request_id = "5c09e4d2-17";
   r.model = "qwen3-4b";
   r.conversation = 0x9f2c4a1e00000000ull;
   r.route = "sticky";
@@ -88,30 +89,20 @@ TEST(AccessLogLine, HasEveryFieldInTheDocumentedOrder) {
   const auto line = ordered_json::parse(lines[0]);
   std::vector<std::string> keys;
   for (const auto& [key, value] : line.items()) keys.push_back(key);
-  EXPECT_EQ(keys, (std::vector<std::string>{"time",
-                                            "id",
-                                            "client",
-                                            "method",
-                                            "target",
-                                            "user_agent",
-                                            "model",
-                                            "conversation",
-                                            "route",
-                                            "replica",
-                                            "server",
-                                            "rank",
-                                            "attempts",
-                                            "status",
-                                            "outcome",
-                                            "error",
-                                            "first_byte_ms",
-                                            "duration_ms",
-                                            "body_bytes",
-                                            "sent_bytes",
-                                            "prompt_tokens",
-                                            "cached_tokens",
-                                            "completion_tokens"}));
+  EXPECT_EQ(keys, (std::vector<std::string>{"time",          "id",
+                                            "request_id",    "client",
+                                            "method",        "target",
+                                            "user_agent",    "model",
+                                            "conversation",  "route",
+                                            "replica",       "server",
+                                            "rank",          "attempts",
+                                            "status",        "outcome",
+                                            "error",         "first_byte_ms",
+                                            "duration_ms",   "body_bytes",
+                                            "sent_bytes",    "prompt_tokens",
+                                            "cached_tokens", "completion_tokens"}));
   EXPECT_EQ(line["id"], 17);
+  EXPECT_EQ(line["request_id"], "5c09e4d2-17");
   EXPECT_EQ(line["client"], "127.0.0.1");
   EXPECT_EQ(line["target"], "/v1/messages?beta=true");
   EXPECT_EQ(line["user_agent"], "claude-cli/2.1.332 (external, cli)");

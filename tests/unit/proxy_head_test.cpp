@@ -109,6 +109,20 @@ TEST(UpstreamHead, RewritesOnlyWhatTheProxyOwnsAndKeepsTheRestInOrder) {
   EXPECT_EQ(request[http::field::host], "warden.example");
 }
 
+TEST(UpstreamHead, AnAddedRequestIdFollowsTheForwardedFor) {
+  const auto request = client_request(http::verb::post, "/v1/chat/completions",
+                                      {{"Content-Type", "application/json"}}, "{}");
+  std::string head;
+  write_upstream_head(head, request, backend("http://127.0.0.1:8000"), -1, "127.0.0.1",
+                      "0a1b2c3d-17");
+  EXPECT_THAT(parse_request_head(head).fields,
+              testing::ElementsAre(testing::Pair("Content-Type", "application/json"),
+                                   testing::Pair("X-Forwarded-For", "127.0.0.1"),
+                                   testing::Pair("X-Request-Id", "0a1b2c3d-17"),
+                                   testing::Pair("Host", "127.0.0.1:8000"),
+                                   testing::Pair("Content-Length", "2")));
+}
+
 TEST(UpstreamHead, RepeatedFieldsKeepTheOrderTheyCameIn) {
   // A name that comes back after other fields stays where the client put it
   // (Beast's own field list would have moved it up beside the first).
