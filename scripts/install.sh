@@ -60,7 +60,8 @@ Next:
   systemctl daemon-reload && systemctl enable --now lmwarden    # a first install
   systemctl daemon-reload && systemctl restart lmwarden         # an upgrade: drains the running one first
 Optionally, systemd holding the listening socket, so that a restart refuses no
-connection (set ListenStream= in lmwarden.socket to your listen address first):
+connection (its address, ListenStream=, is 127.0.0.1:8080: change it with
+systemctl edit lmwarden.socket first):
   systemctl daemon-reload && systemctl enable --now lmwarden.socket && systemctl restart lmwarden
 NEXT
 fi
