@@ -477,7 +477,7 @@ test('a reload the file does not pass is said on the models page until one appli
   assert.match(configuration.reload_refused.problems.join('\n'), /spill_threshold/);
   await withPage(browser, 'reload-refused', async (page, errors) => {
     await page.goto(`${ui}/`);
-    const box = page.getByRole('alert').filter({ hasText: 'The configuration file does not load' });
+    const box = page.getByRole('region', { name: 'The configuration file does not load' });
     await box.waitFor();
     const text = await box.innerText();
     assert.match(text, /Refused at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(\d+ s ago\); in force: the file as read at \d{4}-/);

@@ -35,9 +35,11 @@ export function mountModels(root, _params, ctx) {
     el('div', { class: 'card-body' }, sharedPills));
   // A reload the file did not pass: the configuration in force is older
   // than the file, and a restart would fail on it. Shown until one applies.
+  // A region, not a live one: its "N s ago" changes at every refresh, which
+  // a screen reader would announce each time.
   const refusedWhen = el('span', { class: 'muted' });
   const problems = el('ul', { class: 'problems' });
-  const refused = el('section', { class: 'card refused', role: 'alert', 'aria-labelledby': 'refused-h',
+  const refused = el('section', { class: 'card refused', 'aria-labelledby': 'refused-h',
     'data-testid': 'reload-refused', hidden: true },
   el('div', { class: 'card-head' }, el('h2', { id: 'refused-h', text: 'The configuration file does not load' }), refusedWhen),
   el('p', { class: 'card-body', text: 'The last reload was refused: the warden serves the configuration it read ' +
