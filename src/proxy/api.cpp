@@ -143,6 +143,14 @@ json out_of_service(const core::ReplicaView& r, const ModelTelemetry& telemetry)
           {"since", iso8601(o.since)}};
 }
 
+// Failed upstream exchanges, by kind (lmwarden_upstream_errors_total's
+// series): an empty object before any.
+json upstream_errors(const ReplicaTelemetry& t) {
+  json out = json::object();
+  for (const auto& [kind, n] : t.error_counts()) out[kind] = n;
+  return out;
+}
+
 std::string model_card_json(const ModelState& model) {
   const core::RouterView v = model.view();
   json replicas = json::array();
@@ -162,6 +170,7 @@ std::string model_card_json(const ModelState& model) {
                     {"prefix_hit_rate",
                      hit_rate_or_null(model.telemetry.replica(r.index).prefix_hit_rate.load())}};
     replica["out_of_service"] = out_of_service(r, model.telemetry);
+    replica["upstream_errors"] = upstream_errors(model.telemetry.replica(r.index));
     replica.update(routed_counts(r.counters));
     replicas.push_back(std::move(replica));
   }
@@ -170,6 +179,7 @@ std::string model_card_json(const ModelState& model) {
   // multi-rank server): no replica of the card has them.
   json unassigned = routed_counts(v.unassigned);
   unassigned["in_flight"] = v.unassigned_in_flight_total();
+  unassigned["upstream_errors"] = upstream_errors(model.telemetry.replica(-1));
   json sources = json::array();
   for (const auto& source : model.config.session_sources) sources.push_back(source.label());
   json backends = json::array();

@@ -66,6 +66,7 @@ test('the model page shows one row per replica matching /api/models/{name}', { t
       spilled_in: String(r.spilled_in),
       client_pinned: String(r.client_pinned),
       new: String(r.new + r.rehomed + r.anonymous + r.balanced),
+      upstream_errors: String(Object.values(r.upstream_errors).reduce((a, b) => a + b, 0)),
       running: r.running == null ? '—' : String(r.running),
       waiting: r.waiting == null ? '—' : String(r.waiting),
       kv_used: pct(r.kv_used),
@@ -151,7 +152,7 @@ test('without a token the pills are read-only; with it affinity and the spill th
     const note = page.locator('[data-testid=unassigned]');
     const unassignedBefore = (await getJson(`${fleet.base}/api/models/${MODEL}`)).unassigned;
     const placedBefore = Object.entries(unassignedBefore)
-      .filter(([k]) => k !== 'in_flight' && k !== 'retried').reduce((n, [, v]) => n + v, 0);
+      .filter(([k]) => !['in_flight', 'retried', 'upstream_errors'].includes(k)).reduce((n, [, v]) => n + v, 0);
     const sent = await fetch(`${fleet.base}/v1/chat/completions`, {
       method: 'POST', headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ model: MODEL, max_tokens: 4, messages: [{ role: 'user', content: 'hi' }] }),
@@ -395,6 +396,34 @@ test('on a 1280-px laptop the routing table fits, with a server down', { timeout
         + '(\\d+ failed probes in a row|cannot connect)'), said);
       assert.match(said, / Since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(\d+ s ago\)\.$/, said);
     }, { viewport: { width: 1280, height: 800 } });
+  } finally {
+    await fleet.stop();
+  }
+});
+
+test('a replica\'s failed exchanges are counted in its row, their kinds said in words', { timeout: 40000 }, async () => {
+  // A slow engine and a short first-byte timeout: each request gets a 504.
+  const fleet = await startFleet({ model: 'slow', dp: 1, timeScale: 0.5, configLines: ['timeouts:', '  first_byte: 150ms'] });
+  try {
+    for (let i = 0; i < 2; i++) {
+      const res = await fetch(`${fleet.base}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'slow', messages: [{ role: 'user', content: `turn ${i}` }], max_tokens: 64 }),
+      });
+      assert.equal(res.status, 504, await res.text());
+    }
+    const card = await getJson(`${fleet.base}/api/models/slow`);
+    assert.deepEqual(card.replicas[0].upstream_errors, { first_byte_timeout: 2 });
+    await withPage(browser, 'upstream-errors', async (page) => {
+      await page.goto(`${fleet.base}/models/slow`);
+      const cell = page.locator('[data-testid=replicas] td[data-field=upstream_errors]');
+      await assertEventually(async () => (await text(cell)) === '2', async () => `errors cell ${await text(cell)}`);
+      assert.equal(await cell.getAttribute('title'), '2 no first byte in time');
+      assert.match(await cell.getAttribute('class'), /\bbad\b/);
+      const heading = page.locator('[data-testid=replicas] th', { hasText: 'Errors' });
+      assert.match(await heading.getAttribute('title'), /failed/);
+    });
   } finally {
     await fleet.stop();
   }

@@ -239,6 +239,10 @@ TEST(FaultBackend, AServerAnsweringOnly5xxIsEjectedThoughItsProbesPass) {
       << out;
   EXPECT_TRUE(out["since"].get<std::string>().ends_with("Z")) << out;
   EXPECT_TRUE(warden.card()["replicas"][0]["out_of_service"].is_null());
+  // Each 5xx is on the bad replica's card, by kind, as /metrics counts it.
+  EXPECT_EQ(card_of_bad()["upstream_errors"], json({{"status_5xx", 3}}));
+  EXPECT_EQ(warden.card()["replicas"][0]["upstream_errors"], json::object());
+  EXPECT_EQ(warden.card()["unassigned"]["upstream_errors"], json::object());
   for (int i = 0; i < 10; ++i) EXPECT_EQ(chat(warden.port(), "after" + std::to_string(i)).status, 200u);
   EXPECT_EQ(bad.seen().size(), 3u) << "an ejected server took new work";
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // three probe rounds

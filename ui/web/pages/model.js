@@ -15,6 +15,7 @@ const COLUMNS = [
   ['spilled_in', 'Spilled in', 'Requests sent here because their home was at the spill threshold'],
   ['client_pinned', 'Client-pinned', 'Requests whose client sent X-data-parallel-rank itself'],
   ['new', 'Placed by load', 'Requests placed here as the least-loaded replica: new conversations, re-homed ones, anonymous requests, retries of requests that failed elsewhere and, with affinity off, balanced ones'],
+  ['upstream_errors', 'Errors', 'Exchanges with this replica that failed: no connection, a timeout, a reset, a reply that is not HTTP, or a server error (5xx). A failed attempt counts here also when another replica then served the request; hover a number for the kinds'],
   ['running', 'Running', 'Requests the engine is running (scraped)'],
   ['waiting', 'Waiting', 'Requests queued in the engine (scraped)'],
   ['kv_used', 'KV used', 'Share of the KV cache in use (scraped)'],
@@ -35,6 +36,25 @@ export function unassignedRequests(u) {
 function state(r) {
   if (r.healthy) return 'healthy';
   return r.out_of_service?.cause ?? (r.ejected ? 'ejected' : 'unhealthy');
+}
+
+// The card's upstream error kinds (lmwarden_upstream_errors_total's `kind`),
+// in words.
+const ERROR_KINDS = {
+  connect: 'could not connect',
+  connect_timeout: 'connect timed out',
+  reset: 'connection reset',
+  protocol: 'not a valid HTTP reply',
+  first_byte_timeout: 'no first byte in time',
+  idle_timeout: 'silent mid-reply',
+  status_5xx: 'server error (5xx)',
+};
+
+// Upstream errors as [total, "2 could not connect, 1 server error (5xx)"].
+export function errorSummary(errors) {
+  const kinds = Object.entries(errors ?? {}).filter(([, n]) => n > 0);
+  const total = kinds.reduce((sum, [, n]) => sum + n, 0);
+  return [total, kinds.map(([k, n]) => `${int(n)} ${ERROR_KINDS[k] ?? k}`).join(', ')];
 }
 
 function hostOf(url) {
@@ -295,6 +315,12 @@ export function mountModel(root, { name }, ctx) {
           c.fill.classList.toggle('full', v != null && v >= 0.95);
         }
         c.td.title = !r.healthy ? 'out of service' : v == null ? 'not scraped yet' : '';
+      } else if (f === 'upstream_errors') {
+        const [n, kinds] = errorSummary(v);
+        setText(c.text, int(n));
+        c.td.classList.toggle('zero', n === 0);
+        c.td.classList.toggle('bad', n > 0);
+        c.td.title = kinds;
       } else {
         const n = f === 'new' ? (r.new ?? 0) + (r.anonymous ?? 0) + (r.balanced ?? 0) + (r.rehomed ?? 0) + (r.retried ?? 0) : v;
         setText(c.text, int(n));
@@ -319,10 +345,12 @@ export function mountModel(root, { name }, ctx) {
     for (const [k, row] of rows) if (!seen.has(k)) { row.tr.remove(); rows.delete(k); }
     const u = c.unassigned ?? {};
     const placed = unassignedRequests(u);
-    unassigned.hidden = placed === 0 && !u.in_flight;
+    const [failed, failedKinds] = errorSummary(u.upstream_errors);
+    unassigned.hidden = placed === 0 && !u.in_flight && failed === 0;
     setText(unassigned, 'Placed by the server\'s own balancer (sent without a rank: affinity off, or a ' +
       'route the server does not pin by rank, such as /v1/responses): ' +
-      `${int(placed)} request${placed === 1 ? '' : 's'}, ${int(u.in_flight ?? 0)} in flight. No row above counts them.`);
+      `${int(placed)} request${placed === 1 ? '' : 's'}, ${int(u.in_flight ?? 0)} in flight` +
+      (failed ? `, ${failedKinds}` : '') + '. No row above counts them.');
     const up = (Date.now() - new Date(c.since).getTime()) / 1000;
     setText(since, `Counters since ${utc(c.since)} (${duration(up)} ago): the warden's start, or the ` +
       'reload that changed this model\'s replicas. ' +
