@@ -151,7 +151,7 @@ json upstream_errors(const ReplicaTelemetry& t) {
   return out;
 }
 
-std::string model_card_json(const ModelState& model) {
+std::string model_card_json(const ModelState& model, const Refusals& refusals) {
   const core::RouterView v = model.view();
   json replicas = json::array();
   for (const auto& r : v.replicas) {
@@ -182,6 +182,8 @@ std::string model_card_json(const ModelState& model) {
   unassigned["upstream_errors"] = upstream_errors(model.telemetry.replica(-1));
   json sources = json::array();
   for (const auto& source : model.config.session_sources) sources.push_back(source.label());
+  json refused = json::object();
+  for (const auto& [reason, n] : refusals.of_model(model.config.name)) refused[reason] = n;
   json backends = json::array();
   for (const auto& b : model.config.backends)
     backends.push_back({{"url", b.url}, {"data_parallel_size", b.data_parallel_size}});
@@ -198,7 +200,8 @@ std::string model_card_json(const ModelState& model) {
               {"since", iso8601(model.routing->since)},
               {"backends", backends},
               {"replicas", replicas},
-              {"unassigned", unassigned}}
+              {"unassigned", unassigned},
+              {"refused", refused}}
       .dump();
 }
 
@@ -259,7 +262,7 @@ void log_refused_patch(ModelState& model, std::string_view client, std::string_v
 
 }  // namespace
 
-net::Response patch_model(ModelState& model, const net::Request& request,
+net::Response patch_model(ModelState& model, const Refusals& refusals, const net::Request& request,
                           const std::optional<std::string>& admin_token, std::string_view client) {
   const auto error = [](http::status s, std::string_view m) { return error_response(Dialect::kOpenAi, s, m); };
   const auto refuse = [&](http::status s, std::string_view m) {
@@ -321,7 +324,7 @@ net::Response patch_model(ModelState& model, const net::Request& request,
   if (!changed.empty())
     spdlog::info("model={} {} (PATCH from {}; the file's values return at the next reload)",
                  model.config.name, changed, client);
-  return json_response(http::status::ok, model_card_json(model));
+  return json_response(http::status::ok, model_card_json(model, refusals));
 }
 
 }  // namespace lmwarden::proxy

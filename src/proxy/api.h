@@ -9,6 +9,7 @@
 #include "config/config.h"
 #include "net/http_server.h"
 #include "proxy/config_reloads.h"
+#include "proxy/refusals.h"
 #include "proxy/shared_homes.h"
 
 namespace lmwarden::proxy {
@@ -30,12 +31,14 @@ std::string api_models_json(const ModelSet& models,
                             const std::optional<SharedHomesView>& shared = std::nullopt,
                             const ConfigReloads* reloads = nullptr);
 // GET /api/models/{name}: the routing card, its counters since the model's
-// routing state began (the warden's start, or the reload that replaced it).
-std::string model_card_json(const ModelState& model);
+// routing state began (the warden's start, or the reload that replaced it),
+// and the model's requests `refusals` counted since the process started.
+std::string model_card_json(const ModelState& model, const Refusals& refusals);
 // PATCH /api/models/{name} with {"affinity": bool, "spill_threshold": int|"auto"},
 // guarded by `Authorization: Bearer <admin token>` (401 without, 403 wrong).
-// What it changed is logged with `client`, the caller's address.
-net::Response patch_model(ModelState& model, const net::Request& request,
+// What it changed is logged with `client`, the caller's address; the answer
+// is the card.
+net::Response patch_model(ModelState& model, const Refusals& refusals, const net::Request& request,
                           const std::optional<std::string>& admin_token, std::string_view client);
 
 // Whether run-time control is on under `config`, and where its token comes

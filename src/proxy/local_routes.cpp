@@ -225,12 +225,13 @@ net::Awaitable<void> Warden::handle_api(net::Exchange& exchange, std::string_vie
       co_return;
     }
     if (request.method() == http::verb::get) {
-      co_await exchange.respond(json_response(http::status::ok, model_card_json(*model)));
+      co_await exchange.respond(
+          json_response(http::status::ok, model_card_json(*model, *set->refusals)));
       co_return;
     }
     if (request.method() == http::verb::patch) {
-      co_await exchange.respond(
-          patch_model(*model, request, admin_token(set->config), exchange.remote_address()));
+      co_await exchange.respond(patch_model(*model, *set->refusals, request,
+                                            admin_token(set->config), exchange.remote_address()));
       co_return;
     }
   }

@@ -43,6 +43,17 @@ class Refusals {
   void log_unknown_model(const config::Config& config, std::string_view name, std::string_view path,
                          std::string_view user_agent);
 
+  // The reasons counted for `model` so far (declared ones at 0 included),
+  // with their counts, in order.
+  std::vector<std::pair<std::string, std::uint64_t>> of_model(std::string_view model) const {
+    std::lock_guard lock{mutex_};
+    std::vector<std::pair<std::string, std::uint64_t>> out;
+    for (auto it = counts_.lower_bound({std::string(model), std::string()});
+         it != counts_.end() && it->first.first == model; ++it)
+      out.emplace_back(it->first.second, it->second);
+    return out;
+  }
+
   // Every (model, reason) counted so far, in order.
   std::vector<Count> snapshot() const {
     std::lock_guard lock{mutex_};

@@ -93,6 +93,7 @@ test('the model page shows one row per replica matching /api/models/{name}', { t
     assert.ok(card.replicas.reduce((n, r) => n + r.sticky, 0) > 0, 'sticky requests counted');
     assert.equal(await page.locator('[data-pill=in_flight] b').innerText(), String(card.in_flight));
     assert.match(await page.locator('[data-testid=routing-card]').innerText(), /Counters since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC/);
+    assert.equal(await page.locator('[data-testid=refused]').isVisible(), false, 'no refusals, no note');
     // Backends with URL and DP size.
     const backend = await page.locator('[data-testid=backends] tbody tr').innerText();
     assert.ok(backend.includes(fleet.simUrl) && backend.includes(String(fleet.dp)), backend);
@@ -423,6 +424,33 @@ test('a replica\'s failed exchanges are counted in its row, their kinds said in 
       assert.match(await cell.getAttribute('class'), /\bbad\b/);
       const heading = page.locator('[data-testid=replicas] th', { hasText: 'Errors' });
       assert.match(await heading.getAttribute('title'), /failed/);
+    });
+  } finally {
+    await fleet.stop();
+  }
+});
+
+test('requests the warden refused for a model are said under its table', { timeout: 40000 }, async () => {
+  const fleet = await startFleet({ model: 'gone', dp: 1 });
+  try {
+    await fleet.stopSim(0);
+    await eventually(async () => (await getJson(`${fleet.base}/api/models/gone`)).replicas[0].healthy === false,
+      { what: 'the replica out of service' });
+    for (let i = 0; i < 2; i++) {
+      const res = await fetch(`${fleet.base}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'gone', messages: [{ role: 'user', content: 'hello' }], max_tokens: 4 }),
+      });
+      assert.equal(res.status, 503, await res.text());
+    }
+    assert.deepEqual((await getJson(`${fleet.base}/api/models/gone`)).refused, { no_healthy_replica: 2 });
+    await withPage(browser, 'refused', async (page) => {
+      await page.goto(`${fleet.base}/models/gone`);
+      const note = page.locator('[data-testid=refused]');
+      await assertEventually(async () => (await note.isVisible()) && (await text(note)) ===
+        'Refused by the warden before any replica, since it started: 2 for no healthy replica (503).',
+      async () => `refused note: "${await text(note)}"`);
     });
   } finally {
     await fleet.stop();

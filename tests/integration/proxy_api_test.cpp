@@ -225,9 +225,13 @@ TEST(ProxyApi, RefusalsAreCountedByModelAndReason) {
       {{"", "unsupported_encoding"}, 2},
       {{"m", "no_healthy_replica"}, 0}};  // there before any, for rate() (metrics.md)
   EXPECT_EQ(refused(warden.port()), expected);
+  // The model's card has its own, those without a model on no card.
+  const json of_m = {{"no_healthy_replica", 0}, {"unknown_rank", 1}};
+  EXPECT_EQ(warden.card()["refused"], of_m);
   // A reload keeps them, as the counters of the process they are.
   warden.reload(make_config({{fake.port(), 2}}, 3));
   EXPECT_EQ(refused(warden.port()), expected);
+  EXPECT_EQ(warden.card()["refused"], of_m);
   // Those of a model the reload removed end with its other series.
   warden.reload(
       load_test_config("listen: 127.0.0.1:0\nmodels:\n  - name: other\n    backends:\n"

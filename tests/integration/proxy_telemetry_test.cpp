@@ -535,6 +535,7 @@ TEST(ProxyTelemetry, AModelWithNoHealthyReplicaIsLoggedOnceNotPerRequest) {
       make_config({{fake.port(), 1}}, std::nullopt, "scrape_interval: 100ms\nunhealthy_after: 1\n"),
       true};
   ASSERT_TRUE(eventually([&] { return warden.card()["replicas"][0]["healthy"] == false; }));
+  EXPECT_EQ(warden.card()["refused"], json({{"no_healthy_replica", 0}}));
   CapturedLog log;
   for (int i = 0; i < 30; ++i)
     ASSERT_EQ(
@@ -544,6 +545,7 @@ TEST(ProxyTelemetry, AModelWithNoHealthyReplicaIsLoggedOnceNotPerRequest) {
   EXPECT_EQ(metric(warden.port(), "lmwarden_refused_requests_total",
                    {{"model", "m"}, {"reason", "no_healthy_replica"}}),
             30);
+  EXPECT_EQ(warden.card()["refused"], json({{"no_healthy_replica", 30}}));
   const auto lines = log.containing("no healthy replica");
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_NE(lines[0].find(

@@ -50,6 +50,20 @@ const ERROR_KINDS = {
   status_5xx: 'server error (5xx)',
 };
 
+// The card's `refused` reasons (lmwarden_refused_requests_total's), in words.
+const REFUSALS = {
+  no_healthy_replica: 'no healthy replica (503)',
+  unknown_rank: 'a rank past the model\'s replicas (400)',
+  unauthorized: 'no valid API key (401)',
+};
+
+// What the warden refused for the model before any replica, or '' for none.
+export function refusalSummary(refused) {
+  const said = Object.entries(refused ?? {}).filter(([, n]) => n > 0)
+    .map(([k, n]) => `${int(n)} for ${REFUSALS[k] ?? k}`);
+  return said.length ? `Refused by the warden before any replica, since it started: ${said.join(', ')}.` : '';
+}
+
 // Upstream errors as [total, "2 could not connect, 1 server error (5xx)"].
 export function errorSummary(errors) {
   const kinds = Object.entries(errors ?? {}).filter(([, n]) => n > 0);
@@ -81,6 +95,9 @@ export function mountModel(root, { name }, ctx) {
   const unassigned = el('p', { class: 'muted', 'data-testid': 'unassigned', hidden: true });
   // Why each replica out of service is out, and since when.
   const outages = el('ul', { class: 'outages', 'data-testid': 'outages', hidden: true });
+  // Requests of this model the warden answered itself (503 with no healthy
+  // replica, …), since the process started.
+  const refusedNote = el('p', { class: 'refused-note', 'data-testid': 'refused', hidden: true });
   const thead = el('tr', {}, el('th', { scope: 'col', text: 'Replica' }),
     ...COLUMNS.map(([f, h, tip]) => el('th', { scope: 'col', class: f === 'health' ? '' : 'num', title: tip, text: h })));
   const backends = el('tbody');
@@ -90,7 +107,7 @@ export function mountModel(root, { name }, ctx) {
     tableScroll(
       el('table', { 'aria-label': `Replicas of ${name}`, 'data-testid': 'replicas' }, el('thead', {}, thead), tbody)),
     outages,
-    el('div', { class: 'card-foot' }, unassigned, since));
+    el('div', { class: 'card-foot' }, refusedNote, unassigned, since));
   const tokensBody = el('div', { class: 'card-body' });
   let panel = null;
   const windowPicker = segmented('Time window', WINDOWS, 900, (s) => panel.setWindow(s));
@@ -351,6 +368,9 @@ export function mountModel(root, { name }, ctx) {
       'route the server does not pin by rank, such as /v1/responses): ' +
       `${int(placed)} request${placed === 1 ? '' : 's'}, ${int(u.in_flight ?? 0)} in flight` +
       (failed ? `, ${failedKinds}` : '') + '. No row above counts them.');
+    const refusals = refusalSummary(c.refused);
+    refusedNote.hidden = refusals === '';
+    setText(refusedNote, refusals);
     const up = (Date.now() - new Date(c.since).getTime()) / 1000;
     setText(since, `Counters since ${utc(c.since)} (${duration(up)} ago): the warden's start, or the ` +
       'reload that changed this model\'s replicas. ' +
