@@ -61,14 +61,16 @@ else
   echo "bootstrap: dashboard npm packages present"
 fi
 
-# promtool, Prometheus's checker, which parses and unit-tests the alert rules
-# (packaging/prometheus) in `make test`: unpacked from Debian's prometheus
-# package into build/tools, without installing (or starting) the server.
-# A promtool on the PATH is used instead.
-if command -v promtool >/dev/null 2>&1 || [ -x "$root/build/tools/promtool" ]; then
-  echo "bootstrap: promtool present"
+# Prometheus and promtool, its checker, which parse, unit-test and evaluate
+# the alert rules (packaging/prometheus) on a live warden in `make test`:
+# unpacked from Debian's prometheus package into build/tools, without
+# installing the package (so no service is set up or started). Those on the
+# PATH are used instead.
+have_tool() { command -v "$1" >/dev/null 2>&1 || [ -x "$root/build/tools/$1" ]; }
+if have_tool promtool && have_tool prometheus; then
+  echo "bootstrap: prometheus and promtool present"
 else
-  echo "bootstrap: unpacking promtool from Debian's prometheus package into build/tools"
+  echo "bootstrap: unpacking prometheus and promtool from Debian's prometheus package into build/tools"
   download="$(mktemp -d)"
   fetch() { (cd "$download" && apt-get download -qq -o APT::Sandbox::User=root prometheus); }
   if ! fetch; then
@@ -76,8 +78,11 @@ else
     "${sudo_cmd[@]}" apt-get update -qq
     fetch
   fi
-  dpkg-deb --fsys-tarfile "$download"/prometheus_*.deb | tar -x -C "$download" ./usr/bin/promtool
+  dpkg-deb --fsys-tarfile "$download"/prometheus_*.deb |
+    tar -x -C "$download" ./usr/bin/promtool ./usr/bin/prometheus
   mkdir -p "$root/build/tools"
-  install -m 0755 "$download/usr/bin/promtool" "$root/build/tools/promtool"
+  for tool in promtool prometheus; do
+    have_tool "$tool" || install -m 0755 "$download/usr/bin/$tool" "$root/build/tools/$tool"
+  done
   rm -rf "$download"
 fi
