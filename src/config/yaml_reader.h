@@ -197,11 +197,18 @@ class Reader {
       error(e, path, fmt::format("cannot open {} for appending: {}", *text, std::strerror(errno)));
       return std::nullopt;
     }
-    // Not there yet: the warden must be able to create it. Tried, and taken
-    // away again (a check leaves nothing behind): access(2) answers by the
-    // directory's mode alone, which root passes where the file system
-    // refuses new files (sysfs, procfs).
+    // Not there yet: the warden must be able to create it. Tried, as an
+    // unnamed file in the directory (O_TMPFILE), which leaves neither a file
+    // nor a change to the directory's times behind; where the file system
+    // has no such files, as a file made and taken away again. access(2)
+    // would answer by the directory's mode alone, which root passes where
+    // the file system refuses new files (sysfs, procfs).
     const std::string directory = directory_of(*text);
+    if (const int unnamed = ::open(directory.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0640);
+        unnamed >= 0) {
+      ::close(unnamed);
+      return text;
+    }
     const int created = ::open(text->c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
     if (created >= 0) {
       ::close(created);

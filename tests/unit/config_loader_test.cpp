@@ -2,8 +2,10 @@
 // parsers. Every validation message: config_errors_test.cpp.
 #include "config/config_loader.h"
 
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -265,6 +267,14 @@ TEST(ConfigLoader, AccessLogIsAnAbsolutePathOpenedForAppending) {
   const auto path = (dir / "access.log").string();
   EXPECT_EQ(load_ok("access_log: " + path + "\n" + std::string(kMinimal)).access_log, path);
   EXPECT_FALSE(std::filesystem::exists(path)) << "not created by the check: the start creates it";
+  // Nor is the directory changed: its times stay as they were (a check run
+  // by a monitor every minute would otherwise touch them each time).
+  const timespec long_ago[2] = {{1'000'000'000, 0}, {1'000'000'000, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, dir.c_str(), long_ago, 0), 0);
+  EXPECT_EQ(load_ok("access_log: " + path + "\n" + std::string(kMinimal)).access_log, path);
+  struct stat after {};
+  ASSERT_EQ(::stat(dir.c_str(), &after), 0);
+  EXPECT_EQ(after.st_mtim.tv_sec, 1'000'000'000) << "the check changed the directory";
   std::filesystem::permissions(
       dir, std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
   if (::geteuid() != 0) {  // root may create files in any directory
