@@ -75,6 +75,22 @@ net::Response ui_response(const ui::Asset& asset, std::string_view if_none_match
   return res;
 }
 
+// A browser (its Accept names HTML) asking for an address that is no page of
+// the dashboard nor any other route: the dashboard, answered 404, says so in
+// words and links to its pages. Other clients get the JSON error.
+std::optional<net::Response> page_not_found(const net::Request& request, std::string_view path) {
+  if (request.method() != http::verb::get || path.starts_with("/v1/") ||
+      path.starts_with("/api/") || path.starts_with("/ui/"))
+    return std::nullopt;
+  if (std::string_view(request[http::field::accept]).find("text/html") == std::string_view::npos)
+    return std::nullopt;
+  const auto index = ui::asset_for_request_path("/");
+  if (!index) return std::nullopt;
+  auto res = ui_response(*index, {});
+  res.result(http::status::not_found);
+  res.erase(http::field::etag);  // a miss is not to be revalidated as the page
+  return res;
+}
 
 }  // namespace
 
@@ -131,7 +147,14 @@ net::Awaitable<void> Warden::serve_local(net::Exchange& exchange) {
     co_await handle_api(exchange, path);
     co_return;
   }
-  auto refusal = no_such_route(dialect_of(target), path, allowed_methods(path));
+  const std::string_view allow = allowed_methods(path);
+  if (allow.empty()) {
+    if (auto page = page_not_found(request, path)) {
+      co_await exchange.respond(std::move(*page));
+      co_return;
+    }
+  }
+  auto refusal = no_such_route(dialect_of(target), path, allow);
   // A client of the inference API that asked for a route there is none of
   // is in the access log, as the requests it did route are.
   if (path.starts_with("/v1/")) {

@@ -526,6 +526,22 @@ test('the page of a model that is not served says so and nothing else', { timeou
   });
 });
 
+test('an address that is no page says so, with links to the pages, not JSON', { timeout: 30000 }, async () => {
+  await withPage(browser, 'no-such-page', async (page, errors) => {
+    const res = await page.goto(`${ui}/modles`);
+    assert.equal(res.status(), 404);
+    const box = page.locator('[data-testid=not-found]');
+    await assertEventually(async () => (await box.isVisible()) &&
+      (await text(box)) === 'There is no page at /modles. See the models or tokens per second.', 'the notice');
+    assert.equal(await page.title(), 'No such page · LM Warden');
+    assert.equal(await page.locator('nav a[aria-current]').count(), 0, 'no page of the nav is current');
+    await box.getByRole('link', { name: 'the models' }).click();
+    await assertEventually(async () => (await page.locator('h1').innerText()) === 'Models', 'the models page');
+    assert.equal(new URL(page.url()).pathname, '/');
+    assert.ok(errors.every((e) => /404/.test(e)), errors.join('\n'));
+  });
+});
+
 // A reload that changes a model's replicas counts its tokens (and its card)
 // afresh: the token panels say so, rather than that the warden just started.
 test('a reload the file does not pass is said on the models page until one applies', { timeout: 40000 }, async () => {

@@ -110,6 +110,29 @@ TEST(ProxyApi, AWrongMethodGets405WithTheMethodsThatWould) {
   EXPECT_EQ(json::parse(anthropic.body)["error"]["message"], "use POST for /v1/messages");
 }
 
+// An address that is no page, asked by a browser, gets the dashboard (which
+// says there is no such page) with 404; a client asking for JSON, or any
+// address under /v1/, /api/ or /ui/, the JSON error.
+TEST(ProxyApi, ABrowserAskingForNoPageGetsTheDashboardWith404) {
+  FakeVllm fake{1};
+  RunningWarden warden{make_config({{fake.port(), 1}})};
+  const std::pair<std::string, std::string> html{"Accept",
+                                                 "text/html,application/xhtml+xml,*/*;q=0.8"};
+  const auto page = http_request(warden.port(), http::verb::get, "/modles", "", {html});
+  EXPECT_EQ(page.status, 404u);
+  EXPECT_EQ(page.headers.at("content-type"), "text/html; charset=utf-8");
+  EXPECT_FALSE(page.headers.contains("etag"));
+  EXPECT_EQ(page.body, http_request(warden.port(), http::verb::get, "/").body);
+  for (const std::string target : {"/v1/nothing", "/api/nothing", "/ui/nothing.js"}) {
+    const auto r = http_request(warden.port(), http::verb::get, target, "", {html});
+    EXPECT_EQ(r.status, 404u) << target;
+    EXPECT_EQ(json::parse(r.body)["error"]["message"], "no route " + target);
+  }
+  const auto json_client = http_request(warden.port(), http::verb::get, "/modles");
+  EXPECT_EQ(json_client.status, 404u);
+  EXPECT_EQ(json::parse(json_client.body)["error"]["message"], "no route /modles");
+}
+
 // GET /v1/models/{id} (OpenAI's retrieve): one entry of the list, by name
 // or alias, the id taken whole (a Hugging Face name has a slash in it).
 TEST(ProxyApi, AModelIsRetrievedByNameOrAlias) {

@@ -4,7 +4,7 @@
 import { mountModels } from './pages/models.js';
 import { mountModel } from './pages/model.js';
 import { mountStats } from './pages/stats.js';
-import { setText } from './format.js';
+import { el, setText } from './format.js';
 
 const main = document.getElementById('main');
 const live = document.getElementById('live');
@@ -17,7 +17,21 @@ function route(pathname) {
     const name = m[1].replace(/\/$/, '').split('/').map(decodeURIComponent).join('/');
     return { page: 'models', mount: mountModel, params: { name } };
   }
-  return { page: 'models', mount: mountModels, params: {} };
+  if (pathname === '/' || pathname === '/models' || pathname === '/models/') {
+    return { page: 'models', mount: mountModels, params: {} };
+  }
+  return { page: null, mount: mountNotFound, params: { path: pathname } };
+}
+
+// An address that is no page here (the warden answers it 404).
+function mountNotFound(root, { path }, pageCtx) {
+  document.title = 'No such page · LM Warden';
+  root.append(el('div', { class: 'page-head' }, el('h1', { text: 'No such page' })),
+    el('div', { class: 'error-box', 'data-testid': 'not-found' }, `There is no page at ${path}. See `,
+      el('a', { href: '/', 'data-link': true, text: 'the models' }), ' or ',
+      el('a', { href: '/stats', 'data-link': true, text: 'tokens per second' }), '.'));
+  pageCtx.ok();  // the warden answered this page
+  return null;
 }
 
 // Reports each refresh to the top bar: calm when fine, plain words when not.
