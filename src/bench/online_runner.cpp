@@ -114,15 +114,18 @@ struct RunState {
 struct ModelSettings {
   bool affinity = true;
   std::optional<int> spill_threshold;  // none: auto
+  // A card's: the threshold in force, auto's number included.
+  std::optional<int> in_force;
 
   static std::optional<ModelSettings> of_card(const json& card) {
     if (!card.is_object() || !card.contains("affinity") || !card["affinity"].is_boolean())
       return std::nullopt;
     ModelSettings s{.affinity = card["affinity"].get<bool>()};
     const bool automatic = card.value("spill_threshold_auto", true);
-    if (!automatic && card.contains("spill_threshold") &&
-        card["spill_threshold"].is_number_integer())
-      s.spill_threshold = card["spill_threshold"].get<int>();
+    if (card.contains("spill_threshold") && card["spill_threshold"].is_number_integer()) {
+      s.in_force = card["spill_threshold"].get<int>();
+      if (!automatic) s.spill_threshold = s.in_force;
+    }
     return s;
   }
   // An online arm's settings: off, on, or warden:N (N from 1 to the
@@ -140,9 +143,12 @@ struct ModelSettings {
   // The settings of an arm validate_online_arm accepted.
   static ModelSettings of_arm(const std::string& arm) { return *parse_arm(arm); }
   // Whether a model so set serves the arm: with affinity off, the threshold
-  // plays no part.
+  // plays no part; an arm that names a number is served by that number in
+  // force, whether the file wrote it or `auto` gave it (warden:8 by auto's 8).
   bool serves(const ModelSettings& arm) const {
-    return affinity == arm.affinity && (!affinity || spill_threshold == arm.spill_threshold);
+    if (affinity != arm.affinity) return false;
+    if (!affinity) return true;
+    return arm.spill_threshold ? in_force == arm.spill_threshold : !spill_threshold;  // `on`: auto
   }
   // The arm that measures these settings.
   std::string arm() const {

@@ -478,6 +478,19 @@ TEST(BenchOnline, AnArmTheWardenIsNotAtNeedsTheToken) {
   ASSERT_TRUE(matching) << matching.error();
   EXPECT_EQ(matching->steps.size(), 1u);
   EXPECT_FALSE(matching->settings_restored) << "nothing was switched";
+
+  // At auto (8), a warden:8 arm is served as it is; warden:7 is not.
+  ASSERT_EQ(testing::http_request(w.warden->port(), "PATCH", "/api/models/qwen3",
+                                  R"({"spill_threshold":"auto"})",
+                                  {{"Authorization", "Bearer bench-secret"}})
+                .status,
+            200);
+  o.arms = {"warden:8", "warden:7"};
+  auto at_auto = run_online(o);
+  ASSERT_FALSE(at_auto);
+  EXPECT_EQ(at_auto.error(),
+            "arm warden:7: model qwen3 is at affinity on, spill threshold auto, and switching it "
+            "needs the warden's admin token; run --arms on, or give the token");
 }
 
 TEST(BenchOnline, UnreachableWardenIsAnErrorNotAHang) {
