@@ -70,7 +70,11 @@ fi
 
 # The counters fit the sources they were made from: a source edited since
 # step 1 would stop the rebuild on GCC's coverage-mismatch errors, file by file.
+# An object step 1 compiled while its source was being edited can be newer
+# than the edit, and the next run's step 1 would keep it: the instrumented
+# objects go, so that the next run compiles them all from the sources then.
 if [ -n "$files" ] && [ "$(files_digest)" != "$files" ]; then
+  cmake --build --preset pgo --target clean >/dev/null
   echo "pgo-build: sources changed while the profile was being made, so it no longer fits them;" \
        "run make build-pgo again" >&2
   exit 1
