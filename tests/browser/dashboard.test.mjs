@@ -516,7 +516,7 @@ async function text(locator) {
 test('the page of a model that is not served says so and nothing else', { timeout: 30000 }, async () => {
   await withPage(browser, 'model-not-served', async (page, errors) => {
     await page.goto(`${ui}/models/nope`);
-    const box = page.locator('.error-box');
+    const box = page.locator('.error-box[role=alert]');
     await assertEventually(async () => (await box.isVisible()) &&
       (await box.innerText()).includes('No model named “nope” on this warden.'), 'the notice');
     assert.equal(await page.locator('section.card:visible').count(), 0);
@@ -544,7 +544,7 @@ test('an address that is no page says so, with links to the pages, not JSON', { 
 
 // A reload that changes a model's replicas counts its tokens (and its card)
 // afresh: the token panels say so, rather than that the warden just started.
-test('a reload the file does not pass is said on the models page until one applies', { timeout: 40000 }, async () => {
+test('a reload the file does not pass is said on the models page, and in a line on the others, until one applies', { timeout: 40000 }, async () => {
   await fleet.refuseReload(`models:\n  - name: ${MODEL}\n    spill_threshold: lots\n`);
   const { configuration } = await getJson(`${fleet.base}/api/models`);
   assert.match(configuration.reload_refused.problems.join('\n'), /spill_threshold/);
@@ -552,14 +552,21 @@ test('a reload the file does not pass is said on the models page until one appli
     await page.goto(`${ui}/`);
     const box = page.getByRole('region', { name: 'The configuration file does not load' });
     await box.waitFor();
-    const text = await box.innerText();
-    assert.match(text, /Refused at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(\d+ s ago\); in force: the file as read at \d{4}-/);
-    for (const line of configuration.reload_refused.problems) assert.ok(text.includes(line), `${line} in\n${text}`);
+    const said = await box.innerText();
+    assert.match(said, /Refused at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(\d+ s ago\); in force: the file as read at \d{4}-/);
+    for (const problem of configuration.reload_refused.problems) assert.ok(said.includes(problem), `${problem} in\n${said}`);
     // The model is still served as before.
-    await page.getByRole('link', { name: MODEL, exact: true }).waitFor();
+    const line = page.locator('[data-testid=reload-refused-line]');
+    assert.equal(await line.isVisible(), false, 'the models page has the card, not the line');
+    // Its page, as every other page, says it in one line.
+    await page.getByRole('link', { name: MODEL, exact: true }).click();
+    await assertEventually(async () => (await line.isVisible()) && /^The configuration file does not load: a reload was refused \d+ s ago\. The warden serves the configuration before it\. See why on the models page\.$/.test(await text(line)),
+      async () => `the line on the model page: "${await text(line)}"`);
     await fleet.reload(fleet.dp);
     await eventually(async () => (await getJson(`${fleet.base}/api/models`)).configuration.reload_refused === null,
       { what: 'the next reload applied' });
+    await assertEventually(async () => line.isHidden(), 'the line goes once a reload applies');
+    await page.getByRole('link', { name: 'Models' }).first().click();
     await assertEventually(async () => box.isHidden(), 'the box goes once a reload applies');
     assert.deepEqual(errors, []);
   });

@@ -4,11 +4,32 @@
 import { mountModels } from './pages/models.js';
 import { mountModel } from './pages/model.js';
 import { mountStats } from './pages/stats.js';
-import { el, setText } from './format.js';
+import { api } from './api.js';
+import { poll } from './poll.js';
+import { el, setText, duration } from './format.js';
 
 const main = document.getElementById('main');
 const live = document.getElementById('live');
 let unmount = null;
+let shown = null;  // the route rendered
+
+// On every page but Models, whose card says it in full: a line at the top
+// while the configuration file's last reload was refused.
+const reloadRefused = el('div', { class: 'error-box', 'data-testid': 'reload-refused-line', hidden: true });
+const onModels = () => shown?.mount === mountModels;
+poll(async () => {
+  const refused = onModels() ? null : (await api.models()).configuration?.reload_refused;
+  reloadRefused.hidden = !refused || onModels();
+  if (!refused) return;
+  const ago = (Date.now() - new Date(refused.at).getTime()) / 1000;
+  if (reloadRefused.dataset.key !== refused.at) {
+    reloadRefused.dataset.key = refused.at;
+    reloadRefused.replaceChildren(el('b', { text: 'The configuration file does not load' }),
+      el('span', { class: 'refused-ago' }), ' The warden serves the configuration before it. ',
+      el('a', { href: '/', 'data-link': true, text: 'See why on the models page' }), '.');
+  }
+  setText(reloadRefused.querySelector('.refused-ago'), `: a reload was refused ${duration(ago)} ago.`);
+}, 5000);
 
 function route(pathname) {
   if (pathname === '/stats' || pathname === '/stats/') return { page: 'stats', mount: mountStats, params: {} };
@@ -70,7 +91,11 @@ function render() {
     if (a.dataset.nav !== r.page) a.removeAttribute('aria-current');
     else a.setAttribute('aria-current', r.params.name ? 'true' : 'page');
   }
+  shown = r;
   unmount = r.mount(main, r.params, ctx) || null;
+  // Kept across pages; hidden on Models, whose card says it.
+  if (onModels()) reloadRefused.hidden = true;
+  main.prepend(reloadRefused);
 }
 
 // Internal links change the page without a reload.
