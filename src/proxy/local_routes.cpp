@@ -171,12 +171,14 @@ net::Awaitable<void> Warden::respond_logged(net::Exchange& exchange, net::Respon
   const unsigned status = res.result_int();
   if (reason.empty()) reason = status == 405 ? "method_not_allowed" : "no_route";
   set->refusals->count("", reason);
+  // Drawn before the reply goes, as a refused inference request's (forward).
+  const std::uint64_t id =
+      set->access_log ? next_request_id_.fetch_add(1, std::memory_order_relaxed) : 0;
   co_await exchange.respond(std::move(res));
   if (!set->access_log) co_return;
   AccessRecord record{
       .received = received, .status = status, .body_bytes = exchange.request().body().size()};
-  write_access_log(*set, next_request_id_.fetch_add(1, std::memory_order_relaxed), exchange,
-                   record);
+  write_access_log(*set, id, exchange, record);
 }
 
 void Warden::log_server_error(const net::Request& request, std::string_view client, unsigned status,

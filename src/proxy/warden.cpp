@@ -310,6 +310,9 @@ net::Awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dialect) {
     if (!admission.unknown_model.empty())
       set->refusals->log_unknown_model(set->config, admission.unknown_model,
                                        path_of(request.target()), request[http::field::user_agent]);
+    // Its number is drawn before the reply goes, so that the numbers follow
+    // the order the requests were answered in.
+    const std::uint64_t id = logged ? next_request_id_.fetch_add(1, std::memory_order_relaxed) : 0;
     co_await exchange.respond(std::move(*admission.refusal));
     if (logged) {
       AccessRecord record{.received = received,
@@ -317,7 +320,7 @@ net::Awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dialect) {
                           .status = status,
                           .body_bytes = body_bytes};
       if (admission.model) record.model = admission.model->config.name;
-      write_access_log(*set, next_request_id_.fetch_add(1, std::memory_order_relaxed), exchange, record);
+      write_access_log(*set, id, exchange, record);
     }
     co_return;
   }
