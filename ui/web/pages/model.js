@@ -58,14 +58,14 @@ const REFUSALS = {
 };
 
 // What the warden refused for the model before any replica, or '' for none.
-export function refusalSummary(refused) {
+function refusalSummary(refused) {
   const said = Object.entries(refused ?? {}).filter(([, n]) => n > 0)
     .map(([k, n]) => `${int(n)} for ${REFUSALS[k] ?? k}`);
   return said.length ? `Refused by the warden before any replica, since it started: ${said.join(', ')}.` : '';
 }
 
 // Upstream errors as [total, "2 could not connect, 1 server error (5xx)"].
-export function errorSummary(errors) {
+function errorSummary(errors) {
   const kinds = Object.entries(errors ?? {}).filter(([, n]) => n > 0);
   const total = kinds.reduce((sum, [, n]) => sum + n, 0);
   return [total, kinds.map(([k, n]) => `${int(n)} ${ERROR_KINDS[k] ?? k}`).join(', ')];
