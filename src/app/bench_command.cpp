@@ -42,6 +42,7 @@ struct BenchArgs {
   std::string profile = "a4000-qwen3-4b";
   int replicas = 4;
   int num_gpu_blocks = 0;
+  int repeats = 1;  // offline
   bool quiet = false;
   std::string run_id;  // online; empty: a random one
 };
@@ -88,6 +89,7 @@ int run_offline(const BenchArgs& a) {
   c.step_seconds = a.step_seconds;
   c.arms = a.arms;
   c.num_gpu_blocks = a.num_gpu_blocks;
+  c.repeats = a.repeats;
   const auto started = std::chrono::steady_clock::now();
   auto results = evaluator::run_offline(c, [&](const evaluator::StepResult& s) {
     if (a.quiet) return;
@@ -100,7 +102,8 @@ int run_offline(const BenchArgs& a) {
     return 2;
   }
   if (!a.quiet) {
-    std::fprintf(stderr, "offline: %zu runs in %.1f s of wall time\n\n", results->size(),
+    std::fprintf(stderr, "offline: %zu runs in %.1f s of wall time\n\n",
+                 results->size() * static_cast<std::size_t>(a.repeats),
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   }
   bench::RunInfo info{.mode = "offline",
@@ -109,7 +112,8 @@ int run_offline(const BenchArgs& a) {
                       .replicas = a.replicas,
                       .steps = a.sessions,
                       .arms = a.arms,
-                      .step_seconds = a.step_seconds};
+                      .step_seconds = a.step_seconds,
+                      .repeats = a.repeats};
   return finish(a, info, *results);
 }
 
@@ -232,6 +236,8 @@ std::optional<std::string> usage_error(const BenchArgs& a) {
         a.arms.begin() + static_cast<std::ptrdiff_t>(i))
       return "--arms names " + a.arms[i] + " twice";
   }
+  if (!a.offline && a.repeats != 1)
+    return "--repeats is for --offline runs: an online step runs once, against the engines";
   if (!a.offline && !a.target.empty()) {
     if (auto target = config::parse_backend_url(a.target); !target)
       return "--target " + a.target + ": " + target.error();
@@ -285,6 +291,10 @@ void add_bench_command(CLI::App& app) {
       ->check(CLI::IsMember({"openai", "anthropic", "responses"}))
       ->capture_default_str();
   cmd->add_option("--seed", a->workload.seed, "workload seed (both arms draw the same sessions)")
+      ->capture_default_str();
+  cmd->add_option("--repeats", a->repeats,
+                  "offline: runs of each cell, with seeds --seed, --seed + 1, …, pooled")
+      ->check(whole_number(1, evaluator::kMaxRepeats))
       ->capture_default_str();
   cmd->add_option("--system-tokens", a->workload.system_prompt_tokens, "shared system prompt size")
       ->check(whole_number(0, 1'000'000))

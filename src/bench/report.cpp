@@ -148,6 +148,7 @@ ordered_json workload_json(const RunInfo& info) {
   } else {
     j["profile"] = info.profile;
     j["replicas"] = info.replicas;
+    j["repeats"] = info.repeats;
   }
   return j;
 }
@@ -303,8 +304,14 @@ std::string summary_line(const RunInfo& info) {
                                      info.time_scale)
                        : "")
              : fmt::format(
-                   "Offline evaluation: profile {}, {} replicas, {} s of engine time per step.",
-                   info.profile, info.replicas, info.step_seconds);
+                   "Offline evaluation: profile {}, {} replicas, {} s of engine time per step{}.",
+                   info.profile, info.replicas, info.step_seconds,
+                   info.repeats > 1
+                       ? fmt::format(
+                             ", each cell pooled over {} runs (seeds {} to {})", info.repeats,
+                             info.workload.seed,
+                             info.workload.seed + static_cast<std::uint64_t>(info.repeats) - 1)
+                       : "");
 }
 
 }  // namespace

@@ -33,6 +33,7 @@ struct RunInfo {
   std::vector<int> steps;
   std::vector<std::string> arms;
   double step_seconds = 0;
+  int repeats = 1;  // offline: seeds pooled per cell (EvaluatorConfig::repeats)
   double time_scale = 1;
   double scrape_interval_s = 1;
   std::string started_at;  // ISO 8601, online; "" offline (keeps output reproducible)

@@ -236,6 +236,8 @@ std::optional<std::string> EvaluatorConfig::validate() const {
     if (s < 1 || s > 4096) return std::string("sessions per step must be in [1, 4096]");
   }
   if (!(step_seconds > 0)) return std::string("step seconds must be > 0");
+  if (repeats < 1 || repeats > kMaxRepeats)
+    return fmt::format("repeats must be in [1, {}]", kMaxRepeats);
   if (!(scrape_interval_s > 0)) return std::string("scrape interval must be > 0");
   if (num_gpu_blocks < 0) return std::string("num_gpu_blocks must be >= 1 (0: the profile's)");
   const engine::EngineConfig engine = engine_config_of(*this, *hardware);
@@ -283,14 +285,28 @@ Result<StepResult, std::string> run_step(const EvaluatorConfig& config,
 Result<std::vector<StepResult>, std::string> run_offline(
     const EvaluatorConfig& config, const std::function<void(const StepResult&)>& on_step) {
   if (auto error = config.validate()) return unexpected(*error);
-  const workload::Workload workload(config.workload);
+  // One configuration and workload per seed; the engines draw from it too.
+  std::vector<EvaluatorConfig> runs(static_cast<std::size_t>(config.repeats), config);
+  std::vector<workload::Workload> workloads;
+  for (std::size_t r = 0; r < runs.size(); ++r) {
+    runs[r].workload.seed = config.workload.seed + r;
+    workloads.emplace_back(runs[r].workload);
+  }
   std::vector<StepResult> results;
   for (int sessions : config.steps) {
     for (const auto& arm : config.arms) {
-      auto step = run_step(config, workload, sessions, arm);
-      if (!step) return unexpected(step.error());
-      if (on_step) on_step(*step);
-      results.push_back(std::move(step).value());
+      std::optional<StepResult> cell;
+      for (std::size_t r = 0; r < runs.size(); ++r) {
+        auto step = run_step(runs[r], workloads[r], sessions, arm);
+        if (!step) return unexpected(step.error());
+        if (cell) {
+          pool(*cell, *step);
+        } else {
+          cell = std::move(step).value();
+        }
+      }
+      if (on_step) on_step(*cell);
+      results.push_back(std::move(*cell));
     }
   }
   return results;

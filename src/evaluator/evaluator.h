@@ -24,12 +24,18 @@
 
 namespace lmwarden::evaluator {
 
+inline constexpr int kMaxRepeats = 1000;
+
 struct EvaluatorConfig {
   workload::WorkloadConfig workload;
   std::string profile = "a4000-qwen3-4b";
   int replicas = 4;
   std::vector<int> steps = {4, 8, 16, 24, 32};
   double step_seconds = 180;
+  // Runs of each cell, on the workloads of seeds workload.seed,
+  // workload.seed + 1, …, pooled into one result (evaluator::pool): one seed
+  // draws one set of sessions, and a cell's figures move with it.
+  int repeats = 1;
   // Policy specs (policy.h); "off" = vLLM's balancer, "on" = the warden.
   std::vector<std::string> arms = {"off", "on"};
   double scrape_interval_s = 1.0;
@@ -50,8 +56,9 @@ Result<StepResult, std::string> run_step(const EvaluatorConfig& config,
                                          const workload::Workload& workload, int sessions,
                                          const std::string& arm, std::unique_ptr<Policy> policy);
 
-// Every step × arm, steps outer, arms inner (the order of the table). The
-// callback, if any, hears about each result as it is done.
+// Every step × arm, steps outer, arms inner (the order of the table), each
+// cell pooled over `repeats` seeds. The callback, if any, hears about each
+// cell's result as it is done.
 Result<std::vector<StepResult>, std::string> run_offline(
     const EvaluatorConfig& config, const std::function<void(const StepResult&)>& on_step = {});
 

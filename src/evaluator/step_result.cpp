@@ -54,4 +54,52 @@ void summarize(StepResult& step) {
   }
 }
 
+namespace {
+
+void append(std::vector<double>& to, const std::vector<double>& from) {
+  to.insert(to.end(), from.begin(), from.end());
+}
+
+std::optional<double> add(const std::optional<double>& a, const std::optional<double>& b) {
+  if (!a || !b) return std::nullopt;
+  return *a + *b;
+}
+
+}  // namespace
+
+void pool(StepResult& into, const StepResult& more) {
+  into.duration_s += more.duration_s;
+  into.sessions_completed += more.sessions_completed;
+  into.output_tokens += more.output_tokens;
+  StepSamples& s = into.samples;
+  const StepSamples& m = more.samples;
+  append(s.ttfb_s, m.ttfb_s);
+  append(s.turn_s, m.turn_s);
+  append(s.output_tokens, m.output_tokens);
+  append(s.replicas_busy, m.replicas_busy);
+  append(s.session_end_s, m.session_end_s);
+  for (const ReplicaStep& r : m.replicas) {
+    auto it = std::find_if(s.replicas.begin(), s.replicas.end(),
+                           [&](const ReplicaStep& x) { return x.replica == r.replica; });
+    if (it == s.replicas.end()) {
+      s.replicas.push_back(r);
+      continue;
+    }
+    it->prefix_cache_queries += r.prefix_cache_queries;
+    it->prefix_cache_hits += r.prefix_cache_hits;
+    it->busy_polls += r.busy_polls;
+    it->preemptions = add(it->preemptions, r.preemptions);
+    it->requests = add(it->requests, r.requests);
+  }
+  s.requests_sent += m.requests_sent;
+  s.requests_failed += m.requests_failed;
+  if (s.first_failure.empty()) s.first_failure = m.first_failure;
+  s.metrics_polls_failed += m.metrics_polls_failed;
+  s.followups += m.followups;
+  s.followups_stayed += m.followups_stayed;
+  s.warden_sticky = add(s.warden_sticky, m.warden_sticky);
+  s.warden_moved = add(s.warden_moved, m.warden_moved);
+  summarize(into);
+}
+
 }  // namespace lmwarden::evaluator

@@ -76,4 +76,13 @@ std::optional<double> hit_pct(double queries, double hits);
 //   stayed over followups, else nullopt.
 void summarize(StepResult& step);
 
+// Adds `more`, another run of the same cell (sessions and arm, another
+// seed), to `into`: counts and durations summed, samples concatenated (each
+// session's end still timed from its own run's start), each replica's
+// counters added to the same replica's, the first failure kept; the warden's
+// counters only where both runs read them. Then summarizes `into`, so its
+// rates are over the runs' pooled time and its percentiles over every
+// request, as one run as long as all of them on as many fleets.
+void pool(StepResult& into, const StepResult& more);
+
 }  // namespace lmwarden::evaluator

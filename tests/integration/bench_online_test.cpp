@@ -524,6 +524,9 @@ TEST(BenchCommand, BadFlagsAreRefusedWithWhatWasWanted) {
       {"bench --offline --sessions 0", "--sessions: 0 is not a whole number from 1 to 4096"},
       {"bench --offline --step-seconds nan", "--step-seconds: nan is not a number above 0"},
       {"bench --offline --skew 5", "--skew: 5 is not a number from 0 to 1"},
+      {"bench --offline --repeats 0", "--repeats: 0 is not a whole number from 1 to 1000"},
+      {"bench --target http://127.0.0.1:1 --model m --repeats 3",
+       "--repeats is for --offline runs"},
       {"bench --target 127.0.0.1:1 --model m", "--target 127.0.0.1:1: must be http://HOST:PORT"},
       {"bench --offline --first-user-tokens 10",
        "--first-user-tokens: 10 is not a whole number from 64 to 1000000"},
@@ -566,6 +569,25 @@ TEST(BenchCommand, OfflinePrintsTheTableAndWritesTheReport) {
   EXPECT_EQ(json["steps"][0]["arm"], "off");
   EXPECT_EQ(json["steps"][1]["policy"], "warden(spill=8)");
   EXPECT_TRUE(fs::exists(dir / "report.html"));
+  fs::remove_all(dir);
+}
+
+TEST(BenchCommand, OfflineRepeatsPoolEachCellOverConsecutiveSeeds) {
+  const fs::path dir = temp_dir("lmwarden-bench-repeats");
+  const std::string cmd = std::string(LMWARDEN_BINARY) +
+                          " bench --offline -q --sessions 3 --arms on --step-seconds 30 "
+                          "--seed 7 --repeats 3 --out " +
+                          dir.string() + " > " + (dir / "stdout.txt").string();
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  const auto json = nlohmann::json::parse(read_file(dir / "results.json"));
+  EXPECT_EQ(json["workload"]["repeats"], 3);
+  EXPECT_EQ(json["workload"]["seed"], 7);
+  ASSERT_EQ(json["steps"].size(), 1u);
+  EXPECT_EQ(json["steps"][0]["duration_s"], 90.0);
+  EXPECT_NE(read_file(dir / "report.md")
+                .find("30 s of engine time per step, each cell pooled over 3 runs (seeds 7 to 9)."),
+            std::string::npos)
+      << read_file(dir / "report.md");
   fs::remove_all(dir);
 }
 

@@ -67,6 +67,58 @@ TEST(EvaluatorStats, StayedPrefersTheWardensCountersThenFollowups) {
   EXPECT_FALSE(step.stayed_pct);
 }
 
+TEST(EvaluatorStats, PoolingAddsTwoRunsOfACellAndSummarizesThem) {
+  StepResult a{.duration_s = 60, .sessions_completed = 3, .output_tokens = 600};
+  a.samples.ttfb_s = {1, 2};
+  a.samples.replicas_busy = {4, 4};
+  a.samples.replicas = {{.replica = 0,
+                         .prefix_cache_queries = 100,
+                         .prefix_cache_hits = 90,
+                         .busy_polls = 2,
+                         .preemptions = 1,
+                         .requests = 5}};
+  a.samples.requests_sent = 5;
+  a.samples.followups = 2;
+  a.samples.followups_stayed = 2;
+  a.samples.warden_sticky = 7;
+  a.samples.warden_moved = 1;
+  StepResult b{.duration_s = 60, .sessions_completed = 1, .output_tokens = 300};
+  b.samples.ttfb_s = {3, 4, 5};
+  b.samples.replicas_busy = {1, 1};
+  b.samples.replicas = {{.replica = 0,
+                         .prefix_cache_queries = 300,
+                         .prefix_cache_hits = 10,
+                         .busy_polls = 1,
+                         .preemptions = 2,
+                         .requests = 4},
+                        {.replica = 1, .prefix_cache_queries = 50, .prefix_cache_hits = 0}};
+  b.samples.requests_sent = 6;
+  b.samples.requests_failed = 1;
+  b.samples.first_failure = "HTTP 500: oops";
+  b.samples.followups = 2;
+  b.samples.followups_stayed = 0;
+  pool(a, b);
+  EXPECT_DOUBLE_EQ(a.duration_s, 120);
+  EXPECT_DOUBLE_EQ(a.sessions_per_hour, 4 * 3600.0 / 120);  // over the pooled time, not a mean
+  EXPECT_DOUBLE_EQ(a.output_tokens_per_min, 900 * 60.0 / 120);
+  EXPECT_EQ(a.samples.ttfb_s, (std::vector<double>{1, 2, 3, 4, 5}));
+  EXPECT_DOUBLE_EQ(*a.ttfb_p50_s, 3);  // of every request: the runs' medians were 1.5 and 4
+  EXPECT_DOUBLE_EQ(*a.replicas_busy, 2.5);
+  ASSERT_EQ(a.samples.replicas.size(), 2u);
+  EXPECT_DOUBLE_EQ(a.samples.replicas[0].prefix_cache_queries, 400);
+  EXPECT_DOUBLE_EQ(a.samples.replicas[0].prefix_cache_hits, 100);
+  EXPECT_DOUBLE_EQ(*a.samples.replicas[0].preemptions, 3);
+  EXPECT_DOUBLE_EQ(*a.samples.replicas[0].requests, 9);
+  EXPECT_DOUBLE_EQ(a.samples.replicas[1].prefix_cache_queries, 50);
+  EXPECT_NEAR(*a.prefix_hit_pct, 100.0 * 100 / 450, 1e-9);
+  EXPECT_EQ(a.samples.requests_sent, 11u);
+  EXPECT_EQ(a.samples.requests_failed, 1u);
+  EXPECT_EQ(a.samples.first_failure, "HTTP 500: oops");
+  // The warden's counters were read in one run only: the follow-ups speak for both.
+  EXPECT_FALSE(a.samples.warden_sticky);
+  EXPECT_DOUBLE_EQ(*a.stayed_pct, 50.0);
+}
+
 // --- policies -------------------------------------------------------------
 
 core::Identity session(std::string_view id) {
@@ -277,6 +329,54 @@ TEST(EvaluatorOffline, RunsEveryStepAndArmInTableOrder) {
   c.arms = {"on"};
   c.profile = "no-such-gpu";
   EXPECT_FALSE(run_offline(c));
+}
+
+// --repeats: each cell run on consecutive seeds, pooled. The seeds must draw
+// different sessions, or pooling would only repeat one run.
+TEST(EvaluatorOffline, RepeatsPoolTheRunsOfConsecutiveSeeds) {
+  EvaluatorConfig c = short_config(60);
+  c.steps = {6};
+  c.arms = {"on"};
+  c.workload.heavy_share = 0.5;
+  c.workload.seed = 5;
+  auto first = run_offline(c);
+  c.workload.seed = 6;
+  auto second = run_offline(c);
+  ASSERT_TRUE(first && second);
+  const StepResult& a = (*first)[0];
+  const StepResult& b = (*second)[0];
+  ASSERT_NE(a.samples.ttfb_s, b.samples.ttfb_s);
+
+  c.workload.seed = 5;
+  c.repeats = 2;
+  std::vector<StepResult> heard;
+  auto pooled = run_offline(c, [&](const StepResult& s) { heard.push_back(s); });
+  ASSERT_TRUE(pooled) << pooled.error();
+  ASSERT_EQ(pooled->size(), 1u);  // one cell
+  ASSERT_EQ(heard.size(), 1u);
+  const StepResult& p = (*pooled)[0];
+  EXPECT_DOUBLE_EQ(p.duration_s, 120);
+  EXPECT_EQ(p.sessions_completed, a.sessions_completed + b.sessions_completed);
+  std::vector<double> both = a.samples.ttfb_s;
+  both.insert(both.end(), b.samples.ttfb_s.begin(), b.samples.ttfb_s.end());
+  EXPECT_EQ(p.samples.ttfb_s, both);
+  EXPECT_EQ(heard[0].samples.ttfb_s, both);
+  EXPECT_EQ(p.ttfb_p50_s, percentile(both, 50));
+  double queries = 0;
+  double hits = 0;
+  for (const auto* s : {&a, &b}) {
+    for (const auto& r : s->samples.replicas) {
+      queries += r.prefix_cache_queries;
+      hits += r.prefix_cache_hits;
+    }
+  }
+  EXPECT_NEAR(*p.prefix_hit_pct, 100.0 * hits / queries, 1e-9);
+  EXPECT_EQ(p.samples.requests_sent, a.samples.requests_sent + b.samples.requests_sent);
+
+  c.repeats = 0;
+  auto refused = run_offline(c);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error(), "repeats must be in [1, 1000]");
 }
 
 // A first turn longer than the replicas' context: every session would fail
