@@ -320,7 +320,7 @@ class StepRunner {
         continue;
       }
       any = true;
-      const auto snap = telemetry::extract_vllm_snapshot(r->body);
+      const auto snap = telemetry::extract_vllm_snapshot(r->body, model_names_);
       for (const auto& rank : snap.ranks) {
         const std::pair key{static_cast<int>(b), rank.rank};
         ranks_[key].observe(rank);
@@ -495,6 +495,8 @@ class StepRunner {
   }
 
   const OnlineOptions& o_;
+  // The backends' series of this model, where a server labels several.
+  const std::vector<std::string> model_names_{o_.model};
   const RunState& state_;
   const Endpoint& warden_;
   const std::vector<Endpoint>& backends_;

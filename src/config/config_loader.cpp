@@ -403,11 +403,9 @@ class Loader : private yaml::Reader {
       if (auto v = read_bool(*e, child(path, "affinity"))) model.affinity = *v;
     if (const Entry* e = map->find("spill_threshold")) read_spill_threshold(*e, path, model);
     if (const Entry* e = map->find("session_ttl"))
-      if (auto v = read_duration(*e, child(path, "session_ttl"), Millis{1000}, kMaxSessionTtl))
-        model.session_ttl = std::chrono::duration_cast<Seconds>(*v);
+      if (auto v = read_whole_seconds(*e, child(path, "session_ttl"))) model.session_ttl = *v;
     if (const Entry* e = map->find("active_window"))
-      if (auto v = read_duration(*e, child(path, "active_window"), Millis{1000}, kMaxSessionTtl))
-        model.active_window = std::chrono::duration_cast<Seconds>(*v);
+      if (auto v = read_whole_seconds(*e, child(path, "active_window"))) model.active_window = *v;
     if (const Entry* e = map->find("max_conversations"))
       if (auto v = read_int(*e, child(path, "max_conversations"), 1, 100'000'000))
         model.max_conversations = static_cast<std::size_t>(*v);
@@ -464,6 +462,18 @@ class Loader : private yaml::Reader {
       }
     }
     return errors_.size() == errors_before;
+  }
+
+  // session_ttl and active_window are whole seconds (ModelConfig, and the
+  // card and reload lines that show them), so 1500ms would quietly be 1s.
+  std::optional<Seconds> read_whole_seconds(const Entry& e, const std::string& path) {
+    const auto v = read_duration(e, path, Millis{1000}, kMaxSessionTtl);
+    if (!v) return std::nullopt;
+    if (v->count() % 1000 != 0) {
+      error(e, path, fmt::format("must be whole seconds, got {}", shown(e.value)));
+      return std::nullopt;
+    }
+    return std::chrono::duration_cast<Seconds>(*v);
   }
 
   void read_spill_threshold(const Entry& e, const std::string& model_path, ModelConfig& model) {

@@ -19,6 +19,10 @@ void take_out_of_service(ModelState& model, int backend, std::string_view why) {
     std::lock_guard lock{model.mutex};
     was_healthy = model.router.backend_healthy(backend);
     model.router.set_backend_healthy(backend, false);
+    // As the probes do: a dead engine's last queue is no longer news, and
+    // the card and /metrics show none until a probe reads it again.
+    const auto [first, count] = model.router.backend_replicas(backend);
+    for (int r = first; r < first + count; ++r) model.router.set_engine_stats(r, {});
   }
   if (!was_healthy) return;
   model.telemetry.unhealthy(backend).note(std::string(why));

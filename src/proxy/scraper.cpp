@@ -1,6 +1,7 @@
 #include "proxy/scraper.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -100,6 +101,11 @@ net::Awaitable<void> Scraper::watch(std::shared_ptr<ModelState> model_ptr, int b
   const std::string metrics_target = backend.base_path + "/metrics";
   std::string missing_said;  // the ranks last logged as missing from /metrics
   std::string extra_said;    // the ranks last logged as more than data_parallel_size
+  std::vector<std::string> models_said;  // the models last logged as none of this one's names
+  // The names a server's series may carry for this model: vLLM labels them
+  // with its first --served-model-name, which the file names or aliases.
+  std::vector<std::string> names{model.config.name};
+  names.insert(names.end(), model.config.aliases.begin(), model.config.aliases.end());
 
   while (warden_.models()->generation == generation) {
     const auto round_start = std::chrono::steady_clock::now();
@@ -115,7 +121,18 @@ net::Awaitable<void> Scraper::watch(std::shared_ptr<ModelState> model_ptr, int b
     if (metrics.error || metrics.status != 200) {
       problem += (problem.empty() ? "" : "; ") + std::string("/metrics: ") + describe(metrics);
     } else {
-      const auto snapshot = telemetry::extract_vllm_snapshot(metrics.body);
+      const auto snapshot = telemetry::extract_vllm_snapshot(metrics.body, names);
+      if (snapshot.unmatched_models != models_said) {
+        if (!snapshot.unmatched_models.empty())
+          spdlog::warn(
+              "model={} backend={}: its /metrics has series for the models {}, none of them "
+              "named {}; the warden reads them all, summed per rank, as this model's load: add "
+              "the server's name for this model to its aliases",
+              model.config.name, backend.url, fmt::join(snapshot.unmatched_models, ", "),
+              names.size() == 1 ? model.config.name
+                                : fmt::format("{} or its aliases", model.config.name));
+        models_said = snapshot.unmatched_models;
+      }
       if (snapshot.ranks.empty()) {
         problem += (problem.empty() ? "" : "; ") + std::string("/metrics has no vLLM samples");
       } else {

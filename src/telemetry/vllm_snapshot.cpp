@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string_view>
 
 #include "telemetry/prometheus.h"
@@ -90,9 +91,15 @@ const RankMetrics* VllmSnapshot::rank(int r) const noexcept {
   return nullptr;
 }
 
-VllmSnapshot extract_vllm_snapshot(std::string_view exposition, std::string_view model_name) {
+VllmSnapshot extract_vllm_snapshot(std::string_view exposition,
+                                   std::span<const std::string> model_names) {
   VllmSnapshot snapshot;
-  std::map<int, Accumulator> by_rank;
+  // Every series, and the series of the models asked for (with those that
+  // name no model): the second wins when any series named one of them.
+  std::map<int, Accumulator> all;
+  std::map<int, Accumulator> named;
+  bool matched = false;
+  std::set<std::string_view> models_seen;
 
   ExpositionReader reader(exposition);
   while (const ExpositionEntry* entry = reader.next()) {
@@ -101,17 +108,35 @@ VllmSnapshot extract_vllm_snapshot(std::string_view exposition, std::string_view
     const SampleView& sample = entry->sample;
     const Source* source = find_source(sample.name);
     if (source == nullptr || !std::isfinite(sample.value)) continue;
-    if (!model_name.empty()) {
-      const auto model = sample.label("model_name");
-      if (model && *model != model_name) continue;
-    }
     const auto rank = parse_rank(sample.label("engine"));
     if (!rank) continue;
-    Accumulator& acc = by_rank[*rank];
-    auto& slots = source->legacy ? acc.legacy : acc.current;
-    accumulate(slots[source->field], source->field, sample.value);
+    const auto add_to = [&](std::map<int, Accumulator>& by_rank) {
+      Accumulator& acc = by_rank[*rank];
+      auto& slots = source->legacy ? acc.legacy : acc.current;
+      accumulate(slots[source->field], source->field, sample.value);
+    };
+    add_to(all);
+    if (model_names.empty()) continue;
+    const auto model = sample.label("model_name");
+    if (model) {
+      const bool ours =
+          std::find(model_names.begin(), model_names.end(), *model) != model_names.end();
+      matched = matched || ours;
+      if (!ours) {
+        models_seen.insert(*model);
+        continue;
+      }
+    }
+    add_to(named);
   }
 
+  const std::map<int, Accumulator>& by_rank = matched ? named : all;
+  if (!matched && models_seen.size() > 1) {
+    for (std::string_view m : models_seen) {
+      if (snapshot.unmatched_models.size() == 8) break;
+      snapshot.unmatched_models.emplace_back(m);
+    }
+  }
   snapshot.ranks.reserve(by_rank.size());
   for (const auto& [rank, acc] : by_rank) {
     std::array<std::optional<double>, kFieldCount> merged;

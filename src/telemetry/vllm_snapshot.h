@@ -17,6 +17,8 @@
 
 #include <cstddef>
 #include <optional>
+#include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -41,6 +43,10 @@ struct VllmSnapshot {
   std::size_t samples = 0;         // samples in the exposition, read or not
   std::size_t skipped_lines = 0;   // malformed lines the parser passed over
   std::size_t first_skipped_line = 0;
+  // With model names asked for, none of which the exposition's model_name
+  // labels named while they named two models or more: each model's figures,
+  // summed per rank, were read. The models it named, sorted (at most 8).
+  std::vector<std::string> unmatched_models;
 
   const RankMetrics* rank(int r) const noexcept;
 };
@@ -49,12 +55,16 @@ struct VllmSnapshot {
 // exporter cannot make the router allocate per-rank state without bound.
 inline constexpr int kMaxRank = 4095;
 
-// Extracts per-rank metrics. With a non-empty `model_name` only series whose
-// model_name label equals it are read (a server serving several models through
-// one endpoint); series without the label are read either way. Series that
-// share a rank after filtering (e.g. a LoRA adapter and its base) are summed,
-// except KV usage, where the largest value is kept (usage does not add up).
-// Non-finite values are ignored: a NaN gauge says "unknown", not zero.
-VllmSnapshot extract_vllm_snapshot(std::string_view exposition, std::string_view model_name = {});
+// Extracts per-rank metrics. With `model_names` (a model's name and its
+// aliases), only series whose model_name label is one of them are read, with
+// those that carry no such label (a server serving several models through one
+// endpoint). When no series names any of them, every series is read: vLLM
+// labels its series with the first of its --served-model-name only, which a
+// client may address by another. Series that share a rank after filtering
+// (e.g. a LoRA adapter and its base) are summed, except KV usage, where the
+// largest value is kept (usage does not add up). Non-finite values are
+// ignored: a NaN gauge says "unknown", not zero.
+VllmSnapshot extract_vllm_snapshot(std::string_view exposition,
+                                   std::span<const std::string> model_names = {});
 
 }  // namespace lmwarden::telemetry

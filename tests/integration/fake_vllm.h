@@ -86,6 +86,12 @@ class FakeVllm {
     std::lock_guard lock{mutex_};
     engine_[rank] = {running, waiting, kv, queries, hits};
   }
+  // Another model served through the same /metrics: each engine's series
+  // again under model_name `name`, with `running` requests each.
+  void serve_other_model(std::string name, int running) {
+    std::lock_guard lock{mutex_};
+    other_model_ = {std::move(name), running};
+  }
 
  private:
   net::Awaitable<void> handle(net::Exchange& ex) {
@@ -124,6 +130,10 @@ class FakeVllm {
           text += "vllm:kv_cache_usage_perc" + l + " " + std::to_string(e.kv) + "\n";
           text += "vllm:prefix_cache_queries_total" + l + " " + std::to_string(e.queries) + "\n";
           text += "vllm:prefix_cache_hits_total" + l + " " + std::to_string(e.hits) + "\n";
+          if (!other_model_.first.empty())
+            text += "vllm:num_requests_running{engine=\"" + std::to_string(rank) +
+                    "\",model_name=\"" + other_model_.first + "\"} " +
+                    std::to_string(other_model_.second) + "\n";
         }
       }
       net::Response res{http::status::ok, 11};
@@ -278,6 +288,7 @@ class FakeVllm {
     double kv, queries, hits;
   };
   std::map<int, Engine> engine_;
+  std::pair<std::string, int> other_model_;
   std::mutex mutex_;
   std::map<int, int> held_;
   std::vector<Seen> seen_;

@@ -538,6 +538,20 @@ TEST(FaultBackend, GarbageMetricsTakeTheServerOutUntilTheyAreRightAgain) {
   EXPECT_EQ(card_in_flight(warden), 0);
 }
 
+// A server whose /metrics serves two models: this model's replicas carry its
+// own requests, not both models' (they were summed before).
+TEST(FaultBackend, AServerOfTwoModelsLoadsEachWithItsOwnRequests) {
+  FakeVllm fake{2};
+  fake.set_engine(0, 3, 0, 0.1, 10, 5);
+  fake.set_engine(1, 1, 0, 0.1, 10, 5);
+  fake.serve_other_model("other", 5);
+  RunningWarden warden{fault_config({{fake.port(), 2}}), /*scrape=*/true};
+  ASSERT_TRUE(eventually([&] { return !warden.card()["replicas"][0]["running"].is_null(); }));
+  const json card = warden.card();
+  EXPECT_EQ(card["replicas"][0]["running"], 3) << card;
+  EXPECT_EQ(card["replicas"][1]["running"], 1) << card;
+}
+
 TEST(FaultBackend, AServerThatRefusesConnectionsHasNoRankTriedAgain) {
   // Two ranks behind one address, and a server of one rank. With the first
   // server gone, a request routed to either of its ranks is retried on the
@@ -559,9 +573,15 @@ TEST(FaultBackend, AServerThatRefusesAConnectionTakesNoNewWorkUntilAProbeSucceed
   // Probes a minute apart: the scraper cannot be what takes the server out.
   auto gone = std::make_unique<FakeVllm>(1);
   FakeVllm good{1};
+  gone->set_engine(0, 0, 0, 0.5, 0, 0);
+  good.set_engine(0, 0, 0, 0.5, 0, 0);
   RunningWarden warden{make_config({{gone->port(), 1}, {good.port(), 1}}, std::nullopt,
                                    "scrape_interval: 60s\nunhealthy_after: 2\n"),
                        /*scrape=*/true};
+  ASSERT_TRUE(eventually([&] {  // the first probes read both engines
+    const json c = warden.card();
+    return !c["replicas"][0]["kv_used"].is_null() && !c["replicas"][1]["kv_used"].is_null();
+  }));
   gone.reset();
   for (int i = 0; i < 8; ++i) {
     const auto r = chat(warden.port(), "conv-" + std::to_string(i));
@@ -580,6 +600,14 @@ TEST(FaultBackend, AServerThatRefusesAConnectionTakesNoNewWorkUntilAProbeSucceed
   EXPECT_TRUE(card["replicas"][1]["out_of_service"].is_null()) << card;
   EXPECT_EQ(good.seen().size(), 8u);
   EXPECT_EQ(card["in_flight"], 0);
+  // The dead engine's last figures are gone with it, not shown as current.
+  EXPECT_TRUE(card["replicas"][0]["kv_used"].is_null()) << card;
+  EXPECT_EQ(card["replicas"][1]["kv_used"], 0.5) << card;
+  const std::string metrics = http_request(warden.port(), http::verb::get, "/metrics").body;
+  EXPECT_EQ(metrics.find("lmwarden_replica_kv_cache_usage{model=\"m\",replica=\"0\"}"),
+            std::string::npos);
+  EXPECT_NE(metrics.find("lmwarden_replica_kv_cache_usage{model=\"m\",replica=\"1\"}"),
+            std::string::npos);
 }
 
 // A reload that moves the replicas (a server added at the front: their

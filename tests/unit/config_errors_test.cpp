@@ -144,6 +144,19 @@ TEST(ConfigErrors, DurationsAndSizes) {
     backends: [{url: "http://h:1"}]
 )"),
       R"(lmwarden.yaml:3: models[0].active_window: must be a duration like 500ms, 90s, 30m or 1h, got "5" (a unit is needed: 5s for seconds))");
+  // Kept in whole seconds: 1500ms would have been 1s, said nowhere.
+  EXPECT_EQ(error_of(R"(models:
+  - name: m
+    session_ttl: 1500ms
+    backends: [{url: "http://h:1"}]
+)"),
+            R"(lmwarden.yaml:3: models[0].session_ttl: must be whole seconds, got "1500ms")");
+  EXPECT_EQ(error_of(R"(models:
+  - name: m
+    active_window: 1m500ms
+    backends: [{url: "http://h:1"}]
+)"),
+            R"(lmwarden.yaml:3: models[0].active_window: must be whole seconds, got "1m500ms")");
 }
 
 TEST(ConfigErrors, DurationsHaveAMaximum) {

@@ -166,8 +166,9 @@ TEST(VllmSnapshot, ReadsFourEnginesWithCurrentNames) {
 }
 
 TEST(VllmSnapshot, ReadsLegacyNamesWithoutEngineLabelAsRankZero) {
-  const VllmSnapshot s = extract_vllm_snapshot(read_fixture("vllm/metrics-legacy-single.txt"),
-                                               "Qwen/Qwen3-4B-Instruct-2507");
+  const std::vector<std::string> names{"Qwen/Qwen3-4B-Instruct-2507"};
+  const VllmSnapshot s =
+      extract_vllm_snapshot(read_fixture("vllm/metrics-legacy-single.txt"), names);
   ASSERT_EQ(s.ranks.size(), 1u);
   EXPECT_TRUE(s.legacy_names);
   const RankMetrics& r = s.ranks[0];
@@ -203,10 +204,57 @@ TEST(VllmSnapshot, FiltersByModelAndIgnoresBadRanks) {
       "vllm:num_requests_running{engine=\"00\",model_name=\"a\"} 9\n"
       "vllm:num_requests_running{engine=\"-0\",model_name=\"a\"} 9\n"
       "vllm:num_requests_waiting{engine=\"0\",model_name=\"a\"} NaN\n",
-      "a");
+      std::vector<std::string>{"a"});
   ASSERT_EQ(s.ranks.size(), 1u);
   EXPECT_EQ(s.rank(0)->running, 1.0);
   EXPECT_FALSE(s.rank(0)->waiting);
+  EXPECT_TRUE(s.unmatched_models.empty());
+}
+
+// One server, two models: each model's replicas carry its own load, not the
+// sum of both (the scraper passes the model's name and aliases).
+TEST(VllmSnapshot, AServerOfTwoModelsGivesEachItsOwnSeries) {
+  const std::string text =
+      "vllm:num_requests_running{engine=\"0\",model_name=\"m\"} 3\n"
+      "vllm:num_requests_running{engine=\"0\",model_name=\"other\"} 5\n"
+      "vllm:kv_cache_usage_perc{engine=\"0\",model_name=\"m\"} 0.25\n"
+      "vllm:kv_cache_usage_perc{engine=\"0\",model_name=\"other\"} 0.75\n"
+      "vllm:prompt_tokens_total{engine=\"0\",model_name=\"m\"} 100\n"
+      "vllm:prompt_tokens_total{engine=\"0\",model_name=\"other\"} 900\n"
+      "vllm:num_requests_waiting{engine=\"0\"} 2\n";  // no model named: read for either
+  const std::vector<std::string> m{"m"};
+  VllmSnapshot s = extract_vllm_snapshot(text, m);
+  ASSERT_EQ(s.ranks.size(), 1u);
+  EXPECT_EQ(s.rank(0)->running, 3.0);
+  EXPECT_EQ(s.rank(0)->kv_cache_usage, 0.25);
+  EXPECT_EQ(s.rank(0)->prompt_tokens, 100.0);
+  EXPECT_EQ(s.rank(0)->waiting, 2.0);
+  EXPECT_TRUE(s.unmatched_models.empty());
+  // Found by an alias.
+  const std::vector<std::string> aliased{"model-two", "other"};
+  s = extract_vllm_snapshot(text, aliased);
+  EXPECT_EQ(s.rank(0)->running, 5.0);
+  EXPECT_EQ(s.rank(0)->prompt_tokens, 900.0);
+  // Named by neither: everything, summed (KV use the largest), and said.
+  const std::vector<std::string> neither{"third"};
+  s = extract_vllm_snapshot(text, neither);
+  EXPECT_EQ(s.rank(0)->running, 8.0);
+  EXPECT_EQ(s.rank(0)->kv_cache_usage, 0.75);
+  EXPECT_EQ(s.unmatched_models, (std::vector<std::string>{"m", "other"}));
+  // No names asked for: everything, nothing said.
+  s = extract_vllm_snapshot(text);
+  EXPECT_EQ(s.rank(0)->running, 8.0);
+  EXPECT_TRUE(s.unmatched_models.empty());
+}
+
+// vLLM labels every series with its first --served-model-name; a model the
+// warden knows by another of them still reads that server's figures.
+TEST(VllmSnapshot, AServerNamingItsOneModelOtherwiseIsReadWhole) {
+  const std::vector<std::string> names{"qwen3"};
+  const VllmSnapshot s = extract_vllm_snapshot(read_fixture("vllm/metrics-dp4.txt"), names);
+  ASSERT_EQ(s.ranks.size(), 4u);
+  EXPECT_EQ(s.rank(3)->running, 5.0);
+  EXPECT_TRUE(s.unmatched_models.empty());
 }
 
 // A server with many ranks and a big histogram: the reader must stay linear.
