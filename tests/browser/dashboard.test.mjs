@@ -42,6 +42,10 @@ test('the models page lists the model with its replicas', { timeout: 30000 }, as
     await assertEventually(async () => (await row.innerText()).includes('4 of 4 healthy'), 'healthy count');
     assert.match(await row.innerText(), /Affinity on/);
     assert.match(await row.innerText(), /8 \(auto\)/);
+    // The warden started within the hour: the hour's share says it covers less.
+    await assertEventually(async () => /\d+% of \S+ since the warden started, \d+ (s|min) ago/.test(await row.innerText()),
+      async () => `the hour's share in the row: "${await row.innerText()}"`);
+    assert.match(await page.locator('main').innerText(), /of \S+ tokens since the warden started, \d+ (s|min) ago/);
     await link.click();
     await page.waitForURL(`${ui}/models/${MODEL}`);
     await page.locator('[data-testid=replicas] tbody tr').first().waitFor();

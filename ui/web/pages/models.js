@@ -168,12 +168,15 @@ export function mountModels(root, _params, ctx) {
   }
   let lastHit = 0;
 
-  // Tokens count from a model's last reload that changed its replicas, when
-  // that was within the hour (counted_since): said, so that a share or "no
-  // traffic" is not read as the whole hour's.
-  const sinceReload = (s) => {
+  // Tokens count from the warden's start, or a model's from its last reload
+  // that changed its replicas (counted_since): when that was within the hour
+  // it is said, so that a share or "no traffic" is not read as the whole
+  // hour's ("no traffic yet" after a start says it already).
+  const sinceCounted = (s, traffic) => {
     const since = s.counted_since ?? s.started;
-    return since > s.started && s.now - since < 3600 ? ` since a reload, ${duration(s.now - since)} ago` : '';
+    if (s.now - since >= 3600) return '';
+    if (since > s.started) return ` since a reload, ${duration(s.now - since)} ago`;
+    return traffic ? ` since the warden started, ${duration(s.now - since)} ago` : '';
   };
 
   // The hour's cache share is slower-moving: fetched less often, and hidden
@@ -184,7 +187,7 @@ export function mountModels(root, _params, ctx) {
       const t = s.totals;
       const prompt = t.prompt_cached + t.prompt_computed;
       tileCells.hit.replaceChildren(prompt ? pct(s.cache_hit_ratio) : '—',
-        el('small', { text: (prompt ? ` of ${si(prompt)} tokens` : ' no traffic yet') + sinceReload(s) }));
+        el('small', { text: (prompt ? ` of ${si(prompt)} tokens` : ' no traffic yet') + sinceCounted(s, prompt > 0) }));
     } catch { setText(tileCells.hit, '—'); return; }
     // Per model, for a fleet of a reasonable size.
     if (rows.size > 20) return;
@@ -192,7 +195,7 @@ export function mountModels(root, _params, ctx) {
       try {
         const m = await api.stats(name, 3600);
         const p = m.totals.prompt_cached + m.totals.prompt_computed;
-        setText(r.hit, (p ? `${pct(m.cache_hit_ratio)} of ${si(p)}` : 'no traffic') + sinceReload(m));
+        setText(r.hit, (p ? `${pct(m.cache_hit_ratio)} of ${si(p)}` : 'no traffic') + sinceCounted(m, p > 0));
         r.hit.classList.toggle('zero', !p);
       } catch { setText(r.hit, '—'); }
     }));
