@@ -1,7 +1,7 @@
 # LM Warden — the two commands an operator needs:
 #   make demo   set everything up and run the warden on a simulated vLLM fleet
 #   make test   set everything up, build with sanitizers and run every test
-.PHONY: all bootstrap build build-pgo build-dev install test test-tsan fuzz fuzz-smoke demo soak clean format bench-micro bench-proxy
+.PHONY: all bootstrap bootstrap-build build build-pgo build-dev install test test-tsan fuzz fuzz-smoke demo soak clean format bench-micro bench-proxy
 
 JOBS ?= 2
 export CCACHE_DIR ?= $(HOME)/.cache/ccache
@@ -11,8 +11,13 @@ all: build
 bootstrap:
 	@bash scripts/bootstrap.sh
 
+# Only what building, installing and the demo need: no test servers, browser,
+# fuzzing or benchmark tools (an operator's `make install` on a GPU box).
+bootstrap-build:
+	@bash scripts/bootstrap.sh build
+
 # Optimised binary at build/lmwarden.
-build: bootstrap
+build: bootstrap-build
 	@cmake --preset release >/dev/null
 	@cmake --build --preset release -j $(JOBS)
 	@ln -sf release/src/lmwarden build/lmwarden
@@ -28,7 +33,8 @@ build-pgo: bootstrap
 
 # The binary to $(PREFIX)/bin (/usr/local by default), a configuration to
 # start from at /etc/lmwarden/lmwarden.yaml (only where none is) and the
-# systemd unit (packaging/lmwarden.service); DESTDIR for packaging.
+# systemd units (packaging/lmwarden.service and lmwarden.socket); DESTDIR for
+# packaging.
 install: build
 	@bash scripts/install.sh
 
@@ -36,7 +42,8 @@ build-dev: bootstrap
 	@cmake --preset dev >/dev/null
 	@cmake --build --preset dev -j $(JOBS)
 
-# Unit and integration suites under ASan + UBSan; the optimised binary as
+# Unit and integration suites under ASan + UBSan, with the browser tests and
+# the benchmark scripts' tests; the optimised binary as
 # shipped (tests/release: what only its build does, such as its allocator);
 # then the fuzz smoke run.
 test: build-dev
@@ -48,7 +55,7 @@ test: build-dev
 
 # The integration suites (every thread of the warden and the simulator at
 # work) under ThreadSanitizer, in build/tsan.
-TSAN_TARGETS = lmwarden proxy_itests sim_itests e2e_itests bench_itests fault_itests hostile_itests net_itests
+TSAN_TARGETS = lmwarden proxy_itests sim_itests e2e_itests bench_itests fault_itests hostile_itests net_itests homes_itests
 test-tsan: bootstrap
 	@cmake --preset tsan >/dev/null
 	@cmake --build --preset tsan -j $(JOBS) --target $(TSAN_TARGETS)
@@ -70,10 +77,10 @@ soak: build
 	@bash scripts/soak.sh
 
 # Benchmarks (docs/performance.md), on the release build. Micro: identity,
-# routing, parsers, memory per conversation, the access log's line (Google
-# Benchmark), JSON in build/bench/micro.json. Proxy: the same load direct,
-# through nginx and through lmwarden (the profile-guided build), table and
-# build/bench/proxy.json; about 5 minutes after the builds.
+# routing, parsers, memory per conversation, the access log's line, the homes
+# file (Google Benchmark), JSON in build/bench/micro.json. Proxy: the same load
+# direct, through nginx and through lmwarden (the profile-guided build), table
+# and build/bench/proxy.json; about 7 minutes after the builds.
 bench-micro: bootstrap
 	@cmake --preset release >/dev/null
 	@cmake --build --preset release -j $(JOBS) --target micro_benchmarks
@@ -86,8 +93,8 @@ bench-proxy: build-pgo
 	@cmake --build --preset release -j $(JOBS) --target bench_responder
 	@bash bench/proxy/run.sh
 
-format:
-	@git ls-files '*.h' '*.cpp' | xargs clang-format -i
+format: bootstrap
+	@git ls-files -z '*.h' '*.cpp' | xargs -0 clang-format -i
 
 clean:
 	rm -rf build

@@ -1,8 +1,19 @@
 #!/usr/bin/env bash
-# Installs what LM Warden needs to build, test and run its demo on Debian 12.
-# Idempotent: packages already present are left alone, and apt is only called
-# when something is missing. Run as root (or with sudo available).
+# Installs what LM Warden needs on Debian 12. Run as root (or with sudo
+# available). Idempotent: packages already present are left alone, and apt
+# is only called when something is missing (and, for prometheus below, when
+# build/tools lacks it, as after `make clean`).
+#
+#   bootstrap.sh         what building, testing, the benchmarks and the demo need
+#   bootstrap.sh build   what building, installing and the demo need: no test
+#                        servers (Redis, nginx), browser, fuzzing or benchmark tools
 set -euo pipefail
+
+mode="${1:-all}"
+case "$mode" in
+  all | build) ;;
+  *) echo "usage: $0 [build]" >&2; exit 2 ;;
+esac
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config git
@@ -16,17 +27,21 @@ packages=(
   libjemalloc-dev             # the optimised binary's memory allocator
   libhiredis-dev              # shared homes: the Redis client (src/homes)
   libssl-dev                  # shared homes: Redis over TLS (src/homes)
+  libgtest-dev libgmock-dev   # unit and integration tests (built with the release preset too)
+  curl                        # used by the demo and by integration scripts
+)
+test_packages=(
   redis-server                # shared homes' tests (a real Redis on 127.0.0.1)
   openssl                     # shared homes' TLS tests: their certificates
-  libgtest-dev libgmock-dev   # unit and integration tests
   libbenchmark-dev            # micro-benchmarks
   clang libclang-rt-14-dev    # fuzz targets: clang and the libFuzzer runtime
-  curl                        # used by the demo and by integration scripts
+  clang-format                # make format
   python3                     # the proxy benchmark's scripts and their tests
   python3-yaml                # the alert rules' test (packaging/prometheus)
   nginx-light wrk             # the proxy benchmark (make bench-proxy) and its test
   chromium                    # headless browser for the dashboard's browser tests
 )
+[ "$mode" = build ] || packages+=("${test_packages[@]}")
 
 missing=()
 # Node.js and npm build the dashboard's vendored files and run its browser
@@ -49,6 +64,16 @@ else
   echo "bootstrap: all packages present"
 fi
 
+# playwright-core (below) runs on Node.js 20 or later; Debian 12's own is 18.
+if [ "$mode" = all ]; then
+  node_major="$(node -p 'process.versions.node.split(".")[0]')"
+  if [ "$node_major" -lt 20 ]; then
+    echo "bootstrap: Node.js $(node --version) is here; the dashboard's browser tests need 20 or later" \
+      "(playwright-core asks for it). Install Node.js 20 or later and run this again." >&2
+    exit 1
+  fi
+fi
+
 # The dashboard's npm packages (uPlot, embedded at build time; playwright-core,
 # which drives Debian's /usr/bin/chromium and never downloads a browser).
 # Installed when ui/node_modules is missing or older than the lock file.
@@ -67,11 +92,14 @@ fi
 # installing the package (so no service is set up or started). Those on the
 # PATH are used instead.
 have_tool() { command -v "$1" >/dev/null 2>&1 || [ -x "$root/build/tools/$1" ]; }
-if have_tool promtool && have_tool prometheus; then
+if [ "$mode" = build ]; then
+  :
+elif have_tool promtool && have_tool prometheus; then
   echo "bootstrap: prometheus and promtool present"
 else
   echo "bootstrap: unpacking prometheus and promtool from Debian's prometheus package into build/tools"
   download="$(mktemp -d)"
+  trap 'rm -rf "$download"' EXIT
   fetch() { (cd "$download" && apt-get download -qq -o APT::Sandbox::User=root prometheus); }
   if ! fetch; then
     # No package lists yet (every other package was present): read them once.

@@ -32,7 +32,7 @@ toolchain() {
   "${compiler:-${CXX:-c++}}" --version 2>&1 | head -n 1
   dpkg-query -W -f='${Package} ${Version}\n' libstdc++-12-dev libc6-dev libboost1.81-dev \
     libsimdjson-dev libjemalloc-dev libspdlog-dev libfmt-dev libyaml-cpp-dev nlohmann-json3-dev \
-    libcli11-dev 2>/dev/null || true
+    libcli11-dev libxxhash-dev libhiredis-dev libssl-dev 2>/dev/null || true
 }
 files_digest() {
   local paths=(src cmake ui/web ui/package-lock.json CMakeLists.txt CMakePresets.json

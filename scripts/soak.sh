@@ -40,10 +40,12 @@ trap 'echo "soak: interrupted" >&2; exit 1' INT TERM
 
 [ -x "$bin" ] || { echo "soak: $bin not found (run make build)" >&2; exit 1; }
 
-# Sum of every series of one metric in the warden's /metrics ("" if unreachable).
+# Sum of every series of one metric in the warden's /metrics (0 when it has
+# none; "" when /metrics does not answer).
 metric_sum() {
-  { curl -sf --max-time 5 "$warden_url/metrics" || true; } |
-    awk -v name="$1" '$1 ~ "^" name "([{]|$)" { sum += $NF; seen = 1 } END { if (seen) printf "%d", sum; else printf "0" }'
+  local text
+  text=$(curl -sf --max-time 5 "$warden_url/metrics") || return 0
+  awk -v name="$1" '$1 ~ "^" name "([{]|$)" { sum += $NF } END { printf "%d", sum }' <<<"$text"
 }
 
 # A field of /proc/PID/status in kB (VmRSS, VmHWM).
@@ -134,9 +136,13 @@ soak summary ($(date -u +%Y-%m-%dT%H:%M:%SZ), ${seconds} s, ${sessions} sessions
 TEXT
 
 status=0
+if [ -z "$warden_requests" ] || [ -z "$upstream_errors" ] || [ -z "$in_flight" ]; then
+  echo "soak: FAIL: the warden's /metrics did not answer" >&2
+  status=1
+fi
 if [ "$bench_status" -ne 0 ]; then echo "soak: FAIL: the driver exited with $bench_status" >&2; status=1; fi
 if [ "$sent" -eq 0 ]; then echo "soak: FAIL: no request was sent" >&2; status=1; fi
-if [ "$failed" -ne 0 ] || [ "$upstream_errors" -ne 0 ]; then echo "soak: FAIL: errors" >&2; status=1; fi
+if [ "$failed" -ne 0 ] || [ "${upstream_errors:-0}" -ne 0 ]; then echo "soak: FAIL: errors" >&2; status=1; fi
 if [ "$in_flight" != 0 ]; then echo "soak: FAIL: ${in_flight} request(s) still in flight" >&2; status=1; fi
 [ "$status" -eq 0 ] && echo "soak: OK"
 exit "$status"
