@@ -17,7 +17,9 @@ using namespace lmwarden::telemetry;
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   (void)extract_vllm_snapshot(text);
-  (void)extract_vllm_snapshot(text, "m");
+  static const std::vector<std::string> kNames{"m", "m-alias"};
+  const VllmSnapshot named = extract_vllm_snapshot(text, kNames);
+  if (named.unmatched_models.size() > 8 || named.unmatched_models.size() == 1) std::abort();
 
   ExpositionReader reader(text);
   while (const ExpositionEntry* e = reader.next()) {

@@ -108,8 +108,8 @@ Response plain_error(std::string_view, http::status status, std::string_view mes
 
 // The connection's one pending read of its client, shared by the client watch
 // (during a handler) and the wait for the next request (after it). What it
-// reads goes to the connection's buffer. Started only with that buffer empty,
-// so while it is pending no other read of the client is started.
+// reads goes to the connection's buffer. While it is pending no other read of
+// the client is started: a request begun in the buffer ends it first.
 struct ClientRead {
   explicit ClientRead(Socket& socket) : socket(socket) {}
   // The connection is ending (normally or by an exception): the read is
@@ -495,6 +495,8 @@ Awaitable<void> HttpServer::serve_connection(Socket tcp_socket) {
     res.keep_alive(false);
     res.set(http::field::server, options_.server_name);
     res.prepare_payload();
+    // A HEAD gets the header alone, its Content-Length the body's (RFC 9110 §9.3.2).
+    if (request.method() == http::verb::head) res.body().clear();
     stream.expires_after(std::chrono::seconds(5));
     auto [wec, wn] = co_await http::async_write(stream, res, kAsTuple);
     if (options_.on_error_reply)
@@ -560,6 +562,14 @@ Awaitable<void> HttpServer::serve_connection(Socket tcp_socket) {
         }
       }
       if (buffer.size() == 0) break;  // closed, failed, or idle past the keep-alive timeout
+    } else if (client_read.state->pending) {
+      // The handler's client watch left a read pending, part of this
+      // request already buffered: it reads into space it prepared in the
+      // buffer, which the reads below would prepare again. It is ended (its
+      // bytes, if any came, kept) before any of them starts.
+      beast::error_code ignored;
+      stream.socket().cancel(ignored);
+      co_await wait_client_read(client_read, asio::deferred);
     }
     if (!first) began = coarse_steady_now();
     deadline.arm(stream.socket(), options_.read_timeout);

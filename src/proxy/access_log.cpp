@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "common/hash.h"
+#include "common/json_dump.h"
 
 namespace lmwarden::proxy {
 
@@ -66,7 +67,7 @@ class LineWriter {
       return u >= 0x20 && u < 0x7f && u != '"' && u != '\\';
     });
     if (!plain) {
-      raw(nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+      raw(json_dump(nlohmann::json(s)));
       return;
     }
     out_ += '"';

@@ -7,6 +7,7 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 
+#include "common/json_dump.h"
 #include "proxy/dialect.h"
 #include "proxy/warden.h"
 
@@ -61,14 +62,14 @@ std::string models_list_json(const ModelSet& models, std::chrono::system_clock::
     data.push_back(model_object(m->config.name, *m, started));
     for (const auto& alias : m->config.aliases) data.push_back(model_object(alias, *m, started));
   }
-  return json{{"object", "list"}, {"data", data}}.dump();
+  return json_dump(json{{"object", "list"}, {"data", data}});
 }
 
 std::optional<std::string> model_json(const ModelSet& models, std::string_view id,
                                       std::chrono::system_clock::time_point started) {
   const ModelState* model = models.find(id);
   if (!model) return std::nullopt;
-  return model_object(id, *model, started).dump();
+  return json_dump(model_object(id, *model, started));
 }
 
 std::string api_models_json(const ModelSet& models_in_force,
@@ -118,7 +119,7 @@ std::string api_models_json(const ModelSet& models_in_force,
           {"unchecked", s.claims_unchecked},
           {"failed", s.claims_failed}}}};
   }
-  return out.dump();
+  return json_dump(out);
 }
 
 // Requests routed, by route, as the card names the routes.
@@ -187,22 +188,21 @@ std::string model_card_json(const ModelState& model, const Refusals& refusals) {
   json backends = json::array();
   for (const auto& b : model.config.backends)
     backends.push_back({{"url", b.url}, {"data_parallel_size", b.data_parallel_size}});
-  return json{{"name", model.config.name},
-              {"affinity", v.affinity},
-              {"unranked_routes", model.config.unranked_routes},
-              {"session_sources", std::move(sources)},
-              {"spill_threshold", v.spill_threshold},
-              {"spill_threshold_auto", v.spill_threshold_auto},
-              {"sticky_ratio", v.sticky_ratio ? json(*v.sticky_ratio) : json(nullptr)},
-              {"in_flight", v.in_flight},
-              {"conversations", v.conversations},
-              {"stored_responses", v.stored_responses},
-              {"since", iso8601(model.routing->since)},
-              {"backends", backends},
-              {"replicas", replicas},
-              {"unassigned", unassigned},
-              {"refused", refused}}
-      .dump();
+  return json_dump(json{{"name", model.config.name},
+                        {"affinity", v.affinity},
+                        {"unranked_routes", model.config.unranked_routes},
+                        {"session_sources", std::move(sources)},
+                        {"spill_threshold", v.spill_threshold},
+                        {"spill_threshold_auto", v.spill_threshold_auto},
+                        {"sticky_ratio", v.sticky_ratio ? json(*v.sticky_ratio) : json(nullptr)},
+                        {"in_flight", v.in_flight},
+                        {"conversations", v.conversations},
+                        {"stored_responses", v.stored_responses},
+                        {"since", iso8601(model.routing->since)},
+                        {"backends", backends},
+                        {"replicas", replicas},
+                        {"unassigned", unassigned},
+                        {"refused", refused}});
 }
 
 std::optional<std::string> admin_token(const config::Config& config) {

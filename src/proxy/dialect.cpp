@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "common/json_dump.h"
 #include "config/config.h"
 
 namespace lmwarden::proxy {
@@ -90,7 +91,7 @@ std::string error_body(Dialect dialect, Status status, std::string_view message,
   // A message may quote the client (a header, a model name, a field name cut
   // at 64 bytes): bytes that are not UTF-8 become U+FFFD rather than an
   // exception that would leave the client without a reply.
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return json_dump(j);
 }
 
 net::Response error_response(Dialect dialect, Status status, std::string_view message,
@@ -112,8 +113,7 @@ std::string stream_error_event(Dialect dialect, Status status, std::string_view 
          {{"object", "response"},
           {"status", "failed"},
           {"error", {{"code", "server_error"}, {"message", message}}}}}};
-    return "event: response.failed\ndata: " +
-           failed.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n\n";
+    return "event: response.failed\ndata: " + json_dump(failed) + "\n\n";
   }
   const std::string body = error_body(dialect, status, message);
   if (dialect == Dialect::kAnthropic) return "event: error\ndata: " + body + "\n\n";

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/coarse_clock.h"
+#include "common/json_dump.h"
 #include "proxy/warden.h"
 #include "telemetry/prometheus_writer.h"
 #include "telemetry/warden_metrics.h"
@@ -271,28 +272,28 @@ std::string stats_json(const ModelSet& models, std::string_view model, std::chro
     completion.push_back(static_cast<double>(b.tokens.completion) / per_s);
   }
   const auto ratio = total.cache_hit_ratio();
-  return json{{"model", model.empty() ? json(nullptr) : json(model)},
-              {"window_s", window.count()},
-              {"step_s", total.step.count()},
-              {"now", unix_seconds(now)},
-              {"started", unix_seconds(started)},
-              {"counted_since", unix_seconds(std::max(started, std::min(counted_since, now)))},
-              {"settled_until", settled_until},
-              {"open_requests", open_requests},
-              {"models", names},
-              {"series",
-               {{"t", t},
-                {"prompt_cached", cached},
-                {"prompt_computed", computed},
-                {"completion", completion}}},
-              {"totals",
-               {{"prompt_cached", total.total.cached},
-                {"prompt_computed", total.total.computed},
-                {"completion", total.total.completion}}},
-              {"cache_hit_ratio", ratio ? json(*ratio) : json(nullptr)},
-              {"cached_count_missing", cached_count_missing},
-              {"cached_count_missing_servers", cached_count_missing_servers}}
-      .dump();
+  return json_dump(
+      json{{"model", model.empty() ? json(nullptr) : json(model)},
+           {"window_s", window.count()},
+           {"step_s", total.step.count()},
+           {"now", unix_seconds(now)},
+           {"started", unix_seconds(started)},
+           {"counted_since", unix_seconds(std::max(started, std::min(counted_since, now)))},
+           {"settled_until", settled_until},
+           {"open_requests", open_requests},
+           {"models", names},
+           {"series",
+            {{"t", t},
+             {"prompt_cached", cached},
+             {"prompt_computed", computed},
+             {"completion", completion}}},
+           {"totals",
+            {{"prompt_cached", total.total.cached},
+             {"prompt_computed", total.total.computed},
+             {"completion", total.total.completion}}},
+           {"cache_hit_ratio", ratio ? json(*ratio) : json(nullptr)},
+           {"cached_count_missing", cached_count_missing},
+           {"cached_count_missing_servers", cached_count_missing_servers}});
 }
 
 }  // namespace lmwarden::proxy

@@ -306,10 +306,14 @@ net::Awaitable<AttemptResult> relay_reply(AttemptContext& ctx, const config::Bac
     if (header_sent && !rec && !parser.is_done() && parser.body_room() == chunk.size()) {
       ctx.exchange.watch_client();  // more of the reply to wait for
       // A streamed reply's header comes at once; its first event after the
-      // engine's queue and prefill, which the first-byte timeout is for.
-      ctx.exchange.deadline().arm(upstream,
-                                  relayed.body_started ? ctx.timeouts.idle : ctx.timeouts.first_byte,
-                                  net::ConnectionDeadline::OnExpiry::kClose);
+      // engine's queue and prefill, which the first-byte timeout is for: what
+      // is left of it since the request was sent.
+      ctx.exchange.deadline().arm(
+          upstream,
+          relayed.body_started ? ctx.timeouts.idle
+                               : std::max(ctx.first_byte_due - std::chrono::steady_clock::now(),
+                                          std::chrono::steady_clock::duration::zero()),
+          net::ConnectionDeadline::OnExpiry::kClose);
       auto [ec, rn] = co_await net::async_read_available(
           upstream, conn.buffer.prepare(kReplyReadBytes), net::kAsTuple);
       ctx.exchange.deadline().disarm();
@@ -384,7 +388,8 @@ void write_upstream_head(std::string& out, const net::Request& request,
         return own_key;
       default:
         return net::beast::iequals(f.name_string(), "X-data-parallel-rank") ||
-               (own_key && net::beast::iequals(f.name_string(), "x-api-key"));
+               (own_key && net::beast::iequals(f.name_string(), "x-api-key")) ||
+               (!request_id.empty() && net::beast::iequals(f.name_string(), "X-Request-Id"));
     }
   };
 
@@ -467,6 +472,7 @@ net::Awaitable<AttemptResult> forward_once(AttemptContext& ctx,
       ~Disarm() { deadline.disarm(); }
     } disarm{ctx.exchange.deadline()};
 
+    ctx.first_byte_due = std::chrono::steady_clock::now() + ctx.timeouts.first_byte;
     ctx.exchange.deadline().arm(upstream.socket(), ctx.timeouts.first_byte,
                                 net::ConnectionDeadline::OnExpiry::kClose);
     write_upstream_head(conn.head, request, backend, rank, ctx.forwarded_for, ctx.request_id);

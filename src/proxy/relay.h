@@ -84,6 +84,10 @@ struct AttemptContext {
   // The X-Request-Id the warden adds upstream; empty when the client sent
   // its own, which goes up unchanged with the other fields.
   std::string_view request_id;
+  // When the attempt under way must have had its first body byte
+  // (timeouts.first_byte from sending the request): a header that came before
+  // it does not start the wait again.
+  std::chrono::steady_clock::time_point first_byte_due{};
 };
 
 // Writes into `out` (replacing what it held) the header of `request` as this
@@ -91,7 +95,8 @@ struct AttemptContext {
 // under the backend's base path; hop-by-hop fields, Expect and any rank header
 // the client sent dropped; X-Forwarded-For extended with `forwarded_for`; Host
 // set; credentials replaced when the backend has its own API key;
-// X-Request-Id added as `request_id` unless empty; and the body's
+// X-Request-Id added as `request_id` unless empty (in place of any the client
+// sent: an empty one, which the server would read first); and the body's
 // Content-Length. The request itself is left as the client sent it.
 void write_upstream_head(std::string& out, const net::Request& request,
                          const config::BackendConfig& backend, int rank,

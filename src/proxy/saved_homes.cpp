@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "common/json_dump.h"
+
 namespace lmwarden::proxy {
 namespace {
 
@@ -15,7 +17,7 @@ namespace dom = simdjson::dom;
 
 // A name as a JSON string (escaped; bytes that are not UTF-8 replaced).
 std::string json_string(std::string_view text) {
-  return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return json_dump(nlohmann::json(text));
 }
 
 void append_homes(std::string& out, std::string_view list, const std::vector<SavedHome>& homes,

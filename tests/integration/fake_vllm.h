@@ -6,6 +6,8 @@
 //   x-fake-status: N    answer N with a JSON error body instead
 //   x-fake-events: N    stream N more content events of about 1 KB each
 //                       (numbered "bulk 0" on) after the first, back to back
+//   x-fake-first-event-delay-ms: N   a stream's first event N ms after its header
+//   x-fake-header-delay-ms: N        a stream's header N ms after the request
 //   x-fake-response-id: ID   a non-streamed reply is a Responses one, with
 //                       this id (as if stored); a streamed one ("stream":true)
 //                       starts with response.created naming it
@@ -199,6 +201,12 @@ class FakeVllm {
     // x-fake-tear: "1" tears a short event, "long" one longer than the
     // warden holds back (70,000 bytes of its data sent).
     const std::string_view tear = req["x-fake-tear"];
+    if (const std::string header_delay = std::string(req["x-fake-header-delay-ms"]);
+        !header_delay.empty()) {
+      net::Timer t{co_await net::asio::this_coro::executor};
+      t.expires_after(std::chrono::milliseconds(std::stoi(header_delay)));
+      co_await t.async_wait(net::kAsTuple);
+    }
     net::ResponseHeader header{http::status::ok, 11};
     header.set(http::field::content_type, "text/event-stream");
     if (co_await ex.begin_stream(std::move(header), true)) co_return;

@@ -562,6 +562,15 @@ TEST_F(HostileClient, HeadAnswersTheGetsHeaderWithoutABody) {
   ASSERT_TRUE(r) << c.unread().substr(0, 200);
   EXPECT_EQ(r->status, 200);
   EXPECT_NE(r->body.find("ok"), std::string::npos) << r->body;
+  // Refused while its header was read (no Host): the error's header alone.
+  RawClient bad{port()};
+  ASSERT_TRUE(bad.send("HEAD /health HTTP/1.1\r\n\r\n"));
+  auto refused = bad.read_response(3s, /*to_head=*/true);
+  ASSERT_TRUE(refused) << bad.unread().substr(0, 200);
+  EXPECT_EQ(refused->status, 400);
+  EXPECT_NE(refused->headers["content-length"], "0");
+  EXPECT_TRUE(bad.wait_closed(3s));
+  EXPECT_EQ(bad.unread(), "") << "no body after a HEAD's header";
   expect_backend_saw_nothing_else();
 }
 

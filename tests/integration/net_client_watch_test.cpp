@@ -9,6 +9,7 @@
 #include <boost/asio/write.hpp>
 #include <chrono>
 #include <string>
+#include <thread>
 
 #include "http_test_client.h"
 #include "net/http_server.h"
@@ -17,6 +18,7 @@ namespace lmwarden::net {
 namespace {
 
 using testing::HttpConnection;
+using testing::HttpReply;
 
 // Answers "gone" or "here": whether on_client_gone ran while the handler
 // waited `wait` after asking for the watch.
@@ -80,6 +82,29 @@ TEST(ClientWatch, AClientThatPipelinedItsNextRequestIsNoticedLeaving) {
   asio::write(c.socket(), asio::buffer(request + request));  // one write: buffered together
   c.socket().shutdown(tcp::socket::shutdown_send);
   EXPECT_EQ(c.read().body, "gone");
+}
+
+// A client that pipelined the first bytes of its next request, and sends the
+// rest (and one more request) after the reply: the watch's read, left pending
+// when the handler ended, must not run beside the next request's own reads.
+// It did: the next request waited out the read timeout (408), or its bytes
+// came out of order (400).
+TEST(ClientWatch, ARequestPipelinedInPiecesAroundAWatchIsServedWhole) {
+  WatchingServer server{6 * Exchange::kClientWatchTick};
+  HttpConnection c{server.port(), std::chrono::seconds(3)};
+  const std::string request = "POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2\r\n\r\n{}";
+  asio::write(c.socket(), asio::buffer(request + request.substr(0, 10)));
+  const HttpReply first = c.read();
+  EXPECT_EQ(first.status, 200u);
+  EXPECT_EQ(first.body, "here");
+  std::this_thread::sleep_for(2 * Exchange::kClientWatchTick);
+  asio::write(c.socket(), asio::buffer(request.substr(10) + request));
+  for (int i = 0; i < 2; ++i) {
+    SCOPED_TRACE(i);
+    const HttpReply next = c.read();
+    EXPECT_EQ(next.status, 200u);
+    EXPECT_EQ(next.body, "here");
+  }
 }
 
 TEST(ClientWatch, AHandlerDoneWithinATickStartsNoReadOfTheClient) {

@@ -164,6 +164,27 @@ TEST(ProxyApi, AModelIsRetrievedByNameOrAlias) {
   EXPECT_TRUE(fake.seen().empty());
 }
 
+// A name in the file that is not UTF-8 (a Latin-1 alias): the lists that
+// show it answer, with U+FFFD in its place. They ended the connection with no
+// reply (nlohmann's dump threw).
+TEST(ProxyApi, ANameThatIsNotUtf8IsShownWithAReplacementCharacter) {
+  FakeVllm fake{1};
+  RunningWarden warden{
+      load_test_config("listen: 127.0.0.1:0\nmodels:\n  - name: m\n    aliases: [\"f\xe9\"]\n"
+                       "    backends:\n      - url: http://127.0.0.1:" +
+                       std::to_string(fake.port()) + "\n")};
+  for (const char* target : {"/v1/models", "/api/models", "/api/models/m", "/api/stats"}) {
+    SCOPED_TRACE(target);
+    const auto r = http_request(warden.port(), http::verb::get, target);
+    ASSERT_EQ(r.status, 200u) << r.body;
+    EXPECT_NO_THROW((void)json::parse(r.body));
+  }
+  const json list = json::parse(http_request(warden.port(), http::verb::get, "/v1/models").body);
+  EXPECT_EQ(list["data"][1]["id"], "f\xEF\xBF\xBD");
+  const json models = json::parse(http_request(warden.port(), http::verb::get, "/api/models").body);
+  EXPECT_EQ(models["models"][0]["aliases"][0], "f\xEF\xBF\xBD");
+}
+
 // With several models, a body whose "model" is missing or not a string says
 // what it needs.
 TEST(ProxyApi, ARequestWithoutAModelStringIsToldWhatItNeeds) {

@@ -123,6 +123,27 @@ TEST(UpstreamHead, AnAddedRequestIdFollowsTheForwardedFor) {
                                    testing::Pair("Content-Length", "2")));
 }
 
+// A client's empty X-Request-Id gets the warden's in its place, not beside
+// it: vLLM reads the first field, and would name the request by nothing.
+TEST(UpstreamHead, AnAddedRequestIdReplacesAnEmptyOneOfTheClient) {
+  const auto request = client_request(http::verb::post, "/v1/chat/completions",
+                                      {{"X-Request-Id", ""}, {"Accept", "*/*"}}, "{}");
+  std::string head;
+  write_upstream_head(head, request, backend("http://127.0.0.1:8000"), -1, "127.0.0.1",
+                      "0a1b2c3d-17");
+  EXPECT_THAT(parse_request_head(head).fields,
+              testing::ElementsAre(
+                  testing::Pair("Accept", "*/*"), testing::Pair("X-Forwarded-For", "127.0.0.1"),
+                  testing::Pair("X-Request-Id", "0a1b2c3d-17"),
+                  testing::Pair("Host", "127.0.0.1:8000"), testing::Pair("Content-Length", "2")));
+  // The client's own id, the warden adding none, goes as it came.
+  const auto own = client_request(http::verb::post, "/v1/chat/completions",
+                                  {{"x-request-id", "client-7"}}, "{}");
+  write_upstream_head(head, own, backend("http://127.0.0.1:8000"), -1, "127.0.0.1");
+  EXPECT_THAT(parse_request_head(head).fields,
+              testing::Contains(testing::Pair("x-request-id", "client-7")));
+}
+
 TEST(UpstreamHead, RepeatedFieldsKeepTheOrderTheyCameIn) {
   // A name that comes back after other fields stays where the client put it
   // (Beast's own field list would have moved it up beside the first).
