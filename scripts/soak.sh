@@ -143,6 +143,6 @@ fi
 if [ "$bench_status" -ne 0 ]; then echo "soak: FAIL: the driver exited with $bench_status" >&2; status=1; fi
 if [ "$sent" -eq 0 ]; then echo "soak: FAIL: no request was sent" >&2; status=1; fi
 if [ "$failed" -ne 0 ] || [ "${upstream_errors:-0}" -ne 0 ]; then echo "soak: FAIL: errors" >&2; status=1; fi
-if [ "$in_flight" != 0 ]; then echo "soak: FAIL: ${in_flight} request(s) still in flight" >&2; status=1; fi
+if [ -n "$in_flight" ] && [ "$in_flight" != 0 ]; then echo "soak: FAIL: ${in_flight} request(s) still in flight" >&2; status=1; fi
 [ "$status" -eq 0 ] && echo "soak: OK"
 exit "$status"

@@ -170,9 +170,11 @@ struct ModelSettings {
 class StepRunner {
  public:
   StepRunner(const OnlineOptions& o, const RunState& state, const workload::Workload& w,
-             const Endpoint& warden, const std::vector<Endpoint>& backends, int sessions,
-             const std::string& arm, std::uint64_t first_index)
+             const Endpoint& warden, const std::vector<Endpoint>& backends,
+             const std::vector<std::string>& model_names, int sessions, const std::string& arm,
+             std::uint64_t first_index)
       : o_(o),
+        model_names_(model_names),
         state_(state),
         warden_(warden),
         backends_(backends),
@@ -495,8 +497,9 @@ class StepRunner {
   }
 
   const OnlineOptions& o_;
-  // The backends' series of this model, where a server labels several.
-  const std::vector<std::string> model_names_{o_.model};
+  // The backends' series of this model, where a server labels several: the
+  // name --model gave and the one the warden's card says.
+  const std::vector<std::string>& model_names_;
   const RunState& state_;
   const Endpoint& warden_;
   const std::vector<Endpoint>& backends_;
@@ -526,6 +529,9 @@ net::Awaitable<Result<OnlineRun, std::string>> run_steps(
   if (r->status != 200 || !card.is_object())
     co_return unexpected(fmt::format("GET {}/api/models/{}: HTTP {} (is --model right?)", o.target,
                                      o.model, r->status));
+  std::vector<std::string> model_names{o.model};
+  if (card.contains("name") && card["name"].is_string() && card["name"] != o.model)
+    model_names.push_back(card["name"].get<std::string>());
   const auto found = ModelSettings::of_card(card);
   if (!found)
     co_return unexpected(
@@ -566,7 +572,7 @@ net::Awaitable<Result<OnlineRun, std::string>> run_steps(
       // Every arm of a step opens the same session indexes (the salt keeps
       // their caches apart), and steps never reuse one.
       StepRunner step(
-          o, state, workload, *warden, backends, sessions, arm,
+          o, state, workload, *warden, backends, model_names, sessions, arm,
           static_cast<std::uint64_t>(index / static_cast<int>(o.arms.size())) * 1'000'000);
       step.on_progress = on_progress;
       step.progress = {.index = index,

@@ -78,11 +78,20 @@ void pool(StepResult& into, const StepResult& more) {
   append(s.output_tokens, m.output_tokens);
   append(s.replicas_busy, m.replicas_busy);
   append(s.session_end_s, m.session_end_s);
+  const auto in = [](const std::vector<ReplicaStep>& replicas, int replica) {
+    return std::any_of(replicas.begin(), replicas.end(),
+                       [&](const ReplicaStep& x) { return x.replica == replica; });
+  };
+  // A replica one run has not seen: its optional counts are not the pool's.
+  for (ReplicaStep& r : s.replicas) {
+    if (!in(m.replicas, r.replica)) r.preemptions = r.requests = std::nullopt;
+  }
   for (const ReplicaStep& r : m.replicas) {
     auto it = std::find_if(s.replicas.begin(), s.replicas.end(),
                            [&](const ReplicaStep& x) { return x.replica == r.replica; });
     if (it == s.replicas.end()) {
       s.replicas.push_back(r);
+      s.replicas.back().preemptions = s.replicas.back().requests = std::nullopt;
       continue;
     }
     it->prefix_cache_queries += r.prefix_cache_queries;

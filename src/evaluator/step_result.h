@@ -80,7 +80,8 @@ void summarize(StepResult& step);
 // seed), to `into`: counts and durations summed, samples concatenated (each
 // session's end still timed from its own run's start), each replica's
 // counters added to the same replica's, the first failure kept; the warden's
-// counters only where both runs read them. Then summarizes `into`, so its
+// counters, and a replica's preemptions and requests, only where both runs
+// read them. Then summarizes `into`, so its
 // rates are over the runs' pooled time and its percentiles over every
 // request, as one run as long as all of them on as many fleets.
 void pool(StepResult& into, const StepResult& more);

@@ -44,6 +44,16 @@ void ConnectionDeadline::arm(Socket& target, Clock::duration timeout, OnExpiry a
   if (!s.waiting || s.deadline < s.wake) schedule(state_, now);
 }
 
+void ConnectionDeadline::arm_until(Socket& target, Clock::time_point deadline,
+                                   OnExpiry action) noexcept {
+  State& s = *state_;
+  s.deadline = deadline;
+  s.target = &target;
+  s.action = action;
+  s.expired = false;
+  if (!s.waiting || s.deadline < s.wake) schedule(state_, coarse_steady_now());
+}
+
 void ConnectionDeadline::disarm() noexcept {
   state_->deadline = Clock::time_point::max();
   state_->target = nullptr;

@@ -46,6 +46,11 @@ class ConnectionDeadline {
 
   // `target` must stay open until disarm() or the next arm().
   void arm(Socket& target, Clock::duration timeout, OnExpiry action = OnExpiry::kCancel) noexcept;
+  // The same with a deadline in time, for what is left of a timeout armed
+  // before: it does not count as a timeout of that length, so a rest near
+  // zero does not make the timer wake at once for the connection's life.
+  void arm_until(Socket& target, Clock::time_point deadline,
+                 OnExpiry action = OnExpiry::kCancel) noexcept;
   void disarm() noexcept;
   bool expired() const noexcept;
 

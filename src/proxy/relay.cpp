@@ -308,12 +308,13 @@ net::Awaitable<AttemptResult> relay_reply(AttemptContext& ctx, const config::Bac
       // A streamed reply's header comes at once; its first event after the
       // engine's queue and prefill, which the first-byte timeout is for: what
       // is left of it since the request was sent.
-      ctx.exchange.deadline().arm(
-          upstream,
-          relayed.body_started ? ctx.timeouts.idle
-                               : std::max(ctx.first_byte_due - std::chrono::steady_clock::now(),
-                                          std::chrono::steady_clock::duration::zero()),
-          net::ConnectionDeadline::OnExpiry::kClose);
+      if (relayed.body_started) {
+        ctx.exchange.deadline().arm(upstream, ctx.timeouts.idle,
+                                    net::ConnectionDeadline::OnExpiry::kClose);
+      } else {
+        ctx.exchange.deadline().arm_until(upstream, ctx.first_byte_due,
+                                          net::ConnectionDeadline::OnExpiry::kClose);
+      }
       auto [ec, rn] = co_await net::async_read_available(
           upstream, conn.buffer.prepare(kReplyReadBytes), net::kAsTuple);
       ctx.exchange.deadline().disarm();

@@ -571,6 +571,15 @@ TEST_F(HostileClient, HeadAnswersTheGetsHeaderWithoutABody) {
   EXPECT_NE(refused->headers["content-length"], "0");
   EXPECT_TRUE(bad.wait_closed(3s));
   EXPECT_EQ(bad.unread(), "") << "no body after a HEAD's header";
+  // Refused before its header was parsed at all (over max_header_bytes).
+  RawClient big{port()};
+  ASSERT_TRUE(big.send(
+      "HEAD / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + std::string(16 * 1024, 'a') + "\r\n\r\n"));
+  auto too_large = big.read_response(3s, /*to_head=*/true);
+  ASSERT_TRUE(too_large) << big.unread().substr(0, 200);
+  EXPECT_EQ(too_large->status, 431);
+  EXPECT_TRUE(big.wait_closed(3s));
+  EXPECT_EQ(big.unread(), "") << "no body after a HEAD's header";
   expect_backend_saw_nothing_else();
 }
 

@@ -140,6 +140,33 @@ TEST(ConnectionDeadline, ALongerDeadlineAfterAShortOneIsNotCutEarly) {
   EXPECT_TRUE(deadline.expired());
 }
 
+// What is left of a first-byte timeout may be nothing: arm_until() with a
+// deadline passed expires at once, and the timeouts armed after it still wake
+// the timer about once each. arm() with the rest as a timeout of zero had made
+// it wake at once, again and again, for the connection's life.
+TEST(ConnectionDeadline, ADeadlineInTimeThatHasPassedLeavesTheWakeUpsAlone) {
+  SocketPair pair;
+  ConnectionDeadline deadline{pair.io.get_executor()};
+  deadline.arm_until(pair.near, Clock::now() - milliseconds(1));
+  auto r = read_once(pair);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->ec, asio::error::operation_aborted);
+  EXPECT_TRUE(deadline.expired());
+
+  deadline.arm(pair.near, milliseconds(200));
+  bool done = false;
+  char byte[16];
+  pair.near.async_read_some(asio::buffer(byte),
+                            [&](boost::system::error_code, std::size_t) { done = true; });
+  pair.io.restart();
+  const auto give_up = Clock::now() + std::chrono::seconds(5);
+  std::size_t handlers = 0;
+  while (!done && Clock::now() < give_up) handlers += pair.io.run_one_until(give_up);
+  EXPECT_TRUE(done);
+  EXPECT_TRUE(deadline.expired());
+  EXPECT_LT(handlers, 20u) << "the timer woke that many times in 200 ms";
+}
+
 TEST(ConnectionDeadline, DestroyedWhileArmedLeavesTheSocketAlone) {
   SocketPair pair;
   {

@@ -353,13 +353,13 @@ TEST(ProxyRouting, FirstEventOfAStreamWaitsUnderTheFirstByteTimeout) {
   }
   {
     // The timeout runs from the request's sending: a header that came late
-    // does not start it again (the first event came 1.4 s after the
-    // request, under a first_byte of 1 s, and was relayed).
+    // does not start it again (the first event came 2.8 s after the
+    // request, under a first_byte of 2 s, and was relayed).
     RunningWarden warden{
-        make_config({{fake.port(), 1}}, std::nullopt, "", "", "  first_byte: 1s\n  idle: 5s\n")};
+        make_config({{fake.port(), 1}}, std::nullopt, "", "", "  first_byte: 2s\n  idle: 5s\n")};
     auto r =
         http_request(warden.port(), http::verb::post, "/v1/chat/completions", body,
-                     {{"x-fake-header-delay-ms", "700"}, {"x-fake-first-event-delay-ms", "700"}});
+                     {{"x-fake-header-delay-ms", "1000"}, {"x-fake-first-event-delay-ms", "1800"}});
     ASSERT_EQ(r.status, 200u);
     const auto events = parse_sse(r.body);
     ASSERT_EQ(events.size(), 1u) << r.body;

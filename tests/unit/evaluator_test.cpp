@@ -85,13 +85,14 @@ TEST(EvaluatorStats, PoolingAddsTwoRunsOfACellAndSummarizesThem) {
   StepResult b{.duration_s = 60, .sessions_completed = 1, .output_tokens = 300};
   b.samples.ttfb_s = {3, 4, 5};
   b.samples.replicas_busy = {1, 1};
-  b.samples.replicas = {{.replica = 0,
-                         .prefix_cache_queries = 300,
-                         .prefix_cache_hits = 10,
-                         .busy_polls = 1,
-                         .preemptions = 2,
-                         .requests = 4},
-                        {.replica = 1, .prefix_cache_queries = 50, .prefix_cache_hits = 0}};
+  b.samples.replicas = {
+      {.replica = 0,
+       .prefix_cache_queries = 300,
+       .prefix_cache_hits = 10,
+       .busy_polls = 1,
+       .preemptions = 2,
+       .requests = 4},
+      {.replica = 1, .prefix_cache_queries = 50, .prefix_cache_hits = 0, .requests = 3}};
   b.samples.requests_sent = 6;
   b.samples.requests_failed = 1;
   b.samples.first_failure = "HTTP 500: oops";
@@ -110,6 +111,7 @@ TEST(EvaluatorStats, PoolingAddsTwoRunsOfACellAndSummarizesThem) {
   EXPECT_DOUBLE_EQ(*a.samples.replicas[0].preemptions, 3);
   EXPECT_DOUBLE_EQ(*a.samples.replicas[0].requests, 9);
   EXPECT_DOUBLE_EQ(a.samples.replicas[1].prefix_cache_queries, 50);
+  EXPECT_FALSE(a.samples.replicas[1].requests);  // one run's count is not the pool's
   EXPECT_NEAR(*a.prefix_hit_pct, 100.0 * 100 / 450, 1e-9);
   EXPECT_EQ(a.samples.requests_sent, 11u);
   EXPECT_EQ(a.samples.requests_failed, 1u);
