@@ -65,12 +65,13 @@ else
 fi
 
 # playwright-core (below) runs on Node.js 20 or later; Debian 12's own is 18.
+# Said here; the browser tests then fail with the same words (tests/CMakeLists.txt),
+# and what needs no browser (the other tests, fuzzing, formatting) still runs.
 if [ "$mode" = all ]; then
   node_major="$(node -p 'process.versions.node.split(".")[0]')"
   if [ "$node_major" -lt 20 ]; then
-    echo "bootstrap: Node.js $(node --version) is here; the dashboard's browser tests need 20 or later" \
-      "(playwright-core asks for it). Install Node.js 20 or later and run this again." >&2
-    exit 1
+    echo "bootstrap: warning: Node.js $(node --version) is here; the dashboard's browser tests" \
+      "need 20 or later (playwright-core asks for it): install Node.js 20 or later for them" >&2
   fi
 fi
 
