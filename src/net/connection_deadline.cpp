@@ -29,7 +29,9 @@ ConnectionDeadline::~ConnectionDeadline() {
   state_->timer.cancel();
 }
 
-void ConnectionDeadline::arm(Socket& target, Clock::duration timeout, OnExpiry action) noexcept {
+ConnectionDeadline::Clock::time_point ConnectionDeadline::arm(Socket& target,
+                                                              Clock::duration timeout,
+                                                              OnExpiry action) noexcept {
   State& s = *state_;
   // Armed a few times per request: the coarse clock, plus what it may lag
   // by, so that the deadline does not fall before now + timeout (the
@@ -42,6 +44,7 @@ void ConnectionDeadline::arm(Socket& target, Clock::duration timeout, OnExpiry a
   s.expired = false;
   if (timeout < s.horizon) s.horizon = timeout;
   if (!s.waiting || s.deadline < s.wake) schedule(state_, now);
+  return s.deadline;
 }
 
 void ConnectionDeadline::arm_until(Socket& target, Clock::time_point deadline,

@@ -44,8 +44,10 @@ class ConnectionDeadline {
   ConnectionDeadline(const ConnectionDeadline&) = delete;
   ConnectionDeadline& operator=(const ConnectionDeadline&) = delete;
 
-  // `target` must stay open until disarm() or the next arm().
-  void arm(Socket& target, Clock::duration timeout, OnExpiry action = OnExpiry::kCancel) noexcept;
+  // `target` must stay open until disarm() or the next arm(). Returns the
+  // deadline armed (for arm_until, to arm what is left of it later).
+  Clock::time_point arm(Socket& target, Clock::duration timeout,
+                        OnExpiry action = OnExpiry::kCancel) noexcept;
   // The same with a deadline in time, for what is left of a timeout armed
   // before: it does not count as a timeout of that length, so a rest near
   // zero does not make the timer wake at once for the connection's life.

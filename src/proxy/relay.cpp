@@ -473,9 +473,8 @@ net::Awaitable<AttemptResult> forward_once(AttemptContext& ctx,
       ~Disarm() { deadline.disarm(); }
     } disarm{ctx.exchange.deadline()};
 
-    ctx.first_byte_due = std::chrono::steady_clock::now() + ctx.timeouts.first_byte;
-    ctx.exchange.deadline().arm(upstream.socket(), ctx.timeouts.first_byte,
-                                net::ConnectionDeadline::OnExpiry::kClose);
+    ctx.first_byte_due = ctx.exchange.deadline().arm(upstream.socket(), ctx.timeouts.first_byte,
+                                                     net::ConnectionDeadline::OnExpiry::kClose);
     write_upstream_head(conn.head, request, backend, rank, ctx.forwarded_for, ctx.request_id);
     const auto wec =
         classify(ctx, co_await send_request(upstream.socket(), conn.head, request.body()));
