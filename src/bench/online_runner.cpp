@@ -77,8 +77,8 @@ net::Awaitable<Result<Reply, std::string>> fetch(const Endpoint& ep, http::verb 
                                                  std::string target, std::string body = {},
                                                  std::optional<std::string> bearer = std::nullopt) {
   net::Stream stream(co_await asio::this_coro::executor);
-  stream.expires_after(kControlTimeout);
-  const auto cec = co_await net::connect_to(stream, ep.host, ep.port);
+  const auto cec = co_await net::connect_to(stream, ep.host, ep.port,
+                                            std::chrono::steady_clock::now() + kControlTimeout);
   if (cec) co_return unexpected(fmt::format("{}: {}", ep.url, cec.message()));
   http::request<http::string_body> req{verb, ep.base_path + target, 11};
   req.set(http::field::host, ep.host);

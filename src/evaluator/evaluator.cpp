@@ -285,19 +285,19 @@ Result<StepResult, std::string> run_step(const EvaluatorConfig& config,
 Result<std::vector<StepResult>, std::string> run_offline(
     const EvaluatorConfig& config, const std::function<void(const StepResult&)>& on_step) {
   if (auto error = config.validate()) return unexpected(*error);
-  // One configuration and workload per seed; the engines draw from it too.
+  // One configuration per seed; the engines draw from it too. A seed's
+  // workload (its system prompt's text) is made for each run and dropped
+  // after it, so that many repeats of a long prompt never hold them all:
+  // making one is a small part of a run.
   std::vector<EvaluatorConfig> runs(static_cast<std::size_t>(config.repeats), config);
-  std::vector<workload::Workload> workloads;
-  for (std::size_t r = 0; r < runs.size(); ++r) {
-    runs[r].workload.seed = config.workload.seed + r;
-    workloads.emplace_back(runs[r].workload);
-  }
+  for (std::size_t r = 0; r < runs.size(); ++r) runs[r].workload.seed = config.workload.seed + r;
   std::vector<StepResult> results;
   for (int sessions : config.steps) {
     for (const auto& arm : config.arms) {
       std::optional<StepResult> cell;
       for (std::size_t r = 0; r < runs.size(); ++r) {
-        auto step = run_step(runs[r], workloads[r], sessions, arm);
+        const workload::Workload workload(runs[r].workload);
+        auto step = run_step(runs[r], workload, sessions, arm);
         if (!step) return unexpected(step.error());
         if (cell) {
           pool(*cell, *step);

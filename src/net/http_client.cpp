@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "common/host_port.h"
+#include "net/name_lookup.h"
 
 namespace lmwarden::net {
 
@@ -17,18 +18,20 @@ Awaitable<beast::error_code> connect_any(Stream& stream, const Resolver::results
   co_return ec;
 }
 
-Awaitable<beast::error_code> connect_to(Stream& stream, const std::string& host,
-                                        std::uint16_t port) {
+Awaitable<beast::error_code> connect_to(Stream& stream, const std::string& host, std::uint16_t port,
+                                        std::chrono::steady_clock::time_point deadline) {
+  stream.expires_at(deadline);
   beast::error_code ec;
   const auto address = asio::ip::make_address(host, ec);
   if (!ec) {
     auto [cec] = co_await stream.async_connect(tcp::endpoint{address, port}, kAsTuple);
     co_return cec;
   }
-  Resolver resolver{stream.get_executor()};
-  auto [rec, endpoints] = co_await resolver.async_resolve(host, std::to_string(port), kAsTuple);
+  auto [rec, endpoints] = co_await look_up(stream.get_executor(), host, port, deadline);
   if (rec) co_return rec;
-  co_return co_await connect_any(stream, endpoints);
+  auto [cec, endpoint] =
+      co_await stream.async_connect(endpoints, asio::as_tuple(asio::use_awaitable_t<Executor>{}));
+  co_return cec;
 }
 
 HttpGetter::HttpGetter(Executor executor, std::string host, std::uint16_t port)
@@ -52,7 +55,7 @@ Awaitable<GetResult> HttpGetter::get(std::string_view target, std::chrono::milli
     }
     stream_->expires_at(deadline);
     if (!reused) {
-      if (const auto ec = co_await connect_to(*stream_, host_, port_)) {
+      if (const auto ec = co_await connect_to(*stream_, host_, port_, deadline)) {
         stream_.reset();
         result.error = ec;
         co_return result;

@@ -44,11 +44,12 @@ class HttpGetter {
   std::uint64_t opened_ = 0;
 };
 
-// Connects `stream` to host:port under the stream's deadline: a literal
-// address directly, a name through the resolver, to the first of its
-// addresses that accepts.
-Awaitable<beast::error_code> connect_to(Stream& stream, const std::string& host,
-                                        std::uint16_t port);
+// Connects `stream` to host:port by `deadline` (which it sets as the
+// stream's): a literal address directly, a name through the resolver, to the
+// first of its addresses that accepts. The deadline bounds the lookup too;
+// one that outlasts it fails with beast::error::timeout, as a connect does.
+Awaitable<beast::error_code> connect_to(Stream& stream, const std::string& host, std::uint16_t port,
+                                        std::chrono::steady_clock::time_point deadline);
 
 // Connects `stream` to the first of `endpoints` that accepts, under the
 // stream's deadline. (Beast's connect to a range of endpoints predates the

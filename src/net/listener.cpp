@@ -178,22 +178,6 @@ bool close_copies(const std::vector<int>& keep) {
   return true;
 }
 
-// Asio looks names up for an io_context on a thread of its own, which the
-// context's first lookup starts, from the thread that asks. Started from an
-// I/O thread once that thread's table is its own, it would share that table,
-// whose every system call then takes the path of a table with two users
-// (a reference taken and dropped per call) for as long as the thread lives:
-// a backend named by hostname would undo what the table of its own saves.
-// So it is started here, before, and shares the process's table: the
-// lookups' own sockets and files are opened and closed on it, and only
-// addresses come back. The lookup of a literal address is the least that
-// starts it (its result is not wanted).
-void start_resolver_thread(asio::io_context& ctx) {
-  Resolver resolver{ctx.get_executor()};
-  resolver.async_resolve("127.0.0.1", "0", Resolver::numeric_host | Resolver::numeric_service,
-                         [](const beast::error_code&, const Resolver::results_type&) {});
-}
-
 }  // namespace
 
 void IoThreads::prepare_thread(std::size_t i) {
@@ -209,7 +193,6 @@ void IoThreads::prepare_thread(std::size_t i) {
     refused = "a ThreadSanitizer build, which tracks descriptors by number across threads";
   else if (::access(kOwnTable, R_OK) != 0)
     refused = std::string(kOwnTable) + ": " + std::system_category().message(errno);
-  if (refused.empty()) start_resolver_thread(*contexts_[i]);
   if (refused.empty() && ::unshare(CLONE_FILES) != 0)
     refused = "unshare: " + std::system_category().message(errno);
   if (!refused.empty()) {

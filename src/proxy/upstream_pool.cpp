@@ -53,8 +53,8 @@ net::Awaitable<net::beast::error_code> UpstreamPool::connect(
   into.stream = std::make_unique<net::Stream>(io_);
   into.key = backend.authority;
   net::Stream& stream = *into.stream;
-  stream.expires_after(connect_timeout);
-  const auto ec = co_await net::connect_to(stream, backend.host, backend.port);
+  const auto ec = co_await net::connect_to(stream, backend.host, backend.port,
+                                           std::chrono::steady_clock::now() + connect_timeout);
   stream.expires_never();
   if (!ec) {
     net::beast::error_code ignored;
