@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <boost/asio/signal_set.hpp>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -342,6 +343,7 @@ int serve(ServeOptions opts) {
     return 0;
   }
   spdlog::set_level(spdlog::level::from_str(opts.log_level));
+  keep_serving_without_a_reader();
 
   // A socket passed by a service manager (packaging/lmwarden.socket) is
   // served instead of the configured address, and outlives this process.
@@ -469,6 +471,10 @@ void add_serve_command(CLI::App& app) {
     if (listen->count() > 0) opts->listen = listen->as<std::string>();
     std::exit(serve(*opts));
   });
+}
+
+void keep_serving_without_a_reader() {
+  std::signal(SIGPIPE, SIG_IGN);
 }
 
 }  // namespace lmwarden::app

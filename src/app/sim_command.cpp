@@ -126,6 +126,7 @@ int run_sim(const SimArgs& args) {
     return 2;
   }
 
+  keep_serving_without_a_reader();
   sim::SimServer server(options);
   sim::SimServer::Address bound;
   try {

@@ -107,6 +107,16 @@ class Loader : private yaml::Reader {
       add(1, "models", "is required: the file is empty");
       return;
     }
+    // Not quoted: a file that is one value is most likely another file given
+    // by mistake, such as the service's environment file, tokens and all
+    // (`LMWARDEN_ADMIN_TOKEN=…` reads as one value), and this goes to the
+    // journal.
+    if (root.IsScalar()) {
+      error(root, "",
+            "must be a mapping of keys (\"listen: …\", \"models:\" and so on), got a single "
+            "value (not shown: it may hold a secret); is this the configuration file?");
+      return;
+    }
     const auto map =
         read_map(root, "",
                  {"listen", "threads", "limits", "timeouts", "retries", "admin_token_env",

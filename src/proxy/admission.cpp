@@ -16,15 +16,16 @@ namespace http = net::http;
 
 namespace {
 
-// The client's credential: `Authorization: Bearer K` (OpenAI) or `x-api-key: K` (Anthropic).
+// The client's credential: `Authorization: Bearer K` (OpenAI) or `x-api-key: K`
+// (Anthropic); a client that sends both is let in when either is a key.
 bool client_key_accepted(const net::Request& request, const std::vector<std::string>& keys) {
-  std::string_view offered = request["x-api-key"];
-  const std::string_view auth = request[http::field::authorization];
-  if (offered.empty() && auth.starts_with("Bearer ")) offered = auth.substr(7);
-  if (offered.empty()) return false;
-  bool ok = false;
-  for (const auto& k : keys) ok |= constant_time_equal(offered, k);
-  return ok;
+  const auto accepted = [&](std::string_view offered) {
+    bool ok = false;
+    for (const auto& k : keys) ok |= constant_time_equal(offered, k);
+    return !offered.empty() && ok;
+  };
+  const auto bearer = bearer_credentials(request[http::field::authorization]);
+  return accepted(request["x-api-key"]) || (bearer && accepted(*bearer));
 }
 
 // The model whose router remembers the stored response `key`, if any.

@@ -242,6 +242,14 @@ bool constant_time_equal(std::string_view a, std::string_view b) noexcept {
   return diff == 0;
 }
 
+std::optional<std::string_view> bearer_credentials(std::string_view authorization) noexcept {
+  constexpr std::string_view kBearer = "Bearer ";
+  if (authorization.size() < kBearer.size() ||
+      !net::beast::iequals(authorization.substr(0, kBearer.size()), kBearer))
+    return std::nullopt;
+  return authorization.substr(kBearer.size());
+}
+
 namespace {
 
 // At most `n` bytes of a client's text, for a message that quotes it.
@@ -273,11 +281,10 @@ net::Response patch_model(ModelState& model, const Refusals& refusals, const net
     return refuse(
         http::status::forbidden,
         "run-time control is disabled: set the admin token (admin_token_env) to enable it");
-  const std::string_view auth = request[http::field::authorization];
-  constexpr std::string_view kBearer = "Bearer ";  // the scheme in any case (RFC 9110 §11.1)
-  if (auth.size() < kBearer.size() || !net::beast::iequals(auth.substr(0, kBearer.size()), kBearer))
+  const auto offered = bearer_credentials(request[http::field::authorization]);
+  if (!offered)
     return refuse(http::status::unauthorized, "missing Authorization: Bearer <admin token>");
-  if (!constant_time_equal(auth.substr(kBearer.size()), *admin_token))
+  if (!constant_time_equal(*offered, *admin_token))
     return refuse(http::status::forbidden, "wrong admin token");
 
   const json body = json::parse(request.body().view(), nullptr, /*allow_exceptions=*/false);

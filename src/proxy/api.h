@@ -53,4 +53,8 @@ std::optional<std::string> admin_token(const config::Config& config);
 // Constant-time comparison, so a token cannot be guessed byte by byte from timing.
 bool constant_time_equal(std::string_view a, std::string_view b) noexcept;
 
+// The credentials of an `Authorization: Bearer K` field, the scheme in any
+// case (RFC 9110 §11.1); nullopt for another scheme or none.
+std::optional<std::string_view> bearer_credentials(std::string_view authorization) noexcept;
+
 }  // namespace lmwarden::proxy

@@ -513,6 +513,18 @@ struct SimServer::Impl {
   std::unique_ptr<net::HttpServer> http;
   std::unique_ptr<asio::signal_set> signals;
   std::promise<void> signalled;
+
+  void wait_for_signal() {
+    signals->async_wait([this](const boost::system::error_code& ec, int signal) {
+      if (ec) return;
+      if (signal != SIGHUP) {
+        signalled.set_value();
+        return;
+      }
+      spdlog::info("SIGHUP: the simulator has nothing to reload; still serving");
+      wait_for_signal();
+    });
+  }
   bool started = false;
   bool stopped = false;
 };
@@ -541,10 +553,11 @@ void SimServer::start() {
   if (impl_->started) return;
   impl_->started = true;
   // Installed before anyone can read our address, so an early SIGTERM is ours.
-  impl_->signals = std::make_unique<asio::signal_set>(impl_->io->at(0), SIGINT, SIGTERM);
-  impl_->signals->async_wait([impl = impl_.get()](const boost::system::error_code& ec, int) {
-    if (!ec) impl->signalled.set_value();
-  });
+  // SIGHUP too: an operator's `pkill -HUP lmwarden`, meant for the warden,
+  // must not end the simulator beside it (its default action), which has no
+  // configuration file to read again.
+  impl_->signals = std::make_unique<asio::signal_set>(impl_->io->at(0), SIGINT, SIGTERM, SIGHUP);
+  impl_->wait_for_signal();
   impl_->core->start();
   impl_->io->start();
 }

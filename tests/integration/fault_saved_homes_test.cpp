@@ -107,6 +107,35 @@ TEST(SavedHomes, ARestartSendsEachConversationBackToItsReplica) {
   EXPECT_EQ(metric(serve.port(), "lmwarden_requests_total", {{"route", "new"}}), 1);
 }
 
+// Its log goes to stdout. Once nothing reads that (`lmwarden serve | tee
+// log`, and a Ctrl-C that ended tee first), a reload and a stop still run
+// their course: the log lines they write fail, rather than SIGPIPE ending the
+// process before its drain with its homes unsaved.
+TEST(SavedHomes, AWardenWhoseOutputNoOneReadsStillReloadsStopsAndSavesItsHomes) {
+  FakeVllm fake{2};
+  TempDir dir;
+  const std::string file = dir.file("homes.json");
+  const std::string config = dir.file("lmwarden.yaml");
+  std::ofstream(config) << serve_yaml(fake.port(), 2, "", saved_homes(file));
+  SimProcess serve{{"serve", "--config", config}};
+  for (int i = 0; i < 3; ++i) turn(serve.port(), fake, "conv-" + std::to_string(i));
+  serve.stop_reading_output();
+  serve.signal(SIGHUP);  // logs that it reloaded (or why not)
+  ASSERT_EQ(http_request(serve.port(), http::verb::get, "/health").status, 200u);
+  ASSERT_TRUE(eventually([&] {
+    return http_request(serve.port(), http::verb::get, "/metrics")
+               .body.find("lmwarden_config_reloads_total{result=\"applied\"} 1") !=
+           std::string::npos;
+  }));
+  EXPECT_TRUE(serve.running());
+  serve.signal(SIGTERM);
+  const auto status = exit_status(serve, std::chrono::seconds(10));
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(WIFEXITED(*status)) << "ended by signal " << WTERMSIG(*status);
+  EXPECT_EQ(WEXITSTATUS(*status), 0);
+  EXPECT_EQ(read_json(file)["models"][0]["conversations"].size(), 3u);
+}
+
 TEST(SavedHomes, WrittenEveryIntervalAFailedWriteIsCountedAndSaidOnceAndAReloadMovesIt) {
   FakeVllm fake{1};
   fake.set_engine(0, 0, 0, 0, 0, 0);

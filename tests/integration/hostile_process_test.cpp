@@ -216,6 +216,9 @@ TEST(HostileProcess, CredentialsNeverReachTheLogs) {
   const std::vector<Case> cases = {
       {"accepted key", chat_request("ok", good + session), 200},
       {"accepted key, streamed", chat_request("ok-stream", good + session, streamed), 200},
+      {"scheme in lower case",
+       chat_request("lower", "Authorization: bearer s3cr3t-XYZ\r\n" + session), 200},
+      {"good bearer, wrong x-api-key", chat_request("either", both + session), 200},
       {"wrong x-api-key", chat_request("wrong", "x-api-key: s3cr3t-ABC\r\n" + session), 401},
       {"wrong bearer", chat_request("wrong-bearer", "Authorization: Bearer s3cr3t-ABC\r\n"), 401},
       {"backend down", chat_request("gone", both + session, gone), 0},
@@ -223,13 +226,20 @@ TEST(HostileProcess, CredentialsNeverReachTheLogs) {
       {"malformed JSON", chat_request("bad-json", both, R"({"model":"m",)"), 400},
       {"unknown model", chat_request("unknown", both, R"({"model":"nope"})"), 404},
       {"pinned out of range", chat_request("rank", good + "X-data-parallel-rank: 9\r\n"), 400},
-      {"oversized header", chat_request("big", both + "X-Big: " + std::string(9000, 'a') + "\r\n"), 431},
-      {"CL and TE", "POST /v1/chat/completions HTTP/1.1\r\nHost: h\r\n" + both +
-                        "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400},
-      {"admin PATCH, wrong token", "PATCH /api/models/m HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer s3cr3t-XYZ\r\n"
-                                   "Content-Length: 18\r\n\r\n{\"affinity\":false}", 403},
-      {"anthropic route", "POST /v1/messages HTTP/1.1\r\nHost: h\r\nx-api-key: s3cr3t-ABC\r\n"
-                          "anthropic-version: 2023-06-01\r\nContent-Length: 13\r\n\r\n{\"model\":\"m\"}", 401},
+      {"oversized header", chat_request("big", both + "X-Big: " + std::string(9000, 'a') + "\r\n"),
+       431},
+      {"CL and TE",
+       "POST /v1/chat/completions HTTP/1.1\r\nHost: h\r\n" + both +
+           "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+       400},
+      {"admin PATCH, wrong token",
+       "PATCH /api/models/m HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer s3cr3t-XYZ\r\n"
+       "Content-Length: 18\r\n\r\n{\"affinity\":false}",
+       403},
+      {"anthropic route",
+       "POST /v1/messages HTTP/1.1\r\nHost: h\r\nx-api-key: s3cr3t-ABC\r\n"
+       "anthropic-version: 2023-06-01\r\nContent-Length: 13\r\n\r\n{\"model\":\"m\"}",
+       401},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);

@@ -630,5 +630,18 @@ TEST(SimWithoutPromptTokensDetails, UsageNeverSaysHowMuchOfThePromptWasCached) {
   EXPECT_EQ(start["input_tokens"], count["input_tokens"]);
 }
 
+// `pkill -HUP lmwarden`, meant for the warden beside it, leaves the simulator
+// serving (SIGHUP's default action would end it); SIGTERM still stops it.
+TEST(SimProcessSignals, SighupLeavesItServingAndSigtermStopsIt) {
+  SimProcess sim{{"sim", "--listen", "127.0.0.1:0", "--time-scale", "50"}};
+  sim.signal(SIGHUP);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_TRUE(sim.running());
+  EXPECT_EQ(http_request(sim.port(), "GET", "/health", "", {}).status, 200);
+  const int status = sim.terminate();
+  EXPECT_TRUE(WIFEXITED(status)) << "ended by signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
 }  // namespace
 }  // namespace lmwarden::testing

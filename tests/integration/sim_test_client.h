@@ -295,6 +295,10 @@ class SimProcess {
     return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   }
 
+  // Closes the reading end of the child's stdout (without output_file): what
+  // it writes from then on has no reader, as after `| tee` has exited.
+  void stop_reading_output() { close_stdout(); }
+
   // Sends `sig` and returns at once (the destructor reaps the child).
   void signal(int sig) const {
     if (pid_ > 0) ::kill(pid_, sig);

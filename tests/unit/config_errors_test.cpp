@@ -114,6 +114,13 @@ TEST(ConfigErrors, WrongTypes) {
   EXPECT_EQ(error_of("models: {name: m}\n"),
             "lmwarden.yaml:1: models: must be a list of at least one model, got a mapping");
   EXPECT_EQ(error_of("- just a list\n"), "lmwarden.yaml:1: must be a mapping of keys, got a list");
+  // The service's environment file given by mistake: one value, not shown.
+  const std::string env_file = error_of("LMWARDEN_ADMIN_TOKEN=s3cret-token\n");
+  EXPECT_EQ(env_file,
+            "lmwarden.yaml:1: must be a mapping of keys (\"listen: …\", \"models:\" and so on), "
+            "got a single value (not shown: it may hold a secret); is this the configuration "
+            "file?");
+  EXPECT_EQ(env_file.find("s3cret"), std::string::npos);
 }
 
 TEST(ConfigErrors, DurationsAndSizes) {
