@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <limits>
 #include <memory>
 #include <random>
 #include <string>
@@ -291,6 +292,7 @@ void add_bench_command(CLI::App& app) {
       ->check(CLI::IsMember({"openai", "anthropic", "responses"}))
       ->capture_default_str();
   cmd->add_option("--seed", a->workload.seed, "workload seed (both arms draw the same sessions)")
+      ->check(whole_number(0, std::numeric_limits<std::int64_t>::max()))
       ->capture_default_str();
   cmd->add_option("--repeats", a->repeats,
                   "offline: runs of each cell, with seeds --seed, --seed + 1, …, pooled")

@@ -202,6 +202,36 @@ std::string policy_changes(const config::ModelConfig& was, const config::ModelCo
       fmt::format("{}", now.weights.live_conversations));
   add("inject_stream_usage", on(was.inject_stream_usage), on(now.inject_stream_usage));
   add("unranked_routes", list(was.unranked_routes), list(now.unranked_routes));
+  add("aliases", list(was.aliases), list(now.aliases));
+  add("max_conversations", std::to_string(was.max_conversations),
+      std::to_string(now.max_conversations));
+  add("api_keys_env", list(was.api_keys_env), list(now.api_keys_env));
+  return changed;
+}
+
+// What a reload changed of the settings that apply to every model and take
+// effect at once (those that wait for a restart are said apart, as are
+// saved_homes and the admin token): "retries 1 → 2, timeouts.idle 120s → 60s".
+std::string settings_changes(const config::Config& was, const config::Config& now) {
+  std::string changed;
+  const auto add = [&](std::string_view key, const std::string& before, const std::string& after) {
+    if (before != after)
+      changed += fmt::format("{}{} {} → {}", changed.empty() ? "" : ", ", key, before, after);
+  };
+  const auto duration = [](config::Millis d) {
+    return d.count() % 1000 == 0 ? fmt::format("{}s", d.count() / 1000)
+                                 : fmt::format("{}ms", d.count());
+  };
+  add("retries", std::to_string(was.retries), std::to_string(now.retries));
+  add("eject_after_5xx", std::to_string(was.eject_after_5xx), std::to_string(now.eject_after_5xx));
+  add("eject_for", duration(was.eject_for), duration(now.eject_for));
+  add("timeouts.connect", duration(was.timeouts.connect), duration(now.timeouts.connect));
+  add("timeouts.first_byte", duration(was.timeouts.first_byte), duration(now.timeouts.first_byte));
+  add("timeouts.idle", duration(was.timeouts.idle), duration(now.timeouts.idle));
+  add("timeouts.shutdown_grace", duration(was.timeouts.shutdown_grace),
+      duration(now.timeouts.shutdown_grace));
+  const auto log = [](const std::string& path) { return path.empty() ? std::string("off") : path; };
+  add("access_log", log(was.access_log), log(now.access_log));
   return changed;
 }
 
@@ -229,16 +259,21 @@ config::Millis reload(proxy::WardenRuntime& runtime, const ServeOptions& opts,
     return grace;
   }
   // Each model, with what the reload changed of its policy (a model kept by
-  // name; one renamed or whose replicas changed has lines of its own).
+  // name; one renamed or whose replicas changed has lines of its own), then
+  // the settings it changed.
   const auto before = runtime.warden().models();
   std::string summary;
   for (const auto& m : cfg->models) {
     summary += (summary.empty() ? "" : ", ") + m.name;
     const auto was = std::ranges::find(before->config.models, m.name, &config::ModelConfig::name);
-    if (was == before->config.models.end()) continue;
-    if (const std::string changed = policy_changes(*was, m); !changed.empty())
+    if (was == before->config.models.end()) {
+      summary += " (new)";
+    } else if (const std::string changed = policy_changes(*was, m); !changed.empty()) {
       summary += " (" + changed + ")";
+    }
   }
+  if (const std::string changed = settings_changes(before->config, *cfg); !changed.empty())
+    summary += "; " + changed;
   grace = cfg->timeouts.shutdown_grace;
   for (const auto& line : runtime.reload(std::move(cfg).value())) spdlog::warn("reload: {}", line);
   spdlog::info("reloaded {}: models {}", opts.config_path, summary);

@@ -205,11 +205,29 @@ std::string model_card_json(const ModelState& model, const Refusals& refusals) {
                         {"refused", refused}});
 }
 
+namespace {
+
+// Why the admin token's variable gives no token; "" when it gives one.
+std::string unusable_admin_token_env(const std::string& name) {
+  const char* v = std::getenv(name.c_str());
+  if (!v) return "the environment variable " + name + " is not set";
+  const std::string_view value{v};
+  if (value.empty()) return "the environment variable " + name + " is empty";
+  // A client's header loses white space at its ends (RFC 9110 §5.5): such a
+  // token could never be sent.
+  const auto space = [](char c) { return c == ' ' || c == '\t'; };
+  if (space(value.front()) || space(value.back()))
+    return "the environment variable " + name +
+           " begins or ends with white space, which no Authorization header can carry";
+  return "";
+}
+
+}  // namespace
+
 std::optional<std::string> admin_token(const config::Config& config) {
   if (config.admin_token) return config.admin_token;
-  if (!config.admin_token_env.empty()) {
-    if (const char* v = std::getenv(config.admin_token_env.c_str()); v && *v) return std::string(v);
-  }
+  if (!config.admin_token_env.empty() && unusable_admin_token_env(config.admin_token_env).empty())
+    return std::string(std::getenv(config.admin_token_env.c_str()));
   return std::nullopt;
 }
 
@@ -231,7 +249,7 @@ std::string run_time_control(const config::Config& config) {
   return fmt::format("{} is off: {}", kWhat,
                      config.admin_token_env.empty()
                          ? std::string("no admin token is configured")
-                         : "the environment variable " + config.admin_token_env + " is not set");
+                         : unusable_admin_token_env(config.admin_token_env));
 }
 
 bool constant_time_equal(std::string_view a, std::string_view b) noexcept {

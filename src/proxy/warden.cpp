@@ -486,7 +486,7 @@ net::Awaitable<void> Warden::run_attempts(Forward& f) {
         refusal = "X-data-parallel-rank " +
                   std::string(f.exchange.request()[core::kDataParallelRankHeader]) +
                   " is out of range: model '" + f.model.config.name + "' has " +
-                  std::to_string(f.model.router.replica_count()) + " replicas (ranks 0 to " +
+                  std::to_string(f.model.router.replica_count()) + " replicas (numbered 0 to " +
                   std::to_string(f.model.router.replica_count() - 1) + ")";
         co_await respond_error(f.exchange, f.dialect, http::status::bad_request, refusal);
       } else {

@@ -525,6 +525,7 @@ TEST(BenchCommand, BadFlagsAreRefusedWithWhatWasWanted) {
       {"bench --offline --step-seconds nan", "--step-seconds: nan is not a number above 0"},
       {"bench --offline --skew 5", "--skew: 5 is not a number from 0 to 1"},
       {"bench --offline --repeats 0", "--repeats: 0 is not a whole number from 1 to 1000"},
+      {"bench --offline --seed -1", "--seed: -1 is not a whole number from 0"},
       {"bench --target http://127.0.0.1:1 --model m --repeats 3",
        "--repeats is for --offline runs"},
       {"bench --target 127.0.0.1:1 --model m", "--target 127.0.0.1:1: must be http://HOST:PORT"},

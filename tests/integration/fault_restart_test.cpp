@@ -273,10 +273,13 @@ TEST(ServeRestart, SighupReloadsWithoutDroppingConnectionsAndRefusesABrokenFile)
   ASSERT_EQ(stream.read_header().status, 200u);
   stream.read_until("\n\n");
 
-  // A new threshold and a second model; the replica layout of `m` stays.
-  serve.write_config(serve_yaml(fake.port(), 2, "    spill_threshold: 3\n", "") +
-                     "  - name: m2\n    aliases: [m2-alias]\n    backends:\n      - url: http://127.0.0.1:" +
-                     std::to_string(fake.port()) + "\n        data_parallel_size: 2\n");
+  // A new threshold, an alias, a second model and another retry count; the
+  // replica layout of `m` stays.
+  serve.write_config(
+      serve_yaml(fake.port(), 2, "    spill_threshold: 3\n    aliases: [m-alias]\n",
+                 "retries: 2\n") +
+      "  - name: m2\n    aliases: [m2-alias]\n    backends:\n      - url: http://127.0.0.1:" +
+      std::to_string(fake.port()) + "\n        data_parallel_size: 2\n");
   ::kill(serve.pid(), SIGHUP);
   ASSERT_TRUE(eventually([&] { return serve.card()["spill_threshold"] == 3; })) << serve.log();
   const json card = serve.card();
@@ -287,9 +290,12 @@ TEST(ServeRestart, SighupReloadsWithoutDroppingConnectionsAndRefusesABrokenFile)
   EXPECT_EQ(serve.card("m2")["name"], "m2") << serve.card("m2").dump() << serve.log();
   EXPECT_TRUE(eventually([&] { return reloads("applied") == 1; }));
   EXPECT_GE(loaded_at(), started_at);
-  // The log says what changed of a kept model's policy.
+  // The log says what changed of a kept model's policy, which model is new,
+  // and what changed of the settings of every model.
   EXPECT_TRUE(eventually([&] {
-    return serve.log().find(": models m (spill_threshold 8 → 3), m2\n") != std::string::npos;
+    return serve.log().find(
+               ": models m (spill_threshold 8 → 3, aliases [] → [m-alias]), m2 "
+               "(new); retries 1 → 2\n") != std::string::npos;
   })) << serve.log();
 
   ASSERT_EQ(turn("alpha").status, 200u) << "the keep-alive connection survives the reload";

@@ -131,7 +131,7 @@ TEST(ProxyRouting, ClientPinnedRequestReachesTheRankItNamed) {
   auto bad = chat(warden.port(), "", {{"X-data-parallel-rank", "9"}});
   EXPECT_EQ(bad.status, 400u);
   EXPECT_EQ(json::parse(bad.body)["error"]["message"],
-            "X-data-parallel-rank 9 is out of range: model 'm' has 4 replicas (ranks 0 to 3)");
+            "X-data-parallel-rank 9 is out of range: model 'm' has 4 replicas (numbered 0 to 3)");
   // A rank past any int is named as the client wrote it.
   auto huge = chat(warden.port(), "", {{"X-data-parallel-rank", "99999999999999999999"}});
   EXPECT_EQ(huge.status, 400u);
