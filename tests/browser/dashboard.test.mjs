@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import {
   ADMIN_TOKEN, startFleet, driveTraffic, launchBrowser, withPage, eventually, getJson,
 } from './harness.mjs';
+import { startDevServer } from '../../ui/dev_server.mjs';
 
 const MODEL = 'M';
 let fleet;
@@ -230,7 +231,37 @@ test('the stats page charts non-zero cached and computed prompt tokens', { timeo
     // Hovering the chart shows a readout for that bucket.
     const box = await page.locator('[data-testid=tokens-chart] .u-over').first().boundingBox();
     await page.mouse.move(box.x + box.width - 4, box.y + box.height / 2);
-    await assertEventually(async () => /^\d\d:\d\d:\d\d–\d\d:\d\d:\d\d: cached/.test(await page.locator('.readout').innerText()), 'hover readout');
+    await assertEventually(async () => /^\d\d:\d\d:\d\d–\d\d:\d\d:\d\d UTC: cached/.test(await page.locator('.readout').innerText()), 'hover readout');
+    assert.deepEqual(errors, []);
+  });
+});
+
+test('chart times are UTC, as every other time on the page, whatever the browser\'s zone', { timeout: 30000 }, async () => {
+  await withPage(browser, 'stats-utc', async (page, errors) => {
+    await page.goto(`${ui}/stats?window=900`);
+    const readout = page.locator('.readout');
+    await assertEventually(async () => /^Latest.*, \d\d:\d\d:\d\d–\d\d:\d\d:\d\d UTC: cached/.test(await readout.innerText()),
+      async () => `readout: ${await readout.innerText()}`);
+    // New York is 4 or 5 hours from UTC: the bucket's start is within
+    // minutes of now in UTC.
+    const [h, m, sec] = (await readout.innerText()).match(/(\d\d):(\d\d):(\d\d)–/).slice(1).map(Number);
+    const now = new Date();
+    const apart = Math.abs(now.getUTCHours() * 3600 + now.getUTCMinutes() * 60 + now.getUTCSeconds() - (h * 3600 + m * 60 + sec));
+    assert.ok(Math.min(apart, 86400 - apart) < 300, `the readout's ${h}:${m}:${sec} is not the UTC time of ${now.toISOString()}`);
+    assert.match(await page.locator('#live').getAttribute('title'), /^Updated \d\d:\d\d:\d\d UTC$/);
+    assert.deepEqual(errors, []);
+  }, { timezoneId: 'America/New_York' });
+});
+
+test('the 6 h window, opened from a link, refreshes every 10 s', { timeout: 30000 }, async () => {
+  await withPage(browser, 'stats-6h', async (page, errors) => {
+    const asked = [];
+    page.on('request', (r) => { if (r.url().includes('/api/stats?')) asked.push(Date.now()); });
+    await page.goto(`${ui}/stats?window=21600`);
+    await assertEventually(async () => /last 6 h/.test(await page.locator('[data-testid=tokens-summary]').innerText()), '6 h summary');
+    await page.waitForTimeout(6000);
+    const first = asked[0];
+    assert.equal(asked.filter((t) => t - first < 6000).length, 1, `asked at ${asked.map((t) => t - first).join(', ')} ms`);
     assert.deepEqual(errors, []);
   });
 });
@@ -295,6 +326,7 @@ test('bars that a reply under way will still fill are marked as such', { timeout
 // as computed, and says why.
 test('a server whose replies never give a cached count is named, with the flag to set', { timeout: 60000 }, async () => {
   const bare = await startFleet({ model: 'bare', dp: 2, simArgs: ['--no-enable-prompt-tokens-details'] });
+  const pages = await pagesOf(bare);
   try {
     await driveTraffic(bare.base, 'bare', { sessions: 4, turns: 5, system: 300, user: 60, maxTokens: 4, tag: 'b' });
     const stats = await getJson(`${bare.base}/api/stats?window=900`);
@@ -302,7 +334,7 @@ test('a server whose replies never give a cached count is named, with the flag t
     assert.deepEqual(stats.cached_count_missing_servers, [{ model: 'bare', url: bare.simUrl }]);
     assert.equal(stats.totals.prompt_cached, 0);
     await withPage(browser, 'cached-count-missing', async (page, errors) => {
-      for (const where of [`${bare.base}/stats?window=900`, `${bare.base}/models/bare`]) {
+      for (const where of [`${pages.url}/stats?window=900`, `${pages.url}/models/bare`]) {
         await page.goto(where);
         const notice = page.locator('[data-testid=cached-count-missing]');
         await notice.waitFor();
@@ -310,18 +342,28 @@ test('a server whose replies never give a cached count is named, with the flag t
           + 'tokens came from the cache, so the chart counts all of those as computed. vLLM reports the count only '
           + 'when started with --enable-prompt-tokens-details.');
       }
+      // The models page does not give its share as 0%, nor count its tokens
+      // in the fleet's share.
+      await page.goto(`${pages.url}/`);
+      const cell = page.locator('tbody tr', { has: page.getByRole('link', { name: 'bare', exact: true }) }).locator('td').last();
+      await assertEventually(async () => (await text(cell)) === 'not reported', async () => `the row's share: "${await text(cell)}"`);
+      assert.match(await cell.getAttribute('title'), /--enable-prompt-tokens-details/);
+      const tile = page.locator('.tile', { hasText: 'Prompt tokens from cache' }).locator('.tile-value');
+      await assertEventually(async () => /^— not reported/.test(await text(tile)), async () => `the fleet's share: "${await text(tile)}"`);
       assert.deepEqual(errors, []);
     });
   } finally {
+    await pages.close();
     await bare.stop();
   }
 });
 
 test('the stats page asked for an alias selects its model, and one not served says so calmly', { timeout: 30000 }, async () => {
   const fleet2 = await startFleet({ model: 'named', dp: 1, aliases: ['nick'] });
+  const pages = await pagesOf(fleet2);
   try {
     await withPage(browser, 'stats-alias', async (page, errors) => {
-      await page.goto(`${fleet2.base}/stats?model=nick`);
+      await page.goto(`${pages.url}/stats?model=nick`);
       const select = page.locator('[data-testid=model-select]');
       await assertEventually(async () => (await select.inputValue()) === 'named',
         async () => `the select reads ${await select.inputValue()}`);
@@ -333,8 +375,8 @@ test('the stats page asked for an alias selects its model, and one not served sa
     });
     // A model's page asked by an alias is the model's page, by its name.
     await withPage(browser, 'model-alias', async (page, errors) => {
-      await page.goto(`${fleet2.base}/models/nick`);
-      await page.waitForURL(`${fleet2.base}/models/named`);
+      await page.goto(`${pages.url}/models/nick`);
+      await page.waitForURL(`${pages.url}/models/named`);
       assert.equal(await text(page.locator('h1')), 'named');
       assert.equal(await page.title(), 'named · LM Warden');
       await page.locator('[data-testid=replicas] tbody tr').first().waitFor();
@@ -342,12 +384,16 @@ test('the stats page asked for an alias selects its model, and one not served sa
     });
     // A model not served here is said in the panel, not as a failing warden.
     await withPage(browser, 'stats-unknown-model', async (page) => {
-      await page.goto(`${fleet2.base}/stats?model=nosuch`);
+      await page.goto(`${pages.url}/stats?model=nosuch`);
       const said = page.locator('.card-body .error, [role=alert]').filter({ hasText: 'nosuch' }).first();
       await said.waitFor();
       assert.equal(await page.locator('#live').getAttribute('data-state'), 'ok');
+      // No empty chart under it, and the name is not listed as a model.
+      assert.equal(await page.locator('.chart-title:visible').count(), 0, 'no chart headings');
+      assert.equal(await page.locator('[data-testid=model-select] option:checked').textContent(), 'nosuch (not served)');
     });
   } finally {
+    await pages.close();
     await fleet2.stop();
   }
 });
@@ -403,6 +449,46 @@ test('on a 1280-px laptop the routing table fits, with a server down', { timeout
     }, { viewport: { width: 1280, height: 800 } });
   } finally {
     await fleet.stop();
+  }
+});
+
+test('on a 390-px phone no page scrolls sideways, a long model name wraps with its health in view, and "Live" stays in the bar', { timeout: 60000 }, async () => {
+  const name = 'Qwen/Qwen3-Coder-30B-A3B-Instruct-long-name';
+  const long = await startFleet({ model: name, dp: 1 });
+  const pages = await pagesOf(long);
+  try {
+    await driveTraffic(long.base, name, { sessions: 1, turns: 2, system: 300, user: 60, maxTokens: 4, tag: 'p' });
+    await withPage(browser, 'phone', async (page, errors) => {
+      for (const where of ['/', `/models/${name}`, '/stats', `/stats?model=${encodeURIComponent(name)}`, '/modles']) {
+        await page.goto(`${pages.url}${where}`);
+        await assertEventually(async () => (await page.locator('#live').getAttribute('data-state')) === 'ok', `${where}: live`);
+        await page.locator('main h1').waitFor();
+        const [pageWidth, viewWidth] = await page.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth]);
+        assert.ok(pageWidth <= viewWidth, `${where} is ${pageWidth} px wide on a ${viewWidth}-px screen`);
+        // The dot on the bar's one line, beside the pages.
+        const [dot, nav] = [await page.locator('#live .live-dot').boundingBox(), await page.locator('nav').boundingBox()];
+        assert.ok(dot.y > nav.y && dot.y + dot.height < nav.y + nav.height, `${where}: the dot ${JSON.stringify(dot)} beside the pages ${JSON.stringify(nav)}`);
+      }
+      await page.goto(`${pages.url}/`);
+      const health = page.locator('tbody tr .health');
+      await health.waitFor();
+      const box = await health.boundingBox();
+      assert.ok(box.x + box.width <= 390, `the model's health is at ${box.x}..${box.x + box.width}`);
+      // The fleet's share, wrapped under its figure, reads as small lines.
+      const small = page.locator('.tile-value small');
+      await assertEventually(async () => /tokens/.test(await text(small)), 'the fleet\'s share');
+      const tops = await small.evaluate((e) => {
+        const range = document.createRange();
+        range.selectNodeContents(e);
+        return [...new Set([...range.getClientRects()].map((r) => Math.round(r.top)))];
+      });
+      assert.ok(tops.length >= 2, `wrapped: lines at ${tops}`);
+      for (let i = 1; i < tops.length; i++) assert.ok(tops[i] - tops[i - 1] <= 20, `lines ${tops[i] - tops[i - 1]} px apart`);
+      assert.ok(errors.every((e) => /404/.test(e)), errors.join('\n'));
+    }, { viewport: { width: 390, height: 844 } });
+  } finally {
+    await pages.close();
+    await long.stop();
   }
 });
 
@@ -485,18 +571,47 @@ test('a warden that stops answering is said in words, even on a narrow screen, a
   }
 });
 
+// Stopped (SIGSTOP) or hung, a warden still has its connections accepted by
+// the kernel: the page gives up on a request after 5 s and says so.
+test('a warden that accepts connections and never answers is said unreachable, then Live again', { timeout: 60000 }, async () => {
+  const hung = await startFleet({ model: 'hung', dp: 1 });
+  const pages = await pagesOf(hung);
+  try {
+    await withPage(browser, 'warden-hung', async (page) => {
+      await page.goto(`${pages.url}/models/hung`);
+      const live = page.locator('#live');
+      await assertEventually(async () => (await live.getAttribute('data-state')) === 'ok', 'live');
+      hung.pauseWarden();
+      try {
+        // The 5-s timeout of a request, the 1-s poll and some slack.
+        await eventually(async () => (await live.getAttribute('data-state')) === 'error',
+          { timeoutMs: 9000, what: 'the page to say the warden is unreachable' });
+        assert.equal(await page.locator('.live-text').innerText(), 'Warden unreachable — retrying');
+        assert.equal(await page.locator('main').getAttribute('data-stale'), 'true', 'the last figures dimmed');
+      } finally {
+        hung.resumeWarden();
+      }
+      await assertEventually(async () => (await live.getAttribute('data-state')) === 'ok', 'live again');
+      assert.equal(await page.locator('main').getAttribute('data-stale'), null);
+    });
+  } finally {
+    await pages.close();
+    await hung.stop();
+  }
+});
+
 test('a warden with no traffic says what to do', { timeout: 40000 }, async () => {
   const idle = await startFleet({ model: 'idle', dp: 2 });
-  const idleDev = ui === fleet.base ? null : await startDevServer({ warden: idle.base });
+  const pages = await pagesOf(idle);
   try {
     await withPage(browser, 'empty-state', async (page) => {
-      await page.goto(`${idleDev?.url ?? idle.base}/stats`);
+      await page.goto(`${pages.url}/stats`);
       const empty = page.locator('.chart-empty');
       await empty.waitFor();
       assert.match(await empty.innerText(), /No traffic yet — point a client at http:\/\/127\.0\.0\.1:\d+\/v1/);
     });
   } finally {
-    await idleDev?.close();
+    await pages.close();
     await idle.stop();
   }
 });
@@ -515,6 +630,14 @@ async function text(locator) {
   return (await locator.textContent()).replace(/\s+/g, ' ').trim();
 }
 
+// Where the pages of a test's own fleet load from: its warden, or, while
+// `ui` is a dev server (ui/web as edited, before a build embeds it), a dev
+// server of its own in front of that warden.
+async function pagesOf(f) {
+  if (ui === fleet.base) return { url: f.base, close: async () => {} };
+  return startDevServer({ warden: f.base });
+}
+
 // A model the warden does not serve: the page says so, and shows no empty
 // cards (no routing table, no admin token box, no charts) under it.
 test('the page of a model that is not served says so and nothing else', { timeout: 30000 }, async () => {
@@ -526,6 +649,14 @@ test('the page of a model that is not served says so and nothing else', { timeou
     assert.equal(await page.locator('section.card:visible').count(), 0);
     assert.equal(await page.locator('[data-testid=token-form]:visible').count(), 0);
     assert.equal(await page.locator('[role=alert]:visible').count(), 1, 'one error, the notice');
+    // Asked again every 5 s, not every second (a reload can still add it).
+    const asked = { card: 0, stats: 0 };
+    page.on('request', (r) => {
+      if (/\/api\/models\/nope$/.test(r.url())) asked.card++;
+      if (/\/api\/stats\?.*model=nope/.test(r.url())) asked.stats++;
+    });
+    await page.waitForTimeout(6000);
+    assert.ok(asked.card <= 2 && asked.stats <= 2, `asked in 6 s: ${JSON.stringify(asked)}`);
     assert.ok(errors.every((e) => /404/.test(e)), errors.join('\n'));
   });
 });

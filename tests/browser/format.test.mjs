@@ -3,7 +3,7 @@
 // one is called.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { DASH, pct } from '../../ui/web/format.js';
+import { DASH, clock, pct } from '../../ui/web/format.js';
 
 test('a share reads as 0% or 100% only when it is exactly that', () => {
   const cases = [
@@ -11,4 +11,15 @@ test('a share reads as 0% or 100% only when it is exactly that', () => {
     [0.5, '50%'], [0.874, '87%'], [0.99, '99%'], [0.99689, '99.7%'], [0.99999, '99.9%'], [1, '100%'],
   ];
   for (const [share, shown] of cases) assert.equal(pct(share), shown, `pct(${share})`);
+});
+
+test('clock times are UTC in any zone', () => {
+  const zone = process.env.TZ;
+  process.env.TZ = 'America/New_York';  // Node reads TZ again when it changes
+  try {
+    assert.equal(clock(Date.UTC(2026, 0, 2, 3, 4, 5) / 1000), '03:04:05');
+  } finally {
+    if (zone === undefined) delete process.env.TZ;
+    else process.env.TZ = zone;
+  }
 });

@@ -62,6 +62,7 @@ async function stop(proc) {
   if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
   const exited = new Promise((r) => proc.once('exit', r));
   proc.kill('SIGTERM');
+  proc.kill('SIGCONT');  // a stopped process (pauseWarden) handles SIGTERM once continued
   const t = setTimeout(() => proc.kill('SIGKILL'), 5000);
   await exited;
   clearTimeout(t);
@@ -150,6 +151,10 @@ export async function startFleet({ model = 'M', dp = 4, servers = 1, timeScale =
     simUrl: sims[0].match[1],
     simUrls: sims.map((s) => s.match[1]),
     async stopWarden() { await stop(warden.proc); },
+    // SIGSTOP: the kernel still accepts connections, and nothing answers
+    // them, as with a hung warden. A test that pauses resumes in a finally.
+    pauseWarden() { warden.proc.kill('SIGSTOP'); },
+    resumeWarden() { warden.proc.kill('SIGCONT'); },
     // Rewrites the file with `ranks` replicas per server and reloads it
     // (SIGHUP), once the warden lists that many.
     async reload(ranks) {
@@ -240,10 +245,11 @@ export function launchBrowser() {
   });
 }
 
-// Runs fn(page) in a fresh browser context; on failure saves a full-page
-// screenshot to the artifacts folder and rethrows.
-export async function withPage(browser, name, fn, { viewport = { width: 1366, height: 768 } } = {}) {
-  const context = await browser.newContext({ viewport });
+// Runs fn(page) in a fresh browser context (`timezoneId`: the browser's
+// zone, the machine's by default); on failure saves a full-page screenshot
+// to the artifacts folder and rethrows.
+export async function withPage(browser, name, fn, { viewport = { width: 1366, height: 768 }, timezoneId } = {}) {
+  const context = await browser.newContext({ viewport, timezoneId });
   const page = await context.newPage();
   page.setDefaultTimeout(10000);  // fail inside the test's own timeout, with a screenshot
   const consoleErrors = [];

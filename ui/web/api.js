@@ -1,5 +1,9 @@
 // The warden's JSON API (DESIGN §7.2) and the admin token.
 const TOKEN_KEY = 'lmwarden.adminToken';
+// A warden that accepts connections and never answers (stopped, or hung) is
+// as unreachable as one that refuses them; the pages poll every second or
+// two, so an answer later than this is not waited for.
+const TIMEOUT_MS = 5000;
 
 export class ApiError extends Error {
   constructor(status, message) {
@@ -10,7 +14,7 @@ export class ApiError extends Error {
 
 async function request(method, path, body) {
   const headers = { Accept: 'application/json' };
-  const init = { method, headers, cache: 'no-store' };
+  const init = { method, headers, cache: 'no-store', signal: AbortSignal.timeout(TIMEOUT_MS) };
   if (body !== undefined) {
     headers['Content-Type'] = 'application/json';
     const token = adminToken();
@@ -18,12 +22,13 @@ async function request(method, path, body) {
     init.body = JSON.stringify(body);
   }
   let res;
+  let text;
   try {
     res = await fetch(path, init);
+    text = await res.text();  // the timeout covers the body too
   } catch {
     throw new ApiError(0, 'the warden is not answering');
   }
-  const text = await res.text();
   let json = null;
   try { json = text ? JSON.parse(text) : null; } catch { /* not JSON */ }
   if (!res.ok) {

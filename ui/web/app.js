@@ -6,7 +6,7 @@ import { mountModel } from './pages/model.js';
 import { mountStats } from './pages/stats.js';
 import { api } from './api.js';
 import { poll } from './poll.js';
-import { el, setText, duration } from './format.js';
+import { el, setText, duration, clock } from './format.js';
 
 const main = document.getElementById('main');
 const live = document.getElementById('live');
@@ -61,7 +61,7 @@ const ctx = {
     live.dataset.state = 'ok';
     delete main.dataset.stale;
     setText(live.querySelector('.live-text'), 'Live');
-    live.title = `Updated ${new Date().toLocaleTimeString()}`;
+    live.title = `Updated ${clock(Date.now() / 1000)} UTC`;
   },
   fail(err) {
     live.dataset.state = 'error';

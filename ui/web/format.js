@@ -46,10 +46,11 @@ export function utc(iso) {
   return d.toISOString().replace('T', ' ').replace(/\.\d+Z$/, ' UTC');
 }
 
-// Local wall-clock time, 24-hour "14:03:07".
+// UTC wall-clock time, 24-hour "14:03:07": every time on the dashboard is
+// UTC, as in the warden's logs, whatever the browser's zone.
 export function clock(unixSeconds) {
   const d = new Date(unixSeconds * 1000);
-  return [d.getHours(), d.getMinutes(), d.getSeconds()].map((x) => String(x).padStart(2, '0')).join(':');
+  return [d.getUTCHours(), d.getUTCMinutes(), d.getUTCSeconds()].map((x) => String(x).padStart(2, '0')).join(':');
 }
 
 // Sets text only when it changed, so live refreshes do not touch the DOM

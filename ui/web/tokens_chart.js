@@ -6,7 +6,7 @@ import { si, clock, el } from './format.js';
 const NICE_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800];
 let instances = 0;
 
-// Local wall-clock time, 24-hour (operators compare it with their logs);
+// UTC wall-clock time, 24-hour (operators compare it with their logs);
 // seconds only when ticks are closer than a minute.
 function tickLabel(ts, incr) {
   return incr < 60 ? clock(ts) : clock(ts).slice(0, 5);
@@ -148,6 +148,8 @@ export class TokensChart {
     const common = (height) => ({
       width: this.width(),
       height,
+      // Ticks fall on UTC's round minutes and hours, as their labels read.
+      tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), 'Etc/UTC'),
       legend: { show: false },
       cursor: { sync: { key: this.key, setSeries: false }, points: { size: 6 }, drag: { x: false, y: false } },
       scales: {
@@ -227,7 +229,7 @@ export class TokensChart {
     // Unhovered, the readout shows the latest bar that can no longer grow.
     const settled = b.firstOpen > 0 ? b.firstOpen - 1 : b.t.length - 1;
     const i = live ? settled : idx;
-    const span = `${clock(b.t[i] - b.width / 2)}–${clock(b.t[i] + b.width / 2)}`;
+    const span = `${clock(b.t[i] - b.width / 2)}–${clock(b.t[i] + b.width / 2)} UTC`;
     const filling = i >= b.firstOpen;
     let label = span;
     if (live) label = `${b.firstOpen > 0 && b.firstOpen < b.t.length ? 'Latest complete' : 'Latest'}, ${span}`;

@@ -42,9 +42,17 @@ export class TokensPanel {
     this.uncounted = el('div', { class: 'notice warn', hidden: true, role: 'status', 'data-testid': 'cached-count-missing' });
     container.append(this.summary, this.error, this.uncounted, this.empty, this.chartBox);
     this.chart = new TokensChart(this.chartBox, opts.heights);
-    this.stop = poll(() => this.refresh(), 2000);
+    this.notServed = false;  // the last answer was a 404
+    this.stop = poll(() => this.refresh(), () => this.period());
   }
 
+  // The 6 h window moves slowly: every 10 s. A model not served (a stale
+  // link) is asked again every 5 s, as the top bar checks a reload, so that
+  // the page comes back once a reload adds it.
+  period() {
+    if (this.notServed) return 5000;
+    return this.windowS > 3600 ? 10000 : 2000;
+  }
 
   setWindow(s) { this.windowS = s; this.kick(); }
   setModel(m) { this.model = m || null; this.kick(); }
@@ -53,7 +61,7 @@ export class TokensPanel {
   kick() {
     this.stop();
     this.chartBox.dataset.ready = 'false';
-    this.stop = poll(() => this.refresh(), this.windowS > 3600 ? 10000 : 2000);
+    this.stop = poll(() => this.refresh(), () => this.period());
   }
 
   async refresh() {
@@ -62,7 +70,18 @@ export class TokensPanel {
     try {
       s = await api.stats(this.model, this.windowS);
     } catch (err) {
+      if (want !== `${this.model}|${this.windowS}`) return;  // a control changed meanwhile
+      this.notServed = err.status === 404;
       this.error.hidden = false;
+      // Nothing to chart: no empty headings under the notice. A warden that
+      // does not answer keeps the last figures (dimmed by the top bar).
+      if (this.notServed) {
+        this.chartBox.hidden = true;
+        this.empty.hidden = true;
+        this.uncounted.hidden = true;
+        this.summary.replaceChildren();
+        delete this.summary.dataset.key;
+      }
       // A 404 for a model names it ("unknown model M"); any other 404 is a
       // warden from before /api/stats ("no route /api/stats").
       setText(this.error, err.status === 404 && !err.message.startsWith('unknown model')
@@ -72,6 +91,7 @@ export class TokensPanel {
       return;
     }
     if (want !== `${this.model}|${this.windowS}`) return;  // a control changed meanwhile
+    this.notServed = false;
     this.error.hidden = true;
     this.renderUncounted(s.cached_count_missing_servers ?? []);
     this.opts.onStats?.(s);

@@ -419,9 +419,13 @@ export function mountModel(root, { name }, ctx) {
   const cards = [...root.querySelectorAll(':scope > section.card')];
   const showCards = (shown) => { for (const c of cards) c.hidden = !shown; };
 
+  // A model not served (a stale link) is asked again every 5 s rather than
+  // every second: a reload can still add it.
+  let missing = false;
   async function refresh() {
     try {
       const c = await api.model(name);
+      missing = false;
       // Asked by an alias: the model's own page, by its name.
       if (c.name !== name) {
         ctx.replace(`/models/${modelPath(c.name)}${location.search}`);
@@ -433,6 +437,7 @@ export function mountModel(root, { name }, ctx) {
       ctx.ok();
     } catch (err) {
       if (err.status === 404) {
+        missing = true;
         showCards(false);
         errorBox.hidden = false;
         errorBox.replaceChildren(`No model named “${name}” on this warden. `,
@@ -445,6 +450,6 @@ export function mountModel(root, { name }, ctx) {
   }
 
   renderAdmin();
-  const stop = poll(refresh, 1000);
+  const stop = poll(refresh, () => (missing ? 5000 : 1000));
   return () => { stop(); panel.destroy(); };
 }

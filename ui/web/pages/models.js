@@ -121,7 +121,7 @@ export function mountModels(root, _params, ctx) {
       spill: el('td', { class: 'num' }),
       hit: el('td', { class: 'num', text: '—' }),
     };
-    const name = el('th', { scope: 'row' }, link);
+    const name = el('th', { scope: 'row', class: 'model-name' }, link);
     if (m.aliases?.length) name.append(el('span', { class: 'aliases', text: `also ${m.aliases.join(', ')}` }));
     r.tr.append(name, el('td', {}, r.health), r.inflight, el('td', {}, r.affinity), r.spill, r.hit);
     rows.set(m.name, r);
@@ -180,25 +180,41 @@ export function mountModels(root, _params, ctx) {
   };
 
   // The hour's cache share is slower-moving: fetched less often, and hidden
-  // gracefully where the stats API is unavailable.
+  // gracefully where the stats API is unavailable. A model with a server
+  // whose replies never say how many prompt tokens came from the cache
+  // (cached_count_missing) has its cached tokens booked as computed: its
+  // share is not shown, and the fleet's leaves it out.
   async function refreshHit() {
-    try {
-      const s = await api.stats(null, 3600);
-      const t = s.totals;
-      const prompt = t.prompt_cached + t.prompt_computed;
-      tileCells.hit.replaceChildren(prompt ? pct(s.cache_hit_ratio) : '—',
-        el('small', { text: (prompt ? ` of ${si(prompt)} tokens` : ' no traffic yet') + sinceCounted(s, prompt > 0) }));
-    } catch { setText(tileCells.hit, '—'); return; }
-    // Per model, for a fleet of a reasonable size.
-    if (rows.size > 20) return;
-    await Promise.all([...rows].map(async ([name, r]) => {
-      try {
-        const m = await api.stats(name, 3600);
-        const p = m.totals.prompt_cached + m.totals.prompt_computed;
-        setText(r.hit, (p ? `${pct(m.cache_hit_ratio)} of ${si(p)}` : 'no traffic') + sinceCounted(m, p > 0));
-        r.hit.classList.toggle('zero', !p);
-      } catch { setText(r.hit, '—'); }
+    let s;
+    try { s = await api.stats(null, 3600); } catch { setText(tileCells.hit, '—'); return; }
+    const unreported = s.cached_count_missing ?? [];
+    // Per model, for a fleet of a reasonable size; those unreported always.
+    const names = rows.size > 20 ? unreported : [...rows.keys()];
+    const perModel = new Map();
+    await Promise.all(names.map(async (name) => {
+      try { perModel.set(name, await api.stats(name, 3600)); } catch { /* shown as a dash */ }
     }));
+    let cached = s.totals.prompt_cached;
+    let prompt = cached + s.totals.prompt_computed;
+    for (const name of unreported) {
+      const t = perModel.get(name)?.totals;
+      if (t) { cached -= t.prompt_cached; prompt -= t.prompt_cached + t.prompt_computed; }
+    }
+    const said = prompt ? ` of ${si(prompt)} tokens` : unreported.length ? ' not reported' : ' no traffic yet';
+    const left = prompt && unreported.length ? `, leaving out ${unreported.join(', ')} (not reported)` : '';
+    tileCells.hit.replaceChildren(prompt ? pct(cached / prompt) : '—',
+      el('small', { text: said + sinceCounted(s, prompt > 0) + left }));
+    for (const [name, r] of rows) {
+      const m = perModel.get(name);
+      if (!m) { setText(r.hit, '—'); continue; }
+      const p = m.totals.prompt_cached + m.totals.prompt_computed;
+      const notReported = unreported.includes(name);
+      setText(r.hit, notReported ? 'not reported'
+        : (p ? `${pct(m.cache_hit_ratio)} of ${si(p)}` : 'no traffic') + sinceCounted(m, p > 0));
+      r.hit.classList.toggle('zero', !p || notReported);
+      r.hit.title = notReported ? 'Replies from a server of this model never say how many prompt tokens came from '
+        + 'the cache (vLLM started without --enable-prompt-tokens-details): see Tokens per second' : '';
+    }
   }
 
   const stop = poll(refresh, 2000);

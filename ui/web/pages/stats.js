@@ -42,14 +42,21 @@ export function mountStats(root, _params, ctx) {
       completionHeight: Math.round(Math.min(240, Math.max(140, window.innerHeight * 0.18))),
     },
     // A model not served here (a stale link) is said in the panel; the
-    // warden itself answered, so the top bar stays calm.
-    onError: (err) => (err.status === 404 ? ctx.ok() : ctx.fail(err)),
+    // warden itself answered, so the top bar stays calm. The select says it
+    // too, so that the name does not read as one of the models.
+    onError: (err) => {
+      if (err.status !== 404) { ctx.fail(err); return; }
+      ctx.ok();
+      const asked = select.selectedOptions[0];
+      if (err.message.startsWith('unknown model') && asked?.value) asked.textContent = `${asked.value} (not served)`;
+    },
     onStats: (s) => {
       ctx.ok();
       // Keep the model list in step with the warden's configuration.
       const names = s.models ?? [];
       const asked = select.value;
-      const have = [...select.options].slice(1).map((o) => o.value);
+      // By text: a name marked "not served" is listed afresh once it is.
+      const have = [...select.options].slice(1).map((o) => o.textContent);
       if (names.join('\n') !== have.join('\n')) {
         select.replaceChildren(el('option', { value: '', text: 'All models' }),
           ...names.map((n) => el('option', { value: n, text: n })));
