@@ -381,9 +381,8 @@ class StepRunner {
   // on one keep-alive connection.
   net::Awaitable<void> run_slot(int s) {
     auto ex = co_await asio::this_coro::executor;
-    net::Resolver resolver(ex);
-    auto [rec, results] =
-        co_await resolver.async_resolve(warden_.host, std::to_string(warden_.port), net::kAsTuple);
+    auto [rec, results] = co_await net::look_up(ex, warden_.host, warden_.port,
+                                                std::chrono::steady_clock::now() + kControlTimeout);
     std::optional<net::Stream> stream;
     beast::flat_buffer buffer;
     while (!rec && !stopping_) {

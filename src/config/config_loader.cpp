@@ -117,6 +117,18 @@ class Loader : private yaml::Reader {
             "value (not shown: it may hold a secret); is this the configuration file?");
       return;
     }
+    // `NAME=value: …` reads as a key: the same mistake, with a colon in a value.
+    if (root.IsMap()) {
+      for (auto it = root.begin(); it != root.end(); ++it) {
+        const YAML::Node key = it->first;
+        if (key.IsScalar() && key.Scalar().find('=') != std::string::npos) {
+          error(key, "",
+                "has a key with '=' in it, as an environment file's NAME=value line (not shown: "
+                "it may hold a secret); is this the configuration file?");
+          return;
+        }
+      }
+    }
     const auto map =
         read_map(root, "",
                  {"listen", "threads", "limits", "timeouts", "retries", "admin_token_env",
@@ -144,7 +156,15 @@ class Loader : private yaml::Reader {
     if (const Entry* e = map->find("admin_token_env"))
       if (auto v = read_env_name(*e, "admin_token_env")) config.admin_token_env = *v;
     if (const Entry* e = map->find("admin_token")) {
-      if (auto v = read_string(*e, "admin_token")) config.admin_token = *v;
+      if (auto v = read_string(*e, "admin_token")) {
+        const auto blank = [](char c) { return static_cast<unsigned char>(c) <= ' ' || c == 0x7f; };
+        if (blank(v->front()) || blank(v->back()))
+          error(*e, "admin_token",
+                "begins or ends with white space, which no Authorization header can carry (the "
+                "value is not shown: it is a secret)");
+        else
+          config.admin_token = *v;
+      }
       if (map->find("admin_token_env"))
         error(*e, "admin_token", "set admin_token or admin_token_env, not both");
     }

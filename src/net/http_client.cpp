@@ -12,7 +12,7 @@
 
 namespace lmwarden::net {
 
-Awaitable<beast::error_code> connect_any(Stream& stream, const Resolver::results_type& endpoints) {
+Awaitable<beast::error_code> connect_any(Stream& stream, const Endpoints& endpoints) {
   auto [ec, endpoint] =
       co_await stream.async_connect(endpoints, asio::as_tuple(asio::use_awaitable_t<Executor>{}));
   co_return ec;
@@ -29,9 +29,7 @@ Awaitable<beast::error_code> connect_to(Stream& stream, const std::string& host,
   }
   auto [rec, endpoints] = co_await look_up(stream.get_executor(), host, port, deadline);
   if (rec) co_return rec;
-  auto [cec, endpoint] =
-      co_await stream.async_connect(endpoints, asio::as_tuple(asio::use_awaitable_t<Executor>{}));
-  co_return cec;
+  co_return co_await connect_any(stream, endpoints);
 }
 
 HttpGetter::HttpGetter(Executor executor, std::string host, std::uint16_t port)

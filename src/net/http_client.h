@@ -15,6 +15,7 @@
 #include <string>
 
 #include "net/http_server.h"
+#include "net/name_lookup.h"
 
 namespace lmwarden::net {
 
@@ -45,15 +46,15 @@ class HttpGetter {
 };
 
 // Connects `stream` to host:port by `deadline` (which it sets as the
-// stream's): a literal address directly, a name through the resolver, to the
-// first of its addresses that accepts. The deadline bounds the lookup too;
-// one that outlasts it fails with beast::error::timeout, as a connect does.
+// stream's): a literal address directly, a name through look_up, to the
+// first of its addresses that accepts. The deadline bounds a lookup too
+// (net/name_lookup.h).
 Awaitable<beast::error_code> connect_to(Stream& stream, const std::string& host, std::uint16_t port,
                                         std::chrono::steady_clock::time_point deadline);
 
 // Connects `stream` to the first of `endpoints` that accepts, under the
 // stream's deadline. (Beast's connect to a range of endpoints predates the
 // completion tokens kAsTuple is built on.)
-Awaitable<beast::error_code> connect_any(Stream& stream, const Resolver::results_type& endpoints);
+Awaitable<beast::error_code> connect_any(Stream& stream, const Endpoints& endpoints);
 
 }  // namespace lmwarden::net

@@ -1,11 +1,12 @@
 #include "net/name_lookup.h"
 
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/deferred.hpp>
-#include <boost/asio/post.hpp>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -17,26 +18,36 @@
 namespace lmwarden::net {
 namespace {
 
-// One caller's wait: its timer, which an answer stops, and the answer.
-// `gone` (under the lookups' lock) is set once the caller no longer waits,
-// after which nothing is posted to its executor: the caller's coroutine may
-// be destroyed with its io_context. Only the caller's thread holds a Waiter
-// (its coroutine, or the answer posted to it), so the timer is destroyed
-// there, never on a lookup thread after its io_context has gone.
-struct Waiter {
-  explicit Waiter(const Executor& executor) : executor(executor), timer(executor) {}
-  Executor executor;
-  Timer timer;
-  std::optional<std::pair<beast::error_code, Endpoints>> answer;
-  bool gone = false;
+using Clock = std::chrono::steady_clock;
+using Addresses = std::vector<asio::ip::address>;
+
+// Kept addresses older than this are looked up again, in the background.
+constexpr auto kRefreshAfter = std::chrono::seconds(1);
+// How often a waiting caller looks for its answer: after 1 ms, then twice as
+// long each time, up to 50 ms (a lookup from /etc/hosts or a near DNS server
+// takes well under a millisecond to a few).
+constexpr auto kFirstLook = std::chrono::milliseconds(1);
+constexpr auto kLastLook = std::chrono::milliseconds(50);
+
+// One lookup of a host: plain data under the lookups' lock, shared by its
+// thread and the callers that wait for it, freed by whichever lets go last.
+struct Flight {
+  bool done = false;
+  beast::error_code error;
+  Addresses addresses;
 };
 
-// The lookups under way, by "host:port", and who waits for each. Never
-// destroyed: a lookup thread may still be in getaddrinfo when the process
-// exits.
+struct Kept {
+  Addresses addresses;
+  Clock::time_point at;
+};
+
+// Never destroyed: a lookup thread may still be in getaddrinfo when the
+// process exits.
 struct Lookups {
   std::mutex mutex;
-  std::map<std::string, std::vector<std::weak_ptr<Waiter>>, std::less<>> under_way;
+  std::map<std::string, std::shared_ptr<Flight>, std::less<>> under_way;
+  std::map<std::string, Kept, std::less<>> kept;
 };
 
 Lookups& lookups() {
@@ -44,7 +55,13 @@ Lookups& lookups() {
   return *all;
 }
 
-beast::error_code netdb_error(int gai) {
+class LookupCategory : public boost::system::error_category {
+ public:
+  const char* name() const noexcept override { return "lmwarden.lookup"; }
+  std::string message(int) const override { return "the name server gave no answer in time"; }
+};
+
+beast::error_code netdb_error(int gai, int saved_errno) {
   namespace error = asio::error;
   switch (gai) {
     case EAI_NONAME:
@@ -54,105 +71,148 @@ beast::error_code netdb_error(int gai) {
       return error::host_not_found;
     case EAI_AGAIN:
       return error::host_not_found_try_again;
-    case EAI_SERVICE:
-      return error::service_not_found;
     case EAI_MEMORY:
       return error::no_memory;
     case EAI_SYSTEM:
-      return {errno, boost::system::system_category()};
+      if (saved_errno != 0) return {saved_errno, boost::system::system_category()};
+      return error::no_recovery;
     default:
       return error::no_recovery;
   }
 }
 
-std::pair<beast::error_code, Endpoints> getaddrinfo_endpoints(const std::string& host,
-                                                              std::uint16_t port) {
+// The host's addresses, as getaddrinfo gives them.
+std::pair<beast::error_code, Addresses> ask(const std::string& host) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_ADDRCONFIG;  // as Asio's resolver asks by default
   addrinfo* found = nullptr;
-  const int gai = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found);
-  if (gai != 0) return {netdb_error(gai), {}};
-  Endpoints endpoints;
+  const int gai = ::getaddrinfo(host.c_str(), nullptr, &hints, &found);
+  if (gai != 0) return {netdb_error(gai, errno), {}};
+  const std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> owned(found, &::freeaddrinfo);
+  Addresses addresses;
   for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
-    if (a->ai_family != AF_INET && a->ai_family != AF_INET6) continue;
-    tcp::endpoint endpoint;
-    std::memcpy(endpoint.data(), a->ai_addr, a->ai_addrlen);
-    endpoint.resize(a->ai_addrlen);
-    endpoints.push_back(endpoint);
+    if (a->ai_family == AF_INET && a->ai_addrlen >= sizeof(sockaddr_in)) {
+      sockaddr_in v4;
+      std::memcpy(&v4, a->ai_addr, sizeof v4);
+      addresses.emplace_back(asio::ip::address_v4(ntohl(v4.sin_addr.s_addr)));
+    } else if (a->ai_family == AF_INET6 && a->ai_addrlen >= sizeof(sockaddr_in6)) {
+      sockaddr_in6 v6;
+      std::memcpy(&v6, a->ai_addr, sizeof v6);
+      asio::ip::address_v6::bytes_type bytes;
+      std::memcpy(bytes.data(), &v6.sin6_addr, bytes.size());
+      addresses.emplace_back(asio::ip::address_v6(bytes, v6.sin6_scope_id));
+    }
   }
-  ::freeaddrinfo(found);
-  if (endpoints.empty()) return {asio::error::host_not_found, {}};
-  return {{}, std::move(endpoints)};
+  if (addresses.empty()) return {asio::error::host_not_found, {}};
+  return {{}, std::move(addresses)};
 }
 
-// The lookup thread: asks, then hands the answer to whoever still waits.
-void run_lookup(std::string key, std::string host, std::uint16_t port) {
-  const auto answer = getaddrinfo_endpoints(host, port);
+// The lookup thread: asks, keeps the answer (or drops the kept one, for a
+// name that no longer exists), and hands it to whoever waits.
+void run_lookup(const std::string& host, const std::shared_ptr<Flight>& flight) noexcept {
+  std::pair<beast::error_code, Addresses> answer;
+  try {
+    answer = ask(host);
+  } catch (...) {  // std::bad_alloc
+    answer = {asio::error::no_memory, {}};
+  }
   Lookups& all = lookups();
   const std::lock_guard lock(all.mutex);
-  const auto it = all.under_way.find(key);
-  for (const auto& weak : it->second) {
-    // Not gone: its caller still holds it (it marks it gone, under this
-    // lock, before letting go).
-    std::shared_ptr<Waiter> waiter = weak.lock();
-    if (!waiter || waiter->gone) continue;
-    const Executor executor = waiter->executor;
-    asio::post(executor, [waiter = std::move(waiter), answer] {
-      if (waiter->gone) return;
-      waiter->answer = answer;
-      waiter->timer.cancel();
-    });
+  flight->done = true;
+  flight->error = answer.first;
+  try {
+    if (!answer.first) {
+      all.kept[host] = {answer.second, Clock::now()};
+    } else if (answer.first == asio::error::host_not_found) {
+      if (const auto it = all.kept.find(host); it != all.kept.end()) all.kept.erase(it);
+    }
+    flight->addresses = std::move(answer.second);
+  } catch (...) {
+    flight->error = asio::error::no_memory;
   }
-  all.under_way.erase(it);
+  if (const auto it = all.under_way.find(host); it != all.under_way.end() && it->second == flight)
+    all.under_way.erase(it);
 }
 
-// Marks the waiter gone when its caller stops waiting, whether it returns or
-// its coroutine is destroyed unfinished (its io_context shutting down).
-struct Leave {
-  std::shared_ptr<Waiter> waiter;
-  ~Leave() {
-    const std::lock_guard lock(lookups().mutex);
-    waiter->gone = true;
+// The host's lookup under way, or a new one; nullptr (and why in `error`)
+// when no thread could be had for it. Under the lookups' lock.
+std::shared_ptr<Flight> join_or_start(Lookups& all, const std::string& host,
+                                      beast::error_code& error) {
+  const auto [it, first] = all.under_way.try_emplace(host);
+  if (!first) return it->second;
+  try {
+    it->second = std::make_shared<Flight>();
+    std::thread([host, flight = it->second] { run_lookup(host, flight); }).detach();
+    return it->second;
+  } catch (const std::system_error& e) {  // no thread to be had (a limit)
+    error = e.code();
+  } catch (...) {
+    error = asio::error::no_memory;
   }
-};
+  all.under_way.erase(it);
+  return nullptr;
+}
+
+Endpoints with_port(const Addresses& addresses, std::uint16_t port) {
+  Endpoints endpoints;
+  endpoints.reserve(addresses.size());
+  for (const auto& address : addresses) endpoints.emplace_back(address, port);
+  return endpoints;
+}
 
 }  // namespace
+
+beast::error_code lookup_got_no_answer() {
+  static const LookupCategory category;
+  return {1, category};
+}
 
 Awaitable<std::pair<beast::error_code, Endpoints>> look_up(
     const Executor& executor, const std::string& host, std::uint16_t port,
     std::chrono::steady_clock::time_point deadline) {
-  auto waiter = std::make_shared<Waiter>(executor);
-  waiter->timer.expires_at(deadline);
-  std::string key = host + ":" + std::to_string(port);
-  beast::error_code no_thread;
+  Lookups& all = lookups();
+  std::optional<Endpoints> kept;
+  std::shared_ptr<Flight> flight;
+  beast::error_code error;
   {
-    Lookups& all = lookups();
     const std::lock_guard lock(all.mutex);
-    auto [it, first] = all.under_way.try_emplace(key);
-    if (first) {
-      try {
-        std::thread(run_lookup, key, host, port).detach();
-      } catch (const std::system_error& e) {  // no thread to be had (a limit)
-        no_thread = e.code();
-        all.under_way.erase(it);
-      }
-    }
-    if (!no_thread) it->second.push_back(waiter);
+    const auto it = all.kept.find(host);
+    if (it == all.kept.end() || Clock::now() - it->second.at >= kRefreshAfter)
+      flight = join_or_start(all, host, error);
+    if (it != all.kept.end()) kept = with_port(it->second.addresses, port);
   }
-  if (no_thread) co_return std::pair{no_thread, Endpoints{}};
-  const Leave leave{waiter};
-  (void)co_await waiter->timer.async_wait(asio::as_tuple(asio::deferred));
-  // The answer is set on this thread, as the timer's wait completes.
-  if (waiter->answer) co_return std::move(*waiter->answer);
-  co_return std::pair{beast::error_code{beast::error::timeout}, Endpoints{}};
+  if (kept) co_return std::pair{beast::error_code{}, std::move(*kept)};
+  if (!flight) co_return std::pair{error, Endpoints{}};
+
+  Timer timer(executor);
+  auto wait = std::chrono::duration_cast<Clock::duration>(kFirstLook);
+  for (;;) {
+    std::optional<std::pair<beast::error_code, Endpoints>> answer;
+    {
+      const std::lock_guard lock(all.mutex);
+      if (flight->done) answer.emplace(flight->error, with_port(flight->addresses, port));
+    }
+    if (answer) co_return std::move(*answer);
+    const auto now = Clock::now();
+    if (now >= deadline) co_return std::pair{lookup_got_no_answer(), Endpoints{}};
+    timer.expires_at(std::min(now + wait, deadline));
+    (void)co_await timer.async_wait(asio::as_tuple(asio::deferred));
+    wait = std::min<Clock::duration>(wait * 2, kLastLook);
+  }
 }
 
 std::size_t lookups_under_way() {
   Lookups& all = lookups();
   const std::lock_guard lock(all.mutex);
   return all.under_way.size();
+}
+
+void forget_kept_answers() {
+  Lookups& all = lookups();
+  const std::lock_guard lock(all.mutex);
+  all.kept.clear();
 }
 
 }  // namespace lmwarden::net

@@ -121,6 +121,13 @@ TEST(ConfigErrors, WrongTypes) {
             "got a single value (not shown: it may hold a secret); is this the configuration "
             "file?");
   EXPECT_EQ(env_file.find("s3cret"), std::string::npos);
+  const std::string with_colon = error_of("LMWARDEN_ADMIN_TOKEN=s3cret: x\nlisten: 1\n");
+  EXPECT_EQ(with_colon,
+            "lmwarden.yaml:1: has a key with '=' in it, as an environment file's NAME=value line "
+            "(not shown: it may hold a secret); is this the configuration file?");
+  EXPECT_EQ(error_of("admin_token: \"s3cret \"\n" + std::string(kMinimal)),
+            "lmwarden.yaml:1: admin_token: begins or ends with white space, which no "
+            "Authorization header can carry (the value is not shown: it is a secret)");
 }
 
 TEST(ConfigErrors, DurationsAndSizes) {

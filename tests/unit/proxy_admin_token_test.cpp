@@ -34,7 +34,7 @@ TEST(AdminToken, AVariableThatGivesNoUsableTokenIsNamedWithWhy) {
   EXPECT_EQ(off_because(nullptr),
             "the environment variable LMWARDEN_TEST_ADMIN_TOKEN_VALUE is not set");
   EXPECT_EQ(off_because(""), "the environment variable LMWARDEN_TEST_ADMIN_TOKEN_VALUE is empty");
-  for (const char* spaced : {" s3cret", "s3cret ", "s3cret\t", " "})
+  for (const char* spaced : {" s3cret", "s3cret ", "s3cret\t", "s3cret\r", "\ns3cret", " "})
     EXPECT_EQ(off_because(spaced),
               "the environment variable LMWARDEN_TEST_ADMIN_TOKEN_VALUE begins or ends with "
               "white space, which no Authorization header can carry");
@@ -46,6 +46,16 @@ TEST(AdminToken, ATokenWithSpacesInsideIsUsedAsItIs) {
   config.admin_token_env = kVariable;
   EXPECT_EQ(admin_token(config), "s3cret with spaces");
   ::unsetenv(kVariable);
+}
+
+TEST(AdminToken, BearerCredentialsTakeTheSchemeInAnyCaseAndSpacesAfterIt) {
+  EXPECT_EQ(bearer_credentials("Bearer k1"), "k1");
+  EXPECT_EQ(bearer_credentials("bEARER k1"), "k1");
+  EXPECT_EQ(bearer_credentials("Bearer   k1"), "k1");
+  EXPECT_EQ(bearer_credentials("Bearer "), "");
+  EXPECT_EQ(bearer_credentials("Basic k1"), std::nullopt);
+  EXPECT_EQ(bearer_credentials("Bearerk1"), std::nullopt);
+  EXPECT_EQ(bearer_credentials(""), std::nullopt);
 }
 
 }  // namespace

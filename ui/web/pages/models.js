@@ -196,10 +196,15 @@ export function mountModels(root, _params, ctx) {
     }));
     let cached = s.totals.prompt_cached;
     let prompt = cached + s.totals.prompt_computed;
+    let unknown = false;  // an unreported model's totals did not load: nothing to take away
     for (const name of unreported) {
       const t = perModel.get(name)?.totals;
-      if (t) { cached -= t.prompt_cached; prompt -= t.prompt_cached + t.prompt_computed; }
+      if (t) { cached -= t.prompt_cached; prompt -= t.prompt_cached + t.prompt_computed; } else unknown = true;
     }
+    // Its totals were read after the fleet's: traffic in between could take
+    // away more than the fleet's figures hold.
+    prompt = unknown ? 0 : Math.max(0, prompt);
+    cached = Math.min(Math.max(0, cached), prompt);
     const said = prompt ? ` of ${si(prompt)} tokens` : unreported.length ? ' not reported' : ' no traffic yet';
     const left = prompt && unreported.length ? `, leaving out ${unreported.join(', ')} (not reported)` : '';
     tileCells.hit.replaceChildren(prompt ? pct(cached / prompt) : '—',
