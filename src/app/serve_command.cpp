@@ -168,14 +168,24 @@ Result<config::Config, std::string> load(const ServeOptions& opts,
   return cfg;
 }
 
+// A reload's changes for its log line: "KEY BEFORE → AFTER" for each key
+// whose text changed, joined by ", ".
+class ChangeList {
+ public:
+  void add(std::string_view key, const std::string& before, const std::string& after) {
+    if (before != after)
+      text_ += fmt::format("{}{} {} → {}", text_.empty() ? "" : ", ", key, before, after);
+  }
+  std::string text() && { return std::move(text_); }
+
+ private:
+  std::string text_;
+};
+
 // What a reload changed of a kept model's routing policy, for its log line:
 // "spill_threshold auto → 1, affinity on → off"; "" when nothing.
 std::string policy_changes(const config::ModelConfig& was, const config::ModelConfig& now) {
-  std::string changed;
-  const auto add = [&](std::string_view key, const std::string& before, const std::string& after) {
-    if (before != after)
-      changed += fmt::format("{}{} {} → {}", changed.empty() ? "" : ", ", key, before, after);
-  };
+  ChangeList changed;
   const auto on = [](bool b) { return std::string(b ? "on" : "off"); };
   const auto list = [](const std::vector<std::string>& items) {
     return fmt::format("[{}]", fmt::join(items, ", "));
@@ -185,54 +195,52 @@ std::string policy_changes(const config::ModelConfig& was, const config::ModelCo
     for (const auto& source : m.session_sources) labels.push_back(source.label());
     return list(labels);
   };
-  add("affinity", on(was.affinity), on(now.affinity));
-  add("spill_threshold", config::spill_threshold_text(was.spill_threshold),
-      config::spill_threshold_text(now.spill_threshold));
-  add("session_ttl", fmt::format("{}s", was.session_ttl.count()),
-      fmt::format("{}s", now.session_ttl.count()));
-  add("active_window", fmt::format("{}s", was.active_window.count()),
-      fmt::format("{}s", now.active_window.count()));
-  add("session_sources", sources(was), sources(now));
-  add("honor_client_rank", on(was.honor_client_rank), on(now.honor_client_rank));
-  add("weights.in_flight", fmt::format("{}", was.weights.in_flight),
-      fmt::format("{}", now.weights.in_flight));
-  add("weights.kv_used", fmt::format("{}", was.weights.kv_used),
-      fmt::format("{}", now.weights.kv_used));
-  add("weights.live_conversations", fmt::format("{}", was.weights.live_conversations),
-      fmt::format("{}", now.weights.live_conversations));
-  add("inject_stream_usage", on(was.inject_stream_usage), on(now.inject_stream_usage));
-  add("unranked_routes", list(was.unranked_routes), list(now.unranked_routes));
-  add("aliases", list(was.aliases), list(now.aliases));
-  add("max_conversations", std::to_string(was.max_conversations),
-      std::to_string(now.max_conversations));
-  add("api_keys_env", list(was.api_keys_env), list(now.api_keys_env));
-  return changed;
+  changed.add("affinity", on(was.affinity), on(now.affinity));
+  changed.add("spill_threshold", config::spill_threshold_text(was.spill_threshold),
+              config::spill_threshold_text(now.spill_threshold));
+  changed.add("session_ttl", fmt::format("{}s", was.session_ttl.count()),
+              fmt::format("{}s", now.session_ttl.count()));
+  changed.add("active_window", fmt::format("{}s", was.active_window.count()),
+              fmt::format("{}s", now.active_window.count()));
+  changed.add("session_sources", sources(was), sources(now));
+  changed.add("honor_client_rank", on(was.honor_client_rank), on(now.honor_client_rank));
+  changed.add("weights.in_flight", fmt::format("{}", was.weights.in_flight),
+              fmt::format("{}", now.weights.in_flight));
+  changed.add("weights.kv_used", fmt::format("{}", was.weights.kv_used),
+              fmt::format("{}", now.weights.kv_used));
+  changed.add("weights.live_conversations", fmt::format("{}", was.weights.live_conversations),
+              fmt::format("{}", now.weights.live_conversations));
+  changed.add("inject_stream_usage", on(was.inject_stream_usage), on(now.inject_stream_usage));
+  changed.add("unranked_routes", list(was.unranked_routes), list(now.unranked_routes));
+  changed.add("aliases", list(was.aliases), list(now.aliases));
+  changed.add("max_conversations", std::to_string(was.max_conversations),
+              std::to_string(now.max_conversations));
+  changed.add("api_keys_env", list(was.api_keys_env), list(now.api_keys_env));
+  return std::move(changed).text();
 }
 
 // What a reload changed of the settings that apply to every model and take
 // effect at once (those that wait for a restart are said apart, as are
 // saved_homes and the admin token): "retries 1 → 2, timeouts.idle 120s → 60s".
 std::string settings_changes(const config::Config& was, const config::Config& now) {
-  std::string changed;
-  const auto add = [&](std::string_view key, const std::string& before, const std::string& after) {
-    if (before != after)
-      changed += fmt::format("{}{} {} → {}", changed.empty() ? "" : ", ", key, before, after);
-  };
+  ChangeList changed;
   const auto duration = [](config::Millis d) {
     return d.count() % 1000 == 0 ? fmt::format("{}s", d.count() / 1000)
                                  : fmt::format("{}ms", d.count());
   };
-  add("retries", std::to_string(was.retries), std::to_string(now.retries));
-  add("eject_after_5xx", std::to_string(was.eject_after_5xx), std::to_string(now.eject_after_5xx));
-  add("eject_for", duration(was.eject_for), duration(now.eject_for));
-  add("timeouts.connect", duration(was.timeouts.connect), duration(now.timeouts.connect));
-  add("timeouts.first_byte", duration(was.timeouts.first_byte), duration(now.timeouts.first_byte));
-  add("timeouts.idle", duration(was.timeouts.idle), duration(now.timeouts.idle));
-  add("timeouts.shutdown_grace", duration(was.timeouts.shutdown_grace),
-      duration(now.timeouts.shutdown_grace));
+  changed.add("retries", std::to_string(was.retries), std::to_string(now.retries));
+  changed.add("eject_after_5xx", std::to_string(was.eject_after_5xx),
+              std::to_string(now.eject_after_5xx));
+  changed.add("eject_for", duration(was.eject_for), duration(now.eject_for));
+  changed.add("timeouts.connect", duration(was.timeouts.connect), duration(now.timeouts.connect));
+  changed.add("timeouts.first_byte", duration(was.timeouts.first_byte),
+              duration(now.timeouts.first_byte));
+  changed.add("timeouts.idle", duration(was.timeouts.idle), duration(now.timeouts.idle));
+  changed.add("timeouts.shutdown_grace", duration(was.timeouts.shutdown_grace),
+              duration(now.timeouts.shutdown_grace));
   const auto log = [](const std::string& path) { return path.empty() ? std::string("off") : path; };
-  add("access_log", log(was.access_log), log(now.access_log));
-  return changed;
+  changed.add("access_log", log(was.access_log), log(now.access_log));
+  return std::move(changed).text();
 }
 
 // SIGHUP: a configuration that does not load is refused, and the one in force
