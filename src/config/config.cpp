@@ -50,6 +50,11 @@ std::string ModelConfig::names() const {
   return aliases.empty() ? out : out + ")";
 }
 
+bool sendable_token(std::string_view token) noexcept {
+  const auto blank = [](char c) { return static_cast<unsigned char>(c) <= ' ' || c == 0x7f; };
+  return !token.empty() && !blank(token.front()) && !blank(token.back());
+}
+
 std::string spill_threshold_text(std::optional<int> threshold) {
   return threshold ? std::to_string(*threshold) : std::string("auto");
 }

@@ -158,8 +158,7 @@ class Loader : private HomesSections {
       if (auto v = read_env_name(*e, "admin_token_env")) config.admin_token_env = *v;
     if (const Entry* e = map->find("admin_token")) {
       if (auto v = read_string(*e, "admin_token")) {
-        const auto blank = [](char c) { return static_cast<unsigned char>(c) <= ' ' || c == 0x7f; };
-        if (blank(v->front()) || blank(v->back()))
+        if (!sendable_token(*v))
           error(*e, "admin_token",
                 "begins or ends with white space, which no Authorization header can carry (the "
                 "value is not shown: it is a secret)");

@@ -207,22 +207,13 @@ std::string model_card_json(const ModelState& model, const Refusals& refusals) {
 
 namespace {
 
-// A client's header loses white space at its ends (RFC 9110 §5.5), and a
-// line break or other control character ends it or is refused: a token that
-// begins or ends with one (a value from a file saved with CRLF line ends)
-// could never be sent.
-bool sendable_token(std::string_view token) {
-  const auto blank = [](char c) { return static_cast<unsigned char>(c) <= ' ' || c == 0x7f; };
-  return !token.empty() && !blank(token.front()) && !blank(token.back());
-}
-
 // Why the admin token's variable gives no token; "" when it gives one.
 std::string unusable_admin_token_env(const std::string& name) {
   const char* v = std::getenv(name.c_str());
   if (!v) return "the environment variable " + name + " is not set";
   const std::string_view value{v};
   if (value.empty()) return "the environment variable " + name + " is empty";
-  if (!sendable_token(value))
+  if (!config::sendable_token(value))
     return "the environment variable " + name +
            " begins or ends with white space, which no Authorization header can carry";
   return "";

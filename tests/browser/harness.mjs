@@ -235,6 +235,16 @@ export async function eventually(fn, { timeoutMs = 15000, intervalMs = 250, what
   }
 }
 
+// eventually() within 10 s, its failure said as `what` (a text, or a
+// function giving one at the time).
+export async function assertEventually(fn, what) {
+  try {
+    await eventually(fn, { timeoutMs: 10000, what: 'it' });
+  } catch (e) {
+    throw new Error(`${typeof what === 'function' ? await what() : what}: ${e.message}`);
+  }
+}
+
 export function launchBrowser() {
   return chromium.launch({
     executablePath: CHROMIUM,
