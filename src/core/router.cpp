@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cassert>
-#include <limits>
 #include <new>
 #include <vector>
 
@@ -112,21 +111,43 @@ void Router::rescore_server(int backend) noexcept {
 }
 
 RouteDecision Router::balanced(std::span<const int> exclude) {
-  // Fewest in flight per rank over the servers with a healthy, untried rank.
-  int best = -1;
-  double best_load = std::numeric_limits<double>::infinity();
-  for (int b = 0; b < backend_count(); ++b) {
-    const Backend& be = backends_[static_cast<std::size_t>(b)];
-    bool usable = false;
+  // Fewest in flight per rank over the servers with a healthy, untried rank,
+  // ties broken as placements' are (not always the first server: at low
+  // load that would send every request to it).
+  const auto usable = [&](const Backend& be) {
     for (int i = be.first_replica; i < be.first_replica + be.ranks; ++i)
-      usable |= replicas_[static_cast<std::size_t>(i)].healthy && !contains(exclude, i);
-    const double load = static_cast<double>(server_in_flight(b)) / be.ranks;
-    if (usable && load < best_load) {
-      best_load = load;
+      if (replicas_[static_cast<std::size_t>(i)].healthy && !contains(exclude, i)) return true;
+    return false;
+  };
+  // Loads compared as in_flight / ranks, without division.
+  const auto below = [&](int a, int b) {
+    return static_cast<long long>(server_in_flight(a)) *
+               backends_[static_cast<std::size_t>(b)].ranks <
+           static_cast<long long>(server_in_flight(b)) *
+               backends_[static_cast<std::size_t>(a)].ranks;
+  };
+  int best = -1;
+  std::size_t tied = 0;
+  for (int b = 0; b < backend_count(); ++b) {
+    if (!usable(backends_[static_cast<std::size_t>(b)])) continue;
+    if (best < 0 || below(b, best)) {
       best = b;
+      tied = 1;
+    } else if (!below(best, b)) {
+      ++tied;
     }
   }
   if (best < 0) return {RouteDecision::Status::kNoHealthyReplica};
+  if (tied > 1) {
+    std::size_t k = tie_breaker_->pick(tied) % tied;
+    for (int b = best;; ++b) {
+      if (!usable(backends_[static_cast<std::size_t>(b)]) || below(best, b)) continue;
+      if (k-- == 0) {
+        best = b;
+        break;
+      }
+    }
+  }
   Backend& be = backends_[static_cast<std::size_t>(best)];
   const RouteKind kind = counted_as(RouteKind::kBalanced, exclude);
   if (be.ranks == 1) return to_replica(be.first_replica, kind);
@@ -134,7 +155,7 @@ RouteDecision Router::balanced(std::span<const int> exclude) {
 }
 
 RouteDecision Router::route(const Identity& identity, TimePoint now, std::span<const int> exclude,
-                            RankPinning pinning) {
+                            RankPinning pinning, bool placed_by_earlier_attempt) {
   const auto send = [this, pinning](int replica, RouteKind kind) {
     return to_replica(replica, kind, pinning);
   };
@@ -183,9 +204,17 @@ RouteDecision Router::route(const Identity& identity, TimePoint now, std::span<c
   if (contains(exclude, *home)) {
     // A retry: the home just failed this request. Serve it elsewhere without
     // moving the conversation; health checking decides whether home is dead.
+    // A home this request chose holds nothing of the conversation yet: the
+    // conversation goes where the retry does.
     const int target = least_loaded(exclude);
     if (target < 0) return {RouteDecision::Status::kNoHealthyReplica};
-    return of_conversation(send(target, RouteKind::kRetried), *home);
+    if (!placed_by_earlier_attempt)
+      return of_conversation(send(target, RouteKind::kRetried), *home);
+    sessions_.assign(key, target, now);
+    RouteDecision d = of_conversation(send(target, RouteKind::kRetried), target);
+    d.chose_home = true;
+    d.former_home = *home;
+    return d;
   }
   // (A retry of a request that had spilled and failed there can come home.)
   int target = *home;
@@ -243,8 +272,7 @@ std::optional<RouteDecision> Router::to_stored_response(const Identity& identity
 
 int Router::remember_response(std::uint64_t key, const RouteDecision& decision,
                               TimePoint now) noexcept {
-  // With affinity off no chain is followed, so none is remembered either.
-  if (!affinity_ || !decision.ok() || key == 0) return -1;
+  if (!decision.ok()) return -1;
   int where = decision.replica;
   if (where < 0) {
     // Sent without a rank: the server holds it, and its ranks are alike for
@@ -255,6 +283,12 @@ int Router::remember_response(std::uint64_t key, const RouteDecision& decision,
         decision.home >= b.first_replica && decision.home < b.first_replica + b.ranks;
     where = home_here ? decision.home : b.first_replica;
   }
+  return remember_response_on(key, where, now);
+}
+
+int Router::remember_response_on(std::uint64_t key, int where, TimePoint now) noexcept {
+  // With affinity off no chain is followed, so none is remembered either.
+  if (!affinity_ || key == 0 || where < 0 || where >= replica_count()) return -1;
   try {
     responses_.assign(key, where, now);
   } catch (const std::bad_alloc&) {
@@ -314,23 +348,20 @@ Router::Settled Router::follow(std::uint64_t conversation, std::optional<int> ho
   return Settled::kMoved;
 }
 
-Router::Carried Router::carry_homes(const Router& before, const std::vector<int>& home_in,
-                                    TimePoint now) {
-  Carried carried;
-  if (!affinity_) return carried;
+Router::Homes Router::homes_for(const std::vector<int>& home_in) const {
   const auto replica_in = [&](int home) {
     return home < static_cast<int>(home_in.size()) ? home_in[static_cast<std::size_t>(home)] : -1;
   };
-  before.sessions_.for_each_oldest_first([&](std::uint64_t key, int home, TimePoint last_seen) {
-    take_home(sessions_, key, replica_in(home), last_seen, now, carried.conversations, carried.left,
-              carried.idle);
+  Homes homes;
+  homes.conversations.reserve(sessions_.size());
+  homes.responses.reserve(responses_.size());
+  sessions_.for_each_oldest_first([&](std::uint64_t key, int home, TimePoint last_seen) {
+    homes.conversations.push_back({key, replica_in(home), last_seen});
   });
-  before.responses_.for_each_oldest_first([&](std::uint64_t key, int home, TimePoint last_seen) {
-    take_home(responses_, key, replica_in(home), last_seen, now, carried.responses,
-              carried.responses_left, carried.idle);
+  responses_.for_each_oldest_first([&](std::uint64_t key, int home, TimePoint last_seen) {
+    homes.responses.push_back({key, replica_in(home), last_seen});
   });
-  count_forgotten(carried);
-  return carried;
+  return homes;
 }
 
 Router::Carried Router::take_homes(std::span<const KeptHome> conversations,
@@ -382,6 +413,20 @@ void Router::carry_state(const Router& before, const std::vector<int>& home_in,
     // Health by probes is a server's: a server out of service stays out
     // whole, with any rank it gained.
     if (!before.backend_healthy(from.backend)) set_backend_healthy(to.backend, false);
+    to.in_flight += from.in_flight;
+    rescore(now);
+  }
+  // Those sent without a rank, to each server kept (by one of its ranks kept).
+  std::vector<bool> server_taken(before.backends_.size(), false);
+  for (int r = 0; r < before.replica_count() && r < static_cast<int>(home_in.size()); ++r) {
+    const int now = home_in[static_cast<std::size_t>(r)];
+    const auto b = static_cast<std::size_t>(before.replicas_[static_cast<std::size_t>(r)].backend);
+    if (now < 0 || now >= replica_count() || server_taken[b]) continue;
+    server_taken[b] = true;
+    const int to = replicas_[static_cast<std::size_t>(now)].backend;
+    backends_[static_cast<std::size_t>(to)].unassigned_in_flight +=
+        before.backends_[b].unassigned_in_flight;
+    rescore_server(to);
   }
   if (counters) unassigned_counters_ = before.unassigned_counters_;
   // With the others gone from the model, those out only for their errors
@@ -422,16 +467,28 @@ void Router::finish(const RouteDecision& decision, TimePoint now) noexcept {
       // Not brought back: its next request is placed as new, one cold prefill.
     }
   }
-  if (decision.replica >= 0) {
-    int& n = replicas_[static_cast<std::size_t>(decision.replica)].in_flight;
-    assert(n > 0);
-    --n;
-    rescore(decision.replica);
+  drop_in_flight(decision.replica, decision.backend);
+}
+
+void Router::add_in_flight(int replica, int backend) noexcept {
+  if (replica >= 0) {
+    ++replicas_[static_cast<std::size_t>(replica)].in_flight;
+    rescore(replica);
   } else {
-    int& n = backends_[static_cast<std::size_t>(decision.backend)].unassigned_in_flight;
-    assert(n > 0);
-    --n;
-    rescore_server(decision.backend);
+    ++backends_[static_cast<std::size_t>(backend)].unassigned_in_flight;
+    rescore_server(backend);
+  }
+}
+
+void Router::drop_in_flight(int replica, int backend) noexcept {
+  int& n = replica >= 0 ? replicas_[static_cast<std::size_t>(replica)].in_flight
+                        : backends_[static_cast<std::size_t>(backend)].unassigned_in_flight;
+  assert(n > 0);
+  --n;
+  if (replica >= 0) {
+    rescore(replica);
+  } else {
+    rescore_server(backend);
   }
 }
 

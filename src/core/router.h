@@ -145,13 +145,28 @@ class Router final : private SessionTable::Listener {
   // home, which then only names the server. Such a request spills when its
   // server has spill_threshold requests in flight per rank, and to another
   // server.
+  // A retry whose earlier attempt chose the conversation's home
+  // (`placed_by_earlier_attempt`: a new conversation, or one moved off an
+  // unhealthy home) moves the home to where the retry goes: the failed
+  // replica never served the conversation, and the next turn should find the
+  // prefix this one leaves. A retry of a conversation placed before keeps its
+  // home.
   RouteDecision route(const Identity& identity, TimePoint now, std::span<const int> exclude = {},
-                      RankPinning pinning = RankPinning::kHonoured);
+                      RankPinning pinning = RankPinning::kHonoured,
+                      bool placed_by_earlier_attempt = false);
   // Ends a routed request's in-flight count. Call exactly once per ok decision.
   // Its conversation was last seen `now`: the idle TTL counts from the end of
   // its last request, and one forgotten while the request ran (it outlived the
   // TTL) comes back with its home.
   void finish(const RouteDecision& decision, TimePoint now) noexcept;
+  // Requests in flight that a router this one replaced sent, after a reload
+  // that changed the model's replicas, to a replica this router has too
+  // (`replica`), or without a rank to a server it has too (`replica` -1,
+  // `backend`): counted in this router's loads while they run, as its own
+  // are, so that its spills and placements see them (carry_state takes those
+  // in flight at the reload). Each add is paired with one drop.
+  void add_in_flight(int replica, int backend) noexcept;
+  void drop_in_flight(int replica, int backend) noexcept;
   // A reply of `decision` made a stored Responses response (stable_hash of
   // its id: `key`). A later request chained to it (previous_response_id) goes
   // to the same replica, or, where the request went to its server without a
@@ -160,6 +175,9 @@ class Router final : private SessionTable::Listener {
   // Nothing is remembered while affinity is off. Returns the replica it is
   // remembered on (-1: not remembered).
   int remember_response(std::uint64_t key, const RouteDecision& decision, TimePoint now) noexcept;
+  // The same for a response stored on `replica` (one this router has too)
+  // by a request that a router this one replaced sent.
+  int remember_response_on(std::uint64_t key, int replica, TimePoint now) noexcept;
 
   // Homes shared with other wardens (proxy/shared_homes.h). Whether this
   // router knows `conversation` (a live home; touches it), and, for one it
@@ -231,13 +249,7 @@ class Router final : private SessionTable::Listener {
   // TTL) while keeping its conversations, counts and health. The caller has
   // checked that the replica layout is unchanged.
   void reconfigure(const config::ModelConfig& model) noexcept;
-  // After a reload that changed the model's replicas, this router replacing
-  // `before`: takes `before`'s conversations and stored responses whose home
-  // is a replica this router has too (`home_in[r]`: this router's replica for
-  // `before`'s replica r, the same server and rank; -1 where there is none),
-  // each with its last use and in the same order of use, so that they stay
-  // with the cache they built. Those idle past this router's TTL are not
-  // taken; nor is anything with affinity off.
+  // What take_homes took of the homes offered.
   struct Carried {
     std::size_t conversations = 0;  // taken, each on the same server and rank
     std::size_t responses = 0;
@@ -246,19 +258,35 @@ class Router final : private SessionTable::Listener {
     std::size_t over_capacity = 0;   // taken, then forgotten: a smaller max_conversations
     std::size_t idle = 0;            // conversations and responses idle past the TTL: not taken
   };
-  Carried carry_homes(const Router& before, const std::vector<int>& home_in, TimePoint now);
-  // A home kept outside the router (a file saved by an earlier run): the
-  // replica it is on here (-1: this router has none there) and its last use.
+  // A home kept outside the router (a file saved by an earlier run, or a
+  // router a reload replaced): the replica it is on here (-1: this router
+  // has none there) and its last use.
   struct KeptHome {
     std::uint64_t key;
     int replica;
     TimePoint last_seen;
   };
-  // Takes kept homes, as carry_homes does those of a router replaced: each
-  // list least recently used first. Those idle past the TTL are not taken,
+  // Takes kept homes, each list least recently used first, each with its
+  // last use, so that the most recent are kept by a smaller table and each
+  // stays with the cache it built. Those idle past the TTL are not taken,
   // nor is anything with affinity off.
   Carried take_homes(std::span<const KeptHome> conversations, std::span<const KeptHome> responses,
                      TimePoint now);
+  // After a reload that changed the model's replicas, the homes that the
+  // router replacing this one takes (take_homes): every conversation and
+  // stored response, each on its replica there (`home_in[r]`: the new
+  // router's replica for this one's replica r, the same server and rank; -1
+  // where there is none). A copy (24 bytes a home), made under this router's
+  // lock and taken by the new one outside it, so that the requests this one
+  // routes meanwhile wait for the copy only, not for the new tables.
+  struct Homes {
+    std::vector<KeptHome> conversations;
+    std::vector<KeptHome> responses;
+  };
+  Homes homes_for(const std::vector<int>& home_in) const;
+  Carried take_homes(const Homes& homes, TimePoint now) {
+    return take_homes(homes.conversations, homes.responses, now);
+  }
   // Each conversation, then each stored response, least recently used
   // first: f(key, replica, last_seen).
   template <class F>
@@ -269,10 +297,11 @@ class Router final : private SessionTable::Listener {
   void for_each_stored_response(F&& f) const {
     responses_.for_each_oldest_first(f);
   }
-  // With carry_homes: takes each shared replica's ejection and last engine
+  // With take_homes: takes each shared replica's ejection and last engine
   // figures, and its server's health (a server that is down stays out of
   // service, with any rank it gained), so that the load scores hold until
-  // the next probe. With `counters`, also the
+  // the next probe; and the requests in flight there, its own and those sent
+  // to its server without a rank (add_in_flight). With `counters`, also the
   // route counters of each replica whose index is the same in both (the
   // `replica` label is an index, so a counter may only continue under it)
   // and the unassigned ones.

@@ -52,41 +52,6 @@ ModelState::ModelState(const config::ModelConfig& model,
       router(routing->router),
       telemetry(*telemetry_owner) {}
 
-core::RouterView ModelState::view() const {
-  core::RouterView v;
-  {
-    std::lock_guard lock{mutex};
-    v = router.view();
-  }
-  for (const RetiredRouting& retired_routing : retired) {
-    const auto old = retired_routing.routing.lock();
-    if (!old) continue;
-    core::RouterView before;
-    {
-      std::lock_guard lock{old->mutex};
-      before = old->router.view();
-    }
-    for (const core::ReplicaView& r : before.replicas) {
-      if (r.in_flight == 0) continue;
-      const std::string& url = retired_routing.urls[static_cast<std::size_t>(r.backend)];
-      const auto now = std::ranges::find_if(v.replicas, [&](const core::ReplicaView& n) {
-        return n.rank == r.rank && routing->servers[static_cast<std::size_t>(n.backend)] == url;
-      });
-      if (now == v.replicas.end()) continue;
-      now->in_flight += r.in_flight;
-      v.in_flight += r.in_flight;
-    }
-    // Sent without a rank: counted on their server, while the model has it.
-    for (std::size_t b = 0; b < before.unassigned_in_flight.size(); ++b) {
-      const int now = server_index(routing->servers, retired_routing.urls[b]);
-      if (now < 0) continue;
-      v.unassigned_in_flight[static_cast<std::size_t>(now)] += before.unassigned_in_flight[b];
-      v.in_flight += before.unassigned_in_flight[b];
-    }
-  }
-  return v;
-}
-
 ModelState* ModelSet::find(std::string_view name) const noexcept {
   auto it = by_name.find(name);
   return it == by_name.end() ? nullptr : it->second;
@@ -140,17 +105,22 @@ std::shared_ptr<ModelState> continue_with_new_replicas(const ModelState& from,
   std::vector<int> home_in;
   bool kept = false;
   bool same_indices = true;
-  {
+  // The layout is fixed for the router's life: read without the lock.
+  for (int r = 0; r < from.router.replica_count(); ++r) {
+    const std::string& server =
+        from.routing->servers[static_cast<std::size_t>(from.router.replica_backend(r))];
+    // replica_at is -1 for a server the model no longer has (index -1).
+    home_in.push_back(routing->router.replica_at(server_index(routing->servers, server),
+                                                 from.router.replica_rank(r)));
+    kept = kept || home_in.back() >= 0;
+    same_indices = same_indices && (home_in.back() < 0 || home_in.back() == r);
+  }
+  // Copied under the lock, taken outside it (Router::homes_for): a home
+  // placed or moved in between is placed again at its next request here.
+  core::Router::Homes homes;
+  if (m.affinity) {
     std::lock_guard lock{from.mutex};
-    for (int r = 0; r < from.router.replica_count(); ++r) {
-      const std::string& server =
-          from.routing->servers[static_cast<std::size_t>(from.router.replica_backend(r))];
-      // replica_at is -1 for a server the model no longer has (index -1).
-      home_in.push_back(routing->router.replica_at(server_index(routing->servers, server),
-                                                   from.router.replica_rank(r)));
-      kept = kept || home_in.back() >= 0;
-      same_indices = same_indices && (home_in.back() < 0 || home_in.back() == r);
-    }
+    homes = from.router.homes_for(home_in);
   }
   const bool counters = kept && same_indices;
   // The new replica i is `from`'s same_as[i] (-1: none), and the new server b
@@ -171,10 +141,15 @@ std::shared_ptr<ModelState> continue_with_new_replicas(const ModelState& from,
   }
   telemetry->carry_outages(*from.telemetry_owner, server_was, same_as);
   auto to = std::make_shared<ModelState>(m, std::move(routing), std::move(telemetry));
+  to->carried = to->router.take_homes(homes, coarse_steady_now());
+  homes = {};
   std::scoped_lock lock{from.mutex, to->mutex};
-  to->carried = to->router.carry_homes(from.router, home_in, coarse_steady_now());
   to->counters_carried = counters;
   to->router.carry_state(from.router, home_in, counters);
+  std::vector<int> server_in;
+  for (const auto& server : from.routing->servers)
+    server_in.push_back(server_index(to->routing->servers, server));
+  from.routing->carried_to.reset(new RoutingState::CarriedTo{to->routing, home_in, server_in});
   for (std::size_t b = 0; b < server_was.size(); ++b)
     if (server_was[b] >= 0)
       to->routing->failed_probes[b] =
@@ -200,17 +175,6 @@ std::shared_ptr<ModelSet> make_model_set(config::Config config, const ModelSet* 
       set->models.push_back(std::make_shared<ModelState>(m));
     }
     ModelState* state = set->models.back().get();
-    // Its routing states before, while their requests run: those it carried
-    // on, and the one a change of replicas replaced.
-    if (replaced) {
-      for (const RetiredRouting& r : replaced->retired)
-        if (!r.routing.expired()) state->retired.push_back(r);
-      if (replaced->routing != state->routing) {
-        RetiredRouting r{replaced->routing, {}};
-        r.urls = replaced->routing->servers;
-        state->retired.push_back(std::move(r));
-      }
-    }
     set->by_name[m.name] = state;
     for (const auto& alias : m.aliases) set->by_name[alias] = state;
     set->body_fields.add(state->identity.sources);

@@ -28,20 +28,73 @@ namespace lmwarden::proxy {
 
 namespace http = net::http;
 
+namespace {
+
+// Where a request that `state` sent to `replica` (or, -1, without a rank to
+// `backend`) is counted next: the state a reload carried `state`'s requests
+// to, with the same server and rank there. Nullopt when none did, or when
+// the state that replaced it has no such server or rank. Under state.mutex.
+struct Carry {
+  std::shared_ptr<RoutingState> to;
+  int replica;
+  int backend;
+};
+
+std::optional<Carry> carried(const RoutingState& state, int replica, int backend) {
+  const RoutingState::CarriedTo* c = state.carried_to.get();
+  if (!c) return std::nullopt;
+  if (replica >= 0) {
+    const int there = c->replica_in[static_cast<std::size_t>(replica)];
+    if (there < 0) return std::nullopt;
+    return Carry{c->next, there, c->next->router.replica_backend(there)};
+  }
+  const int there = c->server_in[static_cast<std::size_t>(backend)];
+  if (there < 0) return std::nullopt;
+  return Carry{c->next, -1, there};
+}
+
+// f(router, replica, backend) on each state the request is carried to, from
+// `first` on, each under its lock: a reload that carries one on while this
+// runs either took the count before f (and is followed) or after.
+template <class F>
+void along_carries(std::optional<Carry> first, F&& f) {
+  for (std::optional<Carry> at = std::move(first); at;) {
+    const std::shared_ptr<RoutingState> state = std::move(at->to);
+    std::lock_guard lock{state->mutex};
+    f(state->router, at->replica, at->backend);
+    at = carried(*state, at->replica, at->backend);
+  }
+}
+
+}  // namespace
+
 void InFlight::finish() noexcept {
   if (finished_) return;
   finished_ = true;
-  std::lock_guard lock{model_->mutex};
-  model_->router.finish(decision_, coarse_steady_now());
+  std::optional<Carry> carry;
+  {
+    std::lock_guard lock{model_->mutex};
+    model_->router.finish(decision_, coarse_steady_now());
+    carry = carried(*model_->routing, decision_.replica, decision_.backend);
+  }
+  along_carries(std::move(carry), [](core::Router& router, int replica, int backend) {
+    router.drop_in_flight(replica, backend);
+  });
 }
 
 void InFlight::stored(std::string_view response) noexcept {
   const std::uint64_t key = stable_hash(response);
   int stored_on = -1;
+  std::optional<Carry> carry;
   {
     std::lock_guard lock{model_->mutex};
     stored_on = model_->router.remember_response(key, decision_, coarse_steady_now());
+    if (stored_on >= 0) carry = carried(*model_->routing, stored_on, -1);
   }
+  // Remembered by the router in force too, which places the chained request.
+  along_carries(std::move(carry), [key](core::Router& router, int replica, int) {
+    router.remember_response_on(key, replica, coarse_steady_now());
+  });
   if (shared_ && stored_on >= 0) {
     try {
       shared_->tell_response(*model_, key, stored_on);
@@ -463,14 +516,21 @@ net::Awaitable<void> Warden::run_attempts(Forward& f) {
   const config::Config& config = f.set->config;
   if (shared_homes_ && identity.kind != core::IdentityKind::kPinned)
     co_await shared_homes_->learn(f.model, identity);
+  bool placed = false;  // an earlier attempt chose the conversation's home
   for (int attempt = 0; attempt <= config.retries; ++attempt) {
     core::RouteDecision decision;
     bool affinity = true;
+    std::optional<Carry> carry;
     {
       std::lock_guard lock{f.model.mutex};
-      decision = f.model.router.route(identity, coarse_steady_now(), tried, f.rank_pinning);
+      decision = f.model.router.route(identity, coarse_steady_now(), tried, f.rank_pinning, placed);
       affinity = f.model.router.affinity();
+      if (decision.ok()) carry = carried(*f.model.routing, decision.replica, decision.backend);
     }
+    along_carries(std::move(carry), [](core::Router& router, int replica, int backend) {
+      router.add_in_flight(replica, backend);
+    });
+    placed = decision.chose_home;
     if (affinity && decision.ok() && decision.replica < 0) log_unranked(f.model, f.route);
     if (!decision.ok()) {
       if (attempt > 0) break;  // retries exhausted the healthy replicas: report the upstream error

@@ -53,13 +53,18 @@ struct RoutingState {
   // Each backend as shared homes name it (server_name): fixed, as the
   // router's replicas are, for the state's life.
   const std::vector<std::string> servers;
-};
-
-// A model's routing state that a reload changing its replicas replaced:
-// requests it sent may still run, on servers the model may still have.
-struct RetiredRouting {
-  std::weak_ptr<RoutingState> routing;  // expires with its last request
-  std::vector<std::string> urls;        // its backend servers, by index (server_name)
+  // Where a reload that changed the model's replicas carried this state's
+  // requests in flight (Router::carry_state): the state that replaced it,
+  // and each of this state's replicas and servers there (-1: gone). A
+  // request this state routes or ends is counted there too, and onwards
+  // (warden.cpp), so the router in force sees every request that runs on
+  // its replicas. Set once, under `mutex`, by the reload; null before.
+  struct CarriedTo {
+    std::shared_ptr<RoutingState> next;
+    std::vector<int> replica_in;
+    std::vector<int> server_in;
+  };
+  std::unique_ptr<const CarriedTo> carried_to;  // guarded by mutex
 };
 
 // One configured model: its settings as loaded, and its routing state.
@@ -90,9 +95,6 @@ struct ModelState {
   // the first time).
   std::atomic<std::uint8_t> unranked_told{0};
   static_assert(config::kForwardedRoutes.size() <= 8, "a bit each in unranked_told");
-  // The model's routing states before reloads that changed its replicas,
-  // while requests they sent still run. Set before the model is published.
-  std::vector<RetiredRouting> retired;
   // What the reload that made this state, changing the model's replicas,
   // took from the one before (for its log line). Set before publishing.
   core::Router::Carried carried;
@@ -100,11 +102,15 @@ struct ModelState {
   // kept its index).
   bool counters_carried = false;
 
-  // The router's view (takes the lock), with the requests still in flight
-  // from retired routing states counted where they run: on the replica of
-  // the same server and rank, or, sent without a rank, as the model's. Those
-  // on a server the model no longer has are not counted.
-  core::RouterView view() const;
+  // The router's view (takes the lock). Requests still in flight from
+  // routing states a reload replaced are counted where they run: on the
+  // replica of the same server and rank, or, sent without a rank, on the
+  // same server (RoutingState::carried_to); those on a server the model no
+  // longer has are not.
+  core::RouterView view() const {
+    std::lock_guard lock{mutex};
+    return router.view();
+  }
 };
 
 // The configuration in force and its models. Immutable once published: a

@@ -25,15 +25,6 @@ std::string chat_body(const std::string& model) {
       .dump();
 }
 
-// lmwarden_requests_total by route, summed over the model's replicas.
-std::map<std::string, double> routed(std::uint16_t port) {
-  std::map<std::string, double> by_route;
-  const auto text = http_request(port, http::verb::get, "/metrics").body;
-  for (const auto& s : telemetry::parse_exposition(text).samples)
-    if (s.name == "lmwarden_requests_total") by_route[*s.label("route")] += s.value;
-  return by_route;
-}
-
 // lmwarden_refused_requests_total by (model, reason).
 std::map<std::pair<std::string, std::string>, double> refused(std::uint16_t port) {
   std::map<std::pair<std::string, std::string>, double> out;
@@ -411,7 +402,7 @@ TEST(ProxyApi, CountersCarryOnWhenAReloadAddsAServerAtTheEnd) {
   };
   const json tokens_before = tokens();
   ASSERT_EQ(tokens_before["prompt_cached"], 4 * 64) << tokens_before;
-  ASSERT_EQ(routed(warden.port())["new"], 4);
+  ASSERT_EQ(warden.routed()["new"], 4);
 
   const auto added = warden.reload(make_config({{fake.port(), 2}, {other.port(), 1}}));
   EXPECT_TRUE(std::ranges::any_of(added, [](const std::string& n) {
@@ -427,14 +418,14 @@ TEST(ProxyApi, CountersCarryOnWhenAReloadAddsAServerAtTheEnd) {
     EXPECT_EQ(card["replicas"][r]["new"], before["replicas"][r]["new"]) << card;
   EXPECT_EQ(card["replicas"][2]["new"], 0);
   EXPECT_EQ(tokens(), tokens_before);
-  EXPECT_EQ(routed(warden.port())["new"], 4);
+  EXPECT_EQ(warden.routed()["new"], 4);
   // Counting goes on where it was.
   ASSERT_EQ(http_request(warden.port(), http::verb::post, "/v1/chat/completions", chat_body("m"),
                          {{"session-id", "conv-0"}})
                 .status,
             200u);
   EXPECT_EQ(tokens()["prompt_cached"], 5 * 64);
-  EXPECT_EQ(routed(warden.port())["sticky"], 1);
+  EXPECT_EQ(warden.routed()["sticky"], 1);
 
   // The new server first: the fake's ranks are replicas 1 and 2, so their
   // series would continue under another replica's label.
@@ -448,7 +439,7 @@ TEST(ProxyApi, CountersCarryOnWhenAReloadAddsAServerAtTheEnd) {
   EXPECT_EQ(tokens()["prompt_cached"], 0);
   EXPECT_GT(warden.card()["since"].get<std::string>(), before["since"].get<std::string>());
   double requests = 0;
-  for (const auto& [route, n] : routed(warden.port())) requests += n;
+  for (const auto& [route, n] : warden.routed()) requests += n;
   EXPECT_EQ(requests, 0);
   EXPECT_EQ(warden.card()["conversations"], 4) << "the conversations stay all the same";
 }
@@ -532,95 +523,6 @@ TEST(ProxyApi, AReloadSaysWhichRunTimeChangesItUndoes) {
   ::unsetenv("LMWARDEN_TEST_ADMIN");
 }
 
-// lmwarden_in_flight of one model, summed over its series.
-double in_flight_metric(std::uint16_t port) {
-  double sum = 0;
-  const auto text = http_request(port, http::verb::get, "/metrics").body;
-  for (const auto& s : telemetry::parse_exposition(text).samples)
-    if (s.name == "lmwarden_in_flight") sum += s.value;
-  return sum;
-}
-
-// A reload that changes a model's replicas starts its routing afresh, but
-// the requests it had sent still run: they are counted in flight on the
-// replica of the same server and rank, until they end. One on a server the
-// model no longer has is not.
-TEST(ProxyApi, RequestsStillRunningAfterAChangeOfReplicasAreCountedWhereTheyRun) {
-  FakeVllm fake{2}, other{1};
-  RunningWarden warden{make_config({{fake.port(), 2}})};
-  const std::string held =
-      json{{"model", "m"}, {"stream", true}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}}
-          .dump();
-  HttpConnection stream{warden.port()};
-  stream.send(http::verb::post, "/v1/chat/completions", held,
-              {{"session-id", "long"}, {"x-fake-hold", "1"}});
-  ASSERT_EQ(stream.read_header().status, 200u);
-  stream.read_until("\n\n");
-  const int rank = fake.seen().back().rank;
-
-  warden.reload(make_config({{fake.port(), 2}, {other.port(), 1}}));  // one server more
-  json card = warden.card();
-  ASSERT_EQ(card["replicas"].size(), 3u);
-  EXPECT_EQ(card["in_flight"], 1) << card;
-  EXPECT_EQ(card["replicas"][rank]["in_flight"], 1) << card;
-  EXPECT_EQ(in_flight_metric(warden.port()), 1);
-  EXPECT_EQ(json::parse(http_request(warden.port(), http::verb::get, "/api/models")
-                            .body)["models"][0]["in_flight"],
-            1);
-
-  warden.reload(make_config({{other.port(), 1}}));  // its server gone from the model
-  EXPECT_EQ(warden.card()["in_flight"], 0);
-  warden.reload(make_config({{fake.port(), 2}}));  // and back: still running there
-  EXPECT_EQ(warden.card()["replicas"][rank]["in_flight"], 1);
-  // Renamed (the old name an alias) with one server more: still counted.
-  const auto notes = warden.reload(load_test_config(
-      "listen: 127.0.0.1:0\nmodels:\n  - name: m2\n    aliases: [m]\n    backends:\n"
-      "      - url: http://127.0.0.1:" +
-      std::to_string(fake.port()) +
-      "\n        data_parallel_size: 2\n"
-      "      - url: http://127.0.0.1:" +
-      std::to_string(other.port()) + "\n"));
-  EXPECT_NE(std::ranges::find(notes,
-                              "model m renamed m2, which keeps the old name as an alias; its "
-                              "replicas changed: 0 conversations and 0 stored responses on "
-                              "servers and ranks it still has stay there; 0 conversations on "
-                              "replicas it no longer has are placed again at their next "
-                              "request, and 0 stored responses there are forgotten; the "
-                              "counters and chart of the replicas it keeps carry on, as each "
-                              "keeps its index"),
-            notes.end())
-      << ::testing::PrintToString(notes);
-  EXPECT_EQ(warden.card("m2")["replicas"][rank]["in_flight"], 1);
-  warden.reload(make_config({{fake.port(), 2}}));
-
-  fake.release();
-  EXPECT_NE(stream.read_until("[DONE]").find("[DONE]"), std::string::npos);
-  EXPECT_TRUE(eventually([&] { return warden.card()["in_flight"] == 0; }));
-  EXPECT_EQ(in_flight_metric(warden.port()), 0);
-}
-
-// The same for a request sent without a rank (affinity off: the server's
-// balancer picks it): counted while the model still has its server.
-TEST(ProxyApi, RequestsWithoutARankAreCountedAfterAChangeOfReplicasWhileTheirServerStays) {
-  FakeVllm fake{2}, other{1};
-  const std::string off = "    affinity: false\n";
-  RunningWarden warden{make_config({{fake.port(), 2}}, std::nullopt, "", off)};
-  const std::string held =
-      json{{"model", "m"}, {"stream", true}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}}
-          .dump();
-  HttpConnection stream{warden.port()};
-  stream.send(http::verb::post, "/v1/chat/completions", held, {{"x-fake-hold", "1"}});
-  ASSERT_EQ(stream.read_header().status, 200u);
-  stream.read_until("\n\n");
-  warden.reload(make_config({{fake.port(), 2}, {other.port(), 1}}, std::nullopt, "", off));
-  EXPECT_EQ(warden.card()["in_flight"], 1);
-  EXPECT_EQ(warden.card()["unassigned"]["in_flight"], 1);
-  warden.reload(make_config({{other.port(), 1}}, std::nullopt, "", off));
-  EXPECT_EQ(warden.card()["in_flight"], 0) << "its server is no longer the model's";
-  fake.release();
-  EXPECT_NE(stream.read_until("[DONE]").find("[DONE]"), std::string::npos);
-}
-
 // A retry is not a spill: a conversation whose home answers 500 is served
 // by the retry elsewhere, counted there as `retried`, and every other route
 // counts each client request once.
@@ -635,7 +537,7 @@ TEST(ProxyApi, ARetryIsCountedAsRetriedAndNotAsASpill) {
   FakeVllm& home = a.seen().empty() ? b : a;
   home.fail_with(500);
   for (int i = 0; i < 3; ++i) ASSERT_EQ(turn().status, 200u);
-  auto by_route = routed(warden.port());
+  auto by_route = warden.routed();
   EXPECT_EQ(by_route["new"], 1);
   EXPECT_EQ(by_route["sticky"], 3);  // each turn tried its home first
   EXPECT_EQ(by_route["retried"], 3);

@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
@@ -13,6 +14,7 @@
 #include "config/config_loader.h"
 #include "http_test_client.h"
 #include "proxy/runtime.h"
+#include "telemetry/prometheus.h"
 
 namespace lmwarden::testing {
 
@@ -31,6 +33,14 @@ class RunningWarden {
   nlohmann::json card(const std::string& model = "m") {
     auto r = http_request(port_, http::verb::get, "/api/models/" + model);
     return nlohmann::json::parse(r.body);
+  }
+  // lmwarden_requests_total by route, summed over the replicas of all models.
+  std::map<std::string, double> routed() {
+    std::map<std::string, double> by_route;
+    const auto text = http_request(port_, http::verb::get, "/metrics").body;
+    for (const auto& s : telemetry::parse_exposition(text).samples)
+      if (s.name == "lmwarden_requests_total") by_route[*s.label("route")] += s.value;
+    return by_route;
   }
 
  private:

@@ -1,6 +1,6 @@
 // A reload that changes a model's replicas: the new router takes the
 // conversations and stored responses whose server and rank it still has
-// (Router::carry_homes), in their order of use, so that they keep the cache
+// (Router::homes_for, Router::take_homes), in their order of use, so that they keep the cache
 // they built; those on a replica gone are placed again.
 #include <gtest/gtest.h>
 
@@ -37,7 +37,7 @@ TEST(RouterCarry, ConversationsOnReplicasKeptStayThereAndTheOthersArePlacedAgain
   config::ModelConfig next = servers(3, 2);
   next.backends.erase(next.backends.begin());
   Router after = make_router(next);
-  const Router::Carried carried = after.carry_homes(before, {-1, -1, 0, 1}, t0);
+  const Router::Carried carried = after.take_homes(before.homes_for({-1, -1, 0, 1}), t0);
 
   int kept = 0;
   for (int i = 0; i < 8; ++i) {
@@ -64,7 +64,7 @@ TEST(RouterCarry, LiveCountsFollowTheConversationsTaken) {
   ASSERT_EQ(before.view().replicas[0].live_conversations, 3);
   ASSERT_EQ(before.view().replicas[1].live_conversations, 3);
   Router after = make_router(servers(3));  // one server more, the two kept in place
-  after.carry_homes(before, {0, 1}, t0);
+  after.take_homes(before.homes_for({0, 1}), t0);
   const RouterView v = after.view();
   EXPECT_EQ(v.replicas[0].live_conversations, 3);
   EXPECT_EQ(v.replicas[1].live_conversations, 3);
@@ -83,7 +83,7 @@ TEST(RouterCarry, IdleOnesAreLeftAndASmallerTableKeepsTheMostRecent) {
   const TimePoint now = t0 + std::chrono::seconds(90);
   m.max_conversations = 2;
   Router after = make_router(m);
-  const Router::Carried carried = after.carry_homes(before, {0}, now);
+  const Router::Carried carried = after.take_homes(before.homes_for({0}), now);
   EXPECT_EQ(carried.conversations, 2u);
   EXPECT_EQ(carried.over_capacity, 1u);  // conv-2: taken, then pushed out by conv-3 and 4
   EXPECT_EQ(after.conversations(), 2u);
@@ -103,7 +103,7 @@ TEST(RouterCarry, StoredResponsesAreTakenToo) {
   before.finish(a, t0);
   before.finish(b, t0);
   Router after = make_router(servers(1));  // the first server only
-  const Router::Carried carried = after.carry_homes(before, {0, -1}, t0);
+  const Router::Carried carried = after.take_homes(before.homes_for({0, -1}), t0);
   EXPECT_EQ(carried.responses, 1u);
   EXPECT_EQ(carried.responses_left, 1u);
   EXPECT_EQ(after.holds_response(stable_hash(a.replica == 0 ? "resp_a" : "resp_b"), t0), true);
@@ -116,7 +116,7 @@ TEST(RouterCarry, NothingIsTakenWithAffinityOff) {
   config::ModelConfig off = servers(2);
   off.affinity = false;
   Router after = make_router(off);
-  const Router::Carried carried = after.carry_homes(before, {0, 1}, t0);
+  const Router::Carried carried = after.take_homes(before.homes_for({0, 1}), t0);
   EXPECT_EQ(carried.conversations, 0u);
   EXPECT_EQ(after.conversations(), 0u);
 }
@@ -192,6 +192,35 @@ TEST(RouterCarryState, CountersContinueOnlyUnderTheSameIndex) {
   swapped.carry_state(before, {1, 0}, true);
   EXPECT_EQ(swapped.view().replicas[0].counters.count(RouteKind::kNew), 0u);
   EXPECT_EQ(swapped.view().replicas[1].counters.count(RouteKind::kNew), 0u);
+}
+
+// Requests still running when the reload came are counted by the new
+// router where they run (carry_state), and ended there (drop_in_flight): its
+// spills see them.
+TEST(RouterCarryState, RequestsInFlightAreCountedWhereTheyRun) {
+  // One server of two ranks, spill threshold 2; the reload adds a second.
+  Router before = make_router(servers(1, 2, /*spill=*/2));
+  const RouteDecision first = before.route(session("c"), t0);
+  const RouteDecision second = before.route(session("c"), t0);
+  ASSERT_EQ(second.kind, RouteKind::kSticky);
+  const RouteDecision unranked = before.route(session("u"), t0, {}, RankPinning::kIgnored);
+  ASSERT_EQ(unranked.replica, -1);
+  Router after = make_router(servers(2, 2, /*spill=*/2));
+  after.take_homes(before.homes_for({0, 1}), t0);
+  after.carry_state(before, {0, 1}, false);
+  EXPECT_EQ(after.in_flight(first.replica), 2);
+  EXPECT_EQ(after.view().unassigned_in_flight[0], 1);
+  EXPECT_EQ(after.view().in_flight, 3);
+  // Its home holds two: the conversation's next request spills.
+  const RouteDecision next = after.route(session("c"), t0);
+  EXPECT_EQ(next.kind, RouteKind::kSpilled);
+  after.finish(next, t0);
+  // As they end, the new router lets go of them.
+  after.drop_in_flight(first.replica, first.backend);
+  after.drop_in_flight(unranked.replica, unranked.backend);
+  EXPECT_EQ(after.in_flight(first.replica), 1);
+  EXPECT_EQ(after.view().unassigned_in_flight[0], 0);
+  EXPECT_EQ(after.route(session("c"), t0).kind, RouteKind::kSticky);
 }
 
 }  // namespace

@@ -399,6 +399,29 @@ TEST(Router, ARetryIsCountedAsRetriedAndLeavesTheHome) {
   EXPECT_EQ(router.route(session("a"), t0).replica, home.replica);
 }
 
+// The first attempt of a new conversation failed (not a connect failure:
+// its replica stays healthy): the retry's replica is the one that read the
+// prefix, and the next turn goes there.
+TEST(Router, ARetryOfTheRequestThatPlacedTheConversationMovesItsHome) {
+  Router router = make_router(dp_model(3));
+  const auto first = router.route(session("a"), t0);
+  ASSERT_TRUE(first.chose_home);
+  router.finish(first, t0);  // failed
+  const int tried[] = {first.replica};
+  const auto retry = router.route(session("a"), t0, tried, RankPinning::kHonoured,
+                                  /*placed_by_earlier_attempt=*/true);
+  ASSERT_TRUE(retry.ok());
+  EXPECT_EQ(retry.kind, RouteKind::kRetried);
+  EXPECT_NE(retry.replica, first.replica);
+  EXPECT_EQ(retry.home, retry.replica);
+  EXPECT_TRUE(retry.chose_home) << "other wardens are told of the move";
+  EXPECT_EQ(retry.former_home, first.replica);
+  router.finish(retry, t0);
+  const auto next = router.route(session("a"), t0);
+  EXPECT_EQ(next.kind, RouteKind::kSticky);
+  EXPECT_EQ(next.replica, retry.replica);
+}
+
 TEST(Router, EveryKindOfRetryIsCountedAsRetried) {
   // A spilled request that failed where it spilled to can come home: retried, not sticky.
   Router router = make_router(dp_model(2, /*spill=*/1));
@@ -506,6 +529,29 @@ TEST(Router, AffinityOffOnSeparateServersPicksFewestInFlight) {
   EXPECT_EQ(a.rank, -1);  // single-rank servers get no rank header
   router.finish(b, t0);
   EXPECT_EQ(router.route(session("z"), t0).replica, 1);
+}
+
+// Servers equally loaded are taken in turn, as placements are: one request
+// at a time would otherwise always go to the first.
+TEST(Router, AffinityOffBreaksTiesBetweenServersInTurn) {
+  auto m = separate_servers(4);
+  m.affinity = false;
+  Router router{m, std::make_unique<RotatingTieBreaker>()};
+  int sent[4] = {};
+  for (int i = 0; i < 8; ++i) {
+    const auto d = router.route(session("a"), t0);
+    ASSERT_TRUE(d.ok());
+    ++sent[d.replica];
+    router.finish(d, t0);
+  }
+  for (int n : sent) EXPECT_EQ(n, 2);
+  // A busier server is never among the tied.
+  const auto held = router.route(session("b"), t0);
+  for (int i = 0; i < 6; ++i) {
+    const auto d = router.route(session("a"), t0);
+    EXPECT_NE(d.replica, held.replica);
+    router.finish(d, t0);
+  }
 }
 
 TEST(Router, SwitchingAffinityAtRunTimeTakesEffectNextRequest) {
