@@ -259,10 +259,15 @@ void add_bench_command(CLI::App& app) {
                 "run the offline evaluator (routing core + engine model, virtual time) instead");
   cmd->add_option("--target", a->target, "the warden's URL, e.g. http://127.0.0.1:8080");
   cmd->add_option("--model", a->model, "model name to send (as configured in the warden)");
-  cmd->add_option("--sessions", a->sessions, "concurrent sessions per step")
-      ->delimiter(',')
-      ->check(whole_number(1, 4096))
-      ->capture_default_str();
+  cmd->add_option_function<std::vector<std::string>>(
+         "--sessions",
+         [a](const std::vector<std::string>& values) {
+           a->sessions.clear();
+           for (const auto& item : list_items(values)) a->sessions.push_back(std::stoi(item));
+         },
+         "concurrent sessions per step")
+      ->check(list_of(whole_number(1, 4096)))
+      ->default_str("4,8,16,24,32");
   cmd->add_option("--step-seconds", a->step_seconds,
                   "duration of each step and arm (simulated seconds)")
       ->check(positive_number())
@@ -271,7 +276,11 @@ void add_bench_command(CLI::App& app) {
       "arms, compared in each cell: off (vLLM's balancer), on (the warden), "
       "warden:N (spill threshold N); offline also:";
   for (const auto& p : evaluator::known_policies()) arms_help += fmt::format(" {}", p.spec);
-  cmd->add_option("--arms", a->arms, arms_help)->delimiter(',')->capture_default_str();
+  cmd->add_option_function<std::vector<std::string>>(
+         "--arms", [a](const std::vector<std::string>& values) { a->arms = list_items(values); },
+         arms_help)
+      ->check(list_of(any_text("ARM")))
+      ->default_str("off,on");
   cmd->add_option(
          "--time-scale", a->time_scale,
          "the simulator's --time-scale behind the warden: times are reported in simulated seconds")
@@ -281,10 +290,11 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--admin-token-env", a->admin_token_env,
                   "environment variable with the warden's admin token (to switch arms)")
       ->capture_default_str();
-  cmd->add_option(
-         "--backend-metrics", a->backend_metrics,
+  cmd->add_option_function<std::vector<std::string>>(
+         "--backend-metrics",
+         [a](const std::vector<std::string>& values) { a->backend_metrics = list_items(values); },
          "base URLs of the backends whose /metrics to poll (default: the model's backends)")
-      ->delimiter(',');
+      ->check(list_of(any_text("URL")));
   cmd->add_flag("--no-session-id", a->no_session_id,
                 "online: send no session id, as agents that send only their messages (for the "
                 "warden's `opening` session source)");

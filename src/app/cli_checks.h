@@ -12,6 +12,8 @@
 #include <limits>
 #include <string>
 #include <system_error>
+#include <utility>
+#include <vector>
 
 namespace lmwarden::app {
 
@@ -47,6 +49,42 @@ inline CLI::Validator positive_number() {
 }
 inline CLI::Validator fraction() {
   return finite_number(0, 1, false);
+}
+
+// The items of comma-separated values ("4,8" "16" gives 4, 8, 16).
+inline std::vector<std::string> list_items(const std::vector<std::string>& values) {
+  std::vector<std::string> items;
+  for (const auto& value : values) {
+    std::size_t from = 0;
+    for (;;) {
+      const std::size_t comma = value.find(',', from);
+      items.push_back(value.substr(from, comma - from));
+      if (comma == std::string::npos) break;
+      from = comma + 1;
+    }
+  }
+  return items;
+}
+
+// Any value.
+inline CLI::Validator any_text(std::string what) {
+  return CLI::Validator([](std::string&) { return std::string(); }, std::move(what));
+}
+
+// A comma-separated list each of whose items passes `item`. An empty item
+// ("4,,8", "4,") is refused: CLI11's own delimiter drops it, and a list
+// typed with a slip would run without a word.
+inline CLI::Validator list_of(CLI::Validator item) {
+  const std::string what = item.get_description();
+  return CLI::Validator(
+      [item = std::move(item)](std::string& text) -> std::string {
+        for (std::string& one : list_items({text})) {
+          if (one.empty()) return fmt::format("{} has an empty item", text);
+          if (std::string why = item(one); !why.empty()) return why;
+        }
+        return {};
+      },
+      what + ",…");
 }
 
 }  // namespace lmwarden::app
