@@ -90,12 +90,15 @@ class SharedFleet {
     return SimProcess(
         {"serve", "--config", config, "--listen", "127.0.0.1:0", "--log-level", "warn"});
   }
+  // The timeout is far above the pauses some tests make Redis take (CLIENT
+  // PAUSE 300): the requests and claims made meanwhile are answered after
+  // it, however late a busy machine lets the wardens read the answers.
   static std::string write_config(const TempDir& dir, std::uint16_t redis,
                                   std::initializer_list<std::uint16_t> sims) {
     const std::string path = dir.file("lmwarden.yaml");
     std::ofstream out{path};
     out << "listen: 127.0.0.1:0\nshared_homes:\n  redis: redis://127.0.0.1:" << redis
-        << "\n  key_prefix: \"e2e/\"\n  timeout: 500ms\nmodels:\n  - name: m\n    backends:\n";
+        << "\n  key_prefix: \"e2e/\"\n  timeout: 2s\nmodels:\n  - name: m\n    backends:\n";
     for (std::uint16_t port : sims) out << "      - url: http://127.0.0.1:" << port << "\n";
     return path;
   }

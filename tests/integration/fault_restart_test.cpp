@@ -9,11 +9,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -202,6 +205,34 @@ TEST(ServeRestart, DrainingClosesIdleConnectionsAndServesARequestUnderWayAsTheLa
   EXPECT_EQ(WEXITSTATUS(*status), 0);
 }
 
+// Bytes that reached the warden's end of `client` and that it has not read
+// yet, from the kernel's table of TCP sockets (/proc/net/tcp: the warden is
+// in this network namespace); nullopt while that end is not listed.
+std::optional<unsigned long> unread_by_warden(HttpConnection& client) {
+  // An IPv4 address and port as the table writes them: the address's four
+  // bytes as they lie in memory, read as one number, then the port.
+  const auto as_listed = [](const tcp::endpoint& e) {
+    char text[16];
+    std::snprintf(text, sizeof text, "%08X:%04X", htonl(e.address().to_v4().to_uint()),
+                  static_cast<unsigned>(e.port()));
+    return std::string(text);
+  };
+  // The warden's end: its local address is the client's remote one.
+  const std::string local = as_listed(client.socket().remote_endpoint());
+  const std::string remote = as_listed(client.socket().local_endpoint());
+  std::ifstream table("/proc/net/tcp");
+  std::string line;
+  std::getline(table, line);  // the column names
+  while (std::getline(table, line)) {
+    std::istringstream fields(line);
+    std::string slot, from, to, state, queues;  // queues: "tx_queue:rx_queue", in hex
+    fields >> slot >> from >> to >> state >> queues;
+    if (from == local && to == remote && queues.find(':') != std::string::npos)
+      return std::stoul(queues.substr(queues.find(':') + 1), nullptr, 16);
+  }
+  return std::nullopt;
+}
+
 // With nothing forwarded in flight, a request whose header had come when the
 // signal came still holds the process until it is answered.
 TEST(ServeRestart, ARequestHalfSentWhenTheSignalCameIsServedThoughNothingElseIsInFlight) {
@@ -212,7 +243,11 @@ TEST(ServeRestart, ARequestHalfSentWhenTheSignalCameIsServedThoughNothingElseIsI
   busy.send_raw("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                 "Content-Type: application/json\r\nContent-Length: " +
                 std::to_string(body.size()) + "\r\n\r\n" + body.substr(0, 5));
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // its header read
+  // Its header read: the warden has accepted the connection and taken all
+  // that was sent (it parses the header as it reads it), however long a busy
+  // machine makes that take.
+  ASSERT_TRUE(eventually([&] { return unread_by_warden(busy) == 0ul; }))
+      << "the warden did not read the request's header";
   ::kill(serve.pid(), SIGTERM);
   EXPECT_TRUE(eventually([&] { return !can_connect(serve.port()); })) << "still accepting";
   std::this_thread::sleep_for(std::chrono::milliseconds(300));

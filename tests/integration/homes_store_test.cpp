@@ -212,16 +212,20 @@ TEST(HomeStoreUnreachable, ALateReplyConnectsAgainAtOnce) {
 
 // A real Redis stalled by DEBUG SLEEP for longer than the timeout, but less
 // than two: the lookup made during the stall fails, and the next one, made
-// at once, is answered, though retry_after is a minute.
+// at once, is answered, though retry_after is a minute. A stall of 2 s and a
+// timeout of 1.2 s: the lookup fails if it starts within 0.8 s of the stall
+// (time for a busy machine to see it begin), and the connection the store
+// opens again at once, its PING sent at least 1.2 s into the stall, is
+// answered within its own timeout.
 TEST(HomeStoreStall, ARedisThatPausesIsUsedAgainAtOnce) {
   RedisServer redis{RedisServerOptions{.debug_command = true}};
   HomeStoreOptions options = options_for(redis.port(), /*retry_after=*/60s);
-  options.timeout = 400ms;
+  options.timeout = 1200ms;
   HomeStore store(options);
   store.put("conv:1", "a", 60s);
   ASSERT_EQ(lookup(store, "conv:1"), "found:a");
   auto sleeping = std::async(std::launch::async, [&] {
-    return redis.command({"DEBUG", "SLEEP", "0.7"});
+    return redis.command({"DEBUG", "SLEEP", "2"}, /*wait=*/5s);
   });
   // Under way once Redis stops answering (on a busy machine the thread that
   // sends it can start late, and a lookup made first would be answered).
@@ -234,16 +238,18 @@ TEST(HomeStoreStall, ARedisThatPausesIsUsedAgainAtOnce) {
 }
 
 // After a timeout no connection is tried within retry_after: the lookups
-// behind it fail without waiting for one.
+// behind it fail without waiting for one. The timeout is long, so that the
+// bound on the five lookups (1 s, room for a slow machine) stays well below
+// what a single connection tried would cost.
 TEST(HomeStoreUnreachable, NoNewConnectionWithinRetryAfter) {
   SilentServer silent;
   HomeStoreOptions options = options_for(silent.port(), /*retry_after=*/60s);
-  options.timeout = 200ms;
+  options.timeout = 2s;
   HomeStore store(options);
   EXPECT_EQ(lookup(store, "conv:1"), "failed");
   const auto start = Clock::now();
   for (int i = 0; i < 5; ++i) EXPECT_EQ(lookup(store, "conv:2"), "failed");
-  EXPECT_LT(since(start), 150ms);
+  EXPECT_LT(since(start), 1s);
   EXPECT_EQ(silent.connections(), 1u);
   EXPECT_FALSE(store.stats().connected);
 }

@@ -60,6 +60,12 @@ Awaitable<void> wait_forever(Exchange& ex) {
   co_await timer.async_wait(kAsTuple);
 }
 
+// The same, counting the requests that reached it first.
+Awaitable<void> count_then_wait_forever(std::atomic<int>& reached, Exchange& ex) {
+  ++reached;
+  co_await wait_forever(ex);
+}
+
 constexpr const char* kShared = "the I/O threads share the descriptor table here (see the log)";
 
 struct Server {
@@ -168,7 +174,9 @@ TEST(DescriptorTables, ASocketOpenedElsewhereClosesWhenItsOwnerClosesIt) {
 }
 
 TEST(DescriptorTables, StoppingClosesEachThreadsDescriptorsOnThatThread) {
-  auto server = std::make_unique<Server>(wait_forever);
+  std::atomic<int> waiting{0};  // (before the server, whose handlers count on it)
+  auto server = std::make_unique<Server>(
+      [&waiting](Exchange& ex) { return count_then_wait_forever(waiting, ex); });
   if (!server->tables_of_their_own()) GTEST_SKIP() << kShared;
   // Opened after the threads copied the table, these numbers are free in
   // theirs too: the server's ends of the connections take the same ones.
@@ -180,7 +188,8 @@ TEST(DescriptorTables, StoppingClosesEachThreadsDescriptorsOnThatThread) {
   int pipe_ends[2];
   ASSERT_EQ(::pipe2(pipe_ends, O_CLOEXEC), 0);
   // Every request is waiting in its coroutine (the stop below destroys them).
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ASSERT_TRUE(testing::eventually([&] { return waiting.load() == 6; }))
+      << waiting.load() << " of the 6 requests reached their handler";
   const std::size_t before = process_descriptors();
   server->stop();
   server.reset();

@@ -2,8 +2,6 @@
 // one connection; a connection the server closes (Connection: close, its
 // keep-alive timeout) or one that times out is replaced by a fresh one on the
 // next call, and a kept connection found closed costs the call nothing.
-#include "net/http_client.h"
-
 #include <gtest/gtest.h>
 
 #include <boost/asio/co_spawn.hpp>
@@ -16,6 +14,8 @@
 #include <system_error>
 #include <thread>
 
+#include "http_test_client.h"
+#include "net/http_client.h"
 #include "net/http_server.h"
 
 namespace lmwarden::net {
@@ -38,6 +38,7 @@ class Server {
     io_.join();
   }
   std::uint16_t port() const { return port_; }
+  std::size_t open_connections() const { return server_.open_connections(); }
   std::multiset<std::uint16_t> client_ports() {
     std::lock_guard lock{mutex_};
     return ports_;
@@ -129,7 +130,9 @@ TEST(HttpGetter, AConnectionTheServerClosedWhileIdleCostsTheCallNothing) {
   Server server{options};
   Client client{server.port()};
   expect_ok(client.get("/ok"));
-  std::this_thread::sleep_for(milliseconds(300));
+  // Until the server has closed its end (counted once the socket is closed).
+  ASSERT_TRUE(testing::eventually([&] { return server.open_connections() == 0; }))
+      << "the server kept the idle connection";
   expect_ok(client.get("/ok"));
   EXPECT_EQ(distinct(server.client_ports()), 2U);
   EXPECT_EQ(client.connections_opened(), 2U);

@@ -49,8 +49,11 @@ struct RedisServerOptions {
 // One RESP exchange on a fresh connection: AUTH first when `password` is
 // set, then `args`. The reply's first line ("+OK", ":1", "$5", "-ERR …"),
 // or with `whole_bulk`, a bulk string reply's content (INFO's text, say).
+// The reply is waited for up to `wait` (longer for a command that blocks,
+// such as DEBUG SLEEP).
 inline std::string redis_command(std::uint16_t port, const std::vector<std::string>& args,
-                                 const std::string& password = {}, bool whole_bulk = false) {
+                                 const std::string& password = {}, bool whole_bulk = false,
+                                 std::chrono::milliseconds wait = std::chrono::seconds(2)) {
   const auto encode = [](const std::vector<std::string>& a) {
     std::string out = "*" + std::to_string(a.size()) + "\r\n";
     for (const auto& s : a) out += "$" + std::to_string(s.size()) + "\r\n" + s + "\r\n";
@@ -78,7 +81,7 @@ inline std::string redis_command(std::uint16_t port, const std::vector<std::stri
   std::string text;
   std::size_t start = 0;
   std::optional<std::string> reply;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  const auto deadline = std::chrono::steady_clock::now() + wait;
   while (!reply && std::chrono::steady_clock::now() < deadline) {
     pollfd p{fd, POLLIN, 0};
     if (::poll(&p, 1, 100) <= 0) continue;
@@ -187,8 +190,9 @@ class RedisServer {
   }
 
   // One command (see redis_command), authenticated when the server wants it.
-  std::string command(const std::vector<std::string>& args) const {
-    return redis_command(port_, args, options_.password);
+  std::string command(const std::vector<std::string>& args,
+                      std::chrono::milliseconds wait = std::chrono::seconds(2)) const {
+    return redis_command(port_, args, options_.password, /*whole_bulk=*/false, wait);
   }
 
   // A number from INFO stats ("total_connections_received", …).

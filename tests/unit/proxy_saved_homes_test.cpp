@@ -194,9 +194,12 @@ TEST(SavedHomesRestore, ASnapshotNamesEachHomeByServerAndRankAndLeavesOutTheIdle
       homes.push_back(d.replica);
     }
   }
-  // Ten minutes after the first: c0 is past the TTL, the others not.
+  // Ten minutes after the first: c0 is past the TTL, the others not. One
+  // wall time for the write and the read back, so that c1, idle 599.5 s of
+  // the 600 s session_ttl, is not aged by the time the test takes between.
   const core::TimePoint now = t0 + std::chrono::minutes(10) + milliseconds(500);
-  const SavedHomes saved = snapshot_homes(*set, std::chrono::system_clock::now(), now);
+  const auto wall = std::chrono::system_clock::now();
+  const SavedHomes saved = snapshot_homes(*set, wall, now);
   ASSERT_EQ(saved.models.size(), 1u);
   const SavedModel& s = saved.models[0];
   EXPECT_EQ(s.servers, (std::vector<std::string>{"http://10.0.0.1:8000", "http://10.0.0.2:8000"}));
@@ -212,8 +215,8 @@ TEST(SavedHomesRestore, ASnapshotNamesEachHomeByServerAndRankAndLeavesOutTheIdle
 
   // Read back into a fresh set, at once: every one back where it was.
   const auto again = make_model_set(set->config, nullptr);
-  const auto lines = restore_homes(*parse_saved_homes(format_saved_homes(saved)), *again,
-                                   std::chrono::system_clock::now(), now);
+  const auto lines =
+      restore_homes(*parse_saved_homes(format_saved_homes(saved)), *again, wall, now);
   EXPECT_EQ(lines.at(0),
             "model m: 5 conversations and 0 stored responses are back on their servers and ranks");
   ModelState& fresh = *again->models[0];
