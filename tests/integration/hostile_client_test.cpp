@@ -1,8 +1,8 @@
-// Hostile clients against an in-process warden over real sockets: slow and
-// oversized requests, ambiguous framing (request smuggling), header injection,
-// broken chunked bodies, pipelining, floods of idle connections and path
-// traversal on the dashboard. Each test checks what the client receives, what
-// reached the backend (byte for byte, through RawBackend), and that the warden
+// Hostile clients against an in-process warden over real sockets (slow ones:
+// hostile_slow_client_test.cpp): oversized requests, ambiguous framing
+// (request smuggling), header injection, broken chunked bodies, pipelining,
+// floods of idle connections and path traversal on the dashboard. Each test checks what the client
+// receives, what reached the backend (byte for byte, through RawBackend), and that the warden
 // answers the next honest request with nothing left in flight.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
@@ -11,42 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "hostile_client.h"
-#include "running_warden.h"
+#include "hostile_client_fixture.h"
 
 namespace lmwarden::testing {
 namespace {
-
-struct Limits {
-  std::string client_read = "500ms";
-  std::string client_idle = "5m";
-  int max_connections = 4096;
-};
-
-config::Config hostile_config(std::uint16_t backend_port, const Limits& limits = {}) {
-  const std::string yaml =
-      "listen: 127.0.0.1:0\n"
-      "threads: 2\n"
-      "retries: 0\n"
-      "limits:\n"
-      "  max_header_bytes: 8KiB\n"
-      "  max_body_bytes: 64KiB\n"
-      "  max_connections: " + std::to_string(limits.max_connections) + "\n"
-      "timeouts:\n"
-      "  connect: 2s\n"
-      "  first_byte: 10s\n"
-      "  idle: 10s\n"
-      "  client_read: " + limits.client_read + "\n"
-      "  client_idle: " + limits.client_idle + "\n"
-      "models:\n"
-      "  - name: m\n"
-      "    backends:\n"
-      "      - url: http://127.0.0.1:" + std::to_string(backend_port) + "\n"
-      "        data_parallel_size: 2\n";
-  auto cfg = config::load_config_string(yaml, "hostile.yaml");
-  if (!cfg) throw std::runtime_error(cfg.error().message());
-  return std::move(cfg).value();
-}
 
 // A CR not followed by LF, or an LF not preceded by CR.
 bool has_bare_cr_or_lf(std::string_view head) {
@@ -58,164 +26,6 @@ bool has_bare_cr_or_lf(std::string_view head) {
 }
 
 bool is_client_error(int status) { return status == 400 || status == 404; }
-
-class HostileClient : public ::testing::Test {
- protected:
-  void start(const Limits& limits = {}) {
-    warden_ = std::make_unique<RunningWarden>(hostile_config(backend_.port(), limits));
-  }
-  void SetUp() override { start(); }
-  std::uint16_t port() const { return warden_->port(); }
-
-  // The warden still answers an honest request, and nothing is left in flight.
-  void expect_still_serving(const std::string& tag = "after") {
-    RawClient c{port()};
-    ASSERT_TRUE(c.send(chat_request(tag)));
-    auto r = c.read_response(5s);
-    ASSERT_TRUE(r) << "no reply to an honest request; got: " << c.unread().substr(0, 200);
-    EXPECT_EQ(r->status, 200) << r->body;
-    EXPECT_EQ(r->body, "{\"tag\":\"" + tag + "\"}");
-    EXPECT_TRUE(eventually([&] { return warden_->card()["in_flight"] == 0; }))
-        << warden_->card().dump();
-  }
-
-  // Sends `bytes`, expects one reply with `status` and then the connection closed.
-  // `says`: words the reply's body must hold.
-  void expect_refused(std::string_view bytes, int status, std::chrono::milliseconds within = 3s,
-                      std::string_view says = {}) {
-    RawClient c{port()};
-    c.send(bytes);  // the warden may close while we are still sending
-    auto r = c.read_response(within);
-    ASSERT_TRUE(r) << "no reply; got: " << c.unread().substr(0, 200);
-    EXPECT_EQ(r->status, status) << r->body;
-    EXPECT_NE(r->body.find(says), std::string::npos) << r->body;
-    EXPECT_TRUE(c.wait_closed(3s)) << "connection left open after a refusal";
-    EXPECT_TRUE(c.unread().empty()) << "a second reply followed the refusal: " << c.unread();
-  }
-
-  // No request, or only the honest ones tagged `after*`, reached the backend.
-  void expect_backend_saw_nothing_else() {
-    for (const auto& req : backend_.requests()) {
-      EXPECT_NE(raw_header(req, "x-tag").value_or("").rfind("after", 0), std::string::npos)
-          << "unexpected request reached the backend:\n" << req;
-    }
-    EXPECT_EQ(backend_.badly_framed(), 0);
-  }
-
-  RawBackend backend_;
-  std::unique_ptr<RunningWarden> warden_;
-};
-
-// ------------------------------------------------------------ slow clients
-
-// One header byte every 100 ms (for up to 5 s): never a whole header, always
-// some progress. Returns the reply the server sent meanwhile, if any.
-std::optional<HttpResponse> dribble_header_bytes(RawClient& c) {
-  std::optional<HttpResponse> r;
-  for (int i = 0; i < 50 && !r; ++i) {
-    if (!c.send("X")) break;
-    r = c.read_response(100ms);
-  }
-  if (!r) r = c.read_response(1s);
-  return r;
-}
-
-TEST_F(HostileClient, SlowHeadersAre408AfterTheReadTimeout) {
-  RawClient c{port()};
-  ASSERT_TRUE(c.send("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"));
-  const auto started = std::chrono::steady_clock::now();
-  std::optional<HttpResponse> r = dribble_header_bytes(c);
-  const auto took = std::chrono::steady_clock::now() - started;
-  ASSERT_TRUE(r) << "no 408; got: " << c.unread().substr(0, 200);
-  EXPECT_EQ(r->status, 408);
-  EXPECT_TRUE(c.wait_closed(3s));
-  EXPECT_LT(took, 3s) << "a dribbling client was held past the 500 ms read timeout";
-  expect_still_serving();
-  EXPECT_EQ(backend_.requests().size(), 1u);
-}
-
-TEST_F(HostileClient, DribblingAfterTheRefusalDoesNotHoldTheConnection) {
-  RawClient c{port()};
-  ASSERT_TRUE(c.send("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "));
-  const auto started = std::chrono::steady_clock::now();
-  // Keep sending a byte every 50 ms, through the 408 and the lingering close.
-  while (!c.closed() && std::chrono::steady_clock::now() - started < 8s) {
-    c.send("x");
-    c.wait_closed(50ms);
-  }
-  EXPECT_TRUE(c.closed());
-  EXPECT_LT(std::chrono::steady_clock::now() - started, 3s);
-  auto r = c.read_response(0ms);
-  ASSERT_TRUE(r) << c.unread().substr(0, 200);
-  EXPECT_EQ(r->status, 408);
-  expect_still_serving();
-}
-
-TEST_F(HostileClient, SlowHeadersOnAKeptAliveConnectionAre408Too) {
-  RawClient c{port()};
-  ASSERT_TRUE(c.send(chat_request("after-first")));
-  auto first = c.read_response(5s);
-  ASSERT_TRUE(first);
-  EXPECT_EQ(first->status, 200);
-  // Idle a while (within keep-alive), then dribble the next request.
-  std::this_thread::sleep_for(700ms);
-  EXPECT_FALSE(c.wait_closed(0ms)) << "an idle kept-alive connection was closed at the read timeout";
-  ASSERT_TRUE(c.send("POST /v1/chat/completions HTTP/1.1\r\n"));
-  const auto started = std::chrono::steady_clock::now();
-  std::optional<HttpResponse> r = dribble_header_bytes(c);
-  ASSERT_TRUE(r) << "no 408; got: " << c.unread().substr(0, 200);
-  EXPECT_EQ(r->status, 408);
-  EXPECT_LT(std::chrono::steady_clock::now() - started, 3s);
-  expect_still_serving();
-}
-
-// A kept-alive connection waits client_idle for its next request, not
-// client_read: here a wait far longer than client_read is kept, then closed.
-// The times count from before the request was sent: the warden's idle clock
-// starts when it has sent the reply, before this client reads it, perhaps
-// long before on a busy machine.
-TEST_F(HostileClient, KeptAliveConnectionIsClosedAtClientIdle) {
-  warden_.reset();
-  start({.client_read = "200ms", .client_idle = "1200ms"});
-  RawClient c{port()};
-  const auto sent = std::chrono::steady_clock::now();
-  ASSERT_TRUE(c.send(chat_request("after-idle")));
-  ASSERT_TRUE(c.read_response(5s));
-  // Open still 800 ms from the sending, which client_idle cannot have ended;
-  // client_read would have, whenever the reply came within 600 ms.
-  const auto open_until = sent + 800ms;
-  EXPECT_FALSE(c.wait_closed(std::chrono::duration_cast<std::chrono::milliseconds>(
-      open_until - std::chrono::steady_clock::now())))
-      << "closed at client_read, not client_idle";
-  EXPECT_TRUE(c.wait_closed(5s));
-  EXPECT_GE(std::chrono::steady_clock::now() - sent, 1s);
-  EXPECT_TRUE(c.unread().empty()) << c.unread();
-  expect_still_serving();
-}
-
-TEST_F(HostileClient, SilentConnectionIsClosedAfterTheReadTimeout) {
-  RawClient c{port()};
-  const auto started = std::chrono::steady_clock::now();
-  EXPECT_TRUE(c.wait_closed(5s));
-  const auto took = std::chrono::steady_clock::now() - started;
-  EXPECT_GE(took, 400ms);
-  EXPECT_LT(took, 3s);
-  EXPECT_TRUE(c.unread().empty()) << "nothing was asked, nothing should be answered";
-  expect_still_serving();
-}
-
-TEST_F(HostileClient, SlowBodyIs408AndNeverForwarded) {
-  RawClient c{port()};
-  const std::string head =
-      "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nx-tag: slow\r\nContent-Length: 200\r\n\r\n";
-  ASSERT_TRUE(c.send(head + std::string(kChat.substr(0, 20))));
-  auto r = c.read_response(3s);
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->status, 408);
-  EXPECT_TRUE(c.wait_closed(3s));
-  expect_still_serving();
-  expect_backend_saw_nothing_else();
-}
 
 // ------------------------------------------------------------ oversized requests
 
