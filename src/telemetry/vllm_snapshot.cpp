@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <set>
+#include <string>
 #include <string_view>
 
 #include "telemetry/prometheus.h"
@@ -99,7 +100,9 @@ VllmSnapshot extract_vllm_snapshot(std::string_view exposition,
   std::map<int, Accumulator> all;
   std::map<int, Accumulator> named;
   bool matched = false;
-  std::set<std::string_view> models_seen;
+  // Copies: a name read with an escape is a view into the reader's buffer,
+  // which the next line reuses.
+  std::set<std::string, std::less<>> models_seen;
 
   ExpositionReader reader(exposition);
   while (const ExpositionEntry* entry = reader.next()) {
@@ -123,7 +126,7 @@ VllmSnapshot extract_vllm_snapshot(std::string_view exposition,
           std::find(model_names.begin(), model_names.end(), *model) != model_names.end();
       matched = matched || ours;
       if (!ours) {
-        models_seen.insert(*model);
+        if (!models_seen.contains(*model)) models_seen.emplace(*model);
         continue;
       }
     }
@@ -132,9 +135,9 @@ VllmSnapshot extract_vllm_snapshot(std::string_view exposition,
 
   const std::map<int, Accumulator>& by_rank = matched ? named : all;
   if (!matched && models_seen.size() > 1) {
-    for (std::string_view m : models_seen) {
+    for (const std::string& m : models_seen) {
       if (snapshot.unmatched_models.size() == 8) break;
-      snapshot.unmatched_models.emplace_back(m);
+      snapshot.unmatched_models.push_back(m);
     }
   }
   snapshot.ranks.reserve(by_rank.size());

@@ -247,6 +247,21 @@ TEST(VllmSnapshot, AServerOfTwoModelsGivesEachItsOwnSeries) {
   EXPECT_TRUE(s.unmatched_models.empty());
 }
 
+// A model name written with an escape is unescaped into the reader's buffer,
+// which the next, longer line reuses and grows: the names said are the
+// snapshot's own copies, not views into that buffer.
+TEST(VllmSnapshot, ModelNamesWithEscapesOutliveTheLineTheyWereReadFrom) {
+  const std::string long_name(512, 'z');
+  const std::string text =
+      "vllm:num_requests_running{engine=\"0\",model_name=\"a\\\\b\"} 1\n"
+      "vllm:num_requests_running{engine=\"0\",model_name=\"c\\\"d\"} 1\n"
+      "vllm:num_requests_running{engine=\"0\",model_name=\"" +
+      long_name + "\\n\"} 1\n";
+  const std::vector<std::string> names{"m"};
+  const VllmSnapshot s = extract_vllm_snapshot(text, names);
+  EXPECT_EQ(s.unmatched_models, (std::vector<std::string>{"a\\b", "c\"d", long_name + "\n"}));
+}
+
 // vLLM labels every series with its first --served-model-name; a model the
 // warden knows by another of them still reads that server's figures.
 TEST(VllmSnapshot, AServerNamingItsOneModelOtherwiseIsReadWhole) {
