@@ -12,7 +12,10 @@
 # never written. Prints the executions each target ran and
 # fails on the first crash, sanitizer report, leak or timeout, with the
 # reproducer saved under build/fuzz/artifacts/<target>/.
-# Environment: JOBS (build parallelism, default 2), CXX_FUZZ (default clang++).
+# Environment: JOBS (build parallelism, default 2), CXX_FUZZ (default clang++),
+# SEED (libFuzzer's -seed: 0, the default, draws one per run; any other value
+# starts each target's mutations the same way every run: make test and make
+# fuzz-smoke use 1, so that they try much the same inputs wherever they run).
 set -euo pipefail
 
 seconds="${1:-300}"
@@ -26,6 +29,12 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 build="$root/build/fuzz"
 jobs="${JOBS:-2}"
 cxx="${CXX_FUZZ:-clang++}"
+seed="${SEED:-0}"
+if ! [[ "$seed" =~ ^[0-9]{1,10}$ ]] || ((10#$seed > 4294967295)); then
+  echo "fuzz: SEED must be a whole number from 0 to 4294967295, not '$seed'" >&2
+  exit 2
+fi
+seed=$((10#$seed))
 
 all_targets=(prometheus usage_tap identity config request_head)
 targets=("$@")
@@ -71,12 +80,14 @@ for t in "${targets[@]}"; do
   extra=()
   [ -f "$root/fuzz/$t.dict" ] && extra+=(-dict="$root/fuzz/$t.dict")
   log="$run/fuzz.log"
-  echo "fuzz: $t for ${seconds}s"
+  echo "fuzz: $t for ${seconds}s$( ((seed)) && echo ", seed $seed")"
   rc=0
   # The outer timeout only guards against a hung process; libFuzzer stops itself.
+  # -reload=0: the corpus directory is read at the start only (its periodic
+  # reread, for jobs sharing a directory, made a seeded run differ by timing).
   timeout --kill-after=10 $((seconds + 120)) \
     "$build/${t}_fuzz" -max_total_time="$seconds" -max_len="${max_len[$t]}" -timeout=10 \
-      -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$artifacts/" \
+      -rss_limit_mb=2048 -seed="$seed" -reload=0 -print_final_stats=1 -artifact_prefix="$artifacts/" \
       "${extra[@]}" "${seeds[@]}" >"$log" 2>&1 || rc=$?
   execs="$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)"
   if [ "$rc" -ne 0 ]; then
