@@ -3,8 +3,9 @@
 // and message on the same bytes. Both run Beast's grammar; what is checked is
 // how the warden keeps the result:
 //   - the same outcome (error or not, header done, message done);
-//   - the same start line, the same fields (known name, name as spelled,
-//     value) in the order received, the same decoded body;
+//   - the same start line, the same header fields (known name, name as
+//     spelled, value) in the order received, none of a chunked body's
+//     trailer, the same decoded body;
 //   - Request's lookups agree with the field list;
 //   - keep-alive as the parser's own flags say (for HTTP/1.0 the warden's
 //     is stricter: a "close" token wins over "keep-alive");
@@ -13,6 +14,7 @@
 // Seeds: the client captures of ../shared/fixtures/clients as wire requests
 // (fuzz/make_corpus.py), with a chunked and a bodiless variant.
 #include <boost/beast/core/string.hpp>
+#include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <cstddef>
@@ -78,7 +80,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   check(ours.is_done() == beasts.is_done());
   if (!ours.is_header_done()) return 0;
 
-  const auto& message = beasts.get();
+  // The fields are the header's: ours drops a chunked body's trailer fields,
+  // which Beast's message adds; a parser of Beast's that stops at the end of
+  // the header gives its fields alone.
+  http::request_parser<http::empty_body> head;
+  head.eager(false);
+  {
+    std::string_view rest = input;
+    boost::beast::error_code ec;
+    while (!rest.empty() && !head.is_header_done() && !ec)
+      rest.remove_prefix(head.put(boost::asio::buffer(rest.data(), rest.size()), ec));
+    check(head.is_header_done());
+  }
+  const auto& message = head.get();
   check(request.method() == message.method());
   check(request.method_string() == view(message.method_string()));
   check(request.target() == view(message.target()));
@@ -113,6 +127,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } else {
     check(!request.keep_alive() || ours.keep_alive());
   }
-  if (ours.is_done()) check(request.body() == view(message.body()));
+  if (ours.is_done()) check(request.body() == view(beasts.get().body()));
   return 0;
 }

@@ -43,6 +43,10 @@ inline std::string_view origin_form(std::string_view target, std::string& scratc
 // keeps per connection): the start line and each field as they are parsed,
 // and a body the parser decodes (a chunked one) into the request's body.
 // A body with a Content-Length is read past the parser (read_sized_body).
+// The trailer fields of a chunked body are parsed (so that a malformed one
+// is refused) and dropped, as nginx drops them: fields that came after the
+// header were never seen by the checks the header gets (API key, refused
+// fields, session id, rank), and are not forwarded.
 class RequestParser final : public http::basic_parser<true> {
  public:
   static constexpr std::uint64_t kNoDeclaredLength = UINT64_MAX;
@@ -78,6 +82,7 @@ class RequestParser final : public http::basic_parser<true> {
   void on_response_impl(int, string_view, int, beast::error_code&) override {}
   void on_field_impl(http::field name, string_view name_string, string_view value,
                      beast::error_code&) override {
+    if (is_header_done()) return;  // a trailer field
     request_.insert(name, view(name_string), view(value));
   }
   void on_header_impl(beast::error_code&) override {}

@@ -307,6 +307,50 @@ TEST_F(HostileClient, ValidChunkedBodyIsForwardedWithContentLengthOnly) {
   expect_still_serving();
 }
 
+// A chunked body's trailer fields come after the checks the header gets (API
+// key, refused fields, session id, rank): they are dropped, not taken for
+// header fields and forwarded. Many of them, then one that does not parse, is
+// a 400 in the route's dialect (the warden answered it from the request's
+// target after they had moved the request's store: a use after free).
+TEST_F(HostileClient, TrailerFieldsAreDroppedAndABadOneIs400) {
+  const std::string body(kChat);
+  char size[16];
+  std::snprintf(size, sizeof size, "%zx", body.size());
+  const std::string chunked = std::string(size) + "\r\n" + body + "\r\n0\r\n";
+  {
+    RawClient c{port()};
+    ASSERT_TRUE(
+        c.send("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nx-tag: after-trailer\r\n"
+               "Transfer-Encoding: chunked\r\n\r\n" +
+               chunked + "X-data-parallel-rank: 3\r\nX-Trailer-Tag: seen\r\n\r\n"));
+    auto r = c.read_response(5s);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << r->body;
+    auto seen = backend_.requests();
+    ASSERT_EQ(seen.size(), 1u);
+    const std::string head = seen[0].substr(0, seen[0].find("\r\n\r\n"));
+    EXPECT_EQ(raw_header(head, "x-trailer-tag"), std::nullopt) << head;
+    EXPECT_NE(raw_header(head, "x-data-parallel-rank"), "3")
+        << "the warden's rank, not the trailer's: " << head;
+    EXPECT_EQ(seen[0].substr(seen[0].find("\r\n\r\n") + 4), body);
+  }
+  std::string trailer;
+  for (int i = 0; i < 64; ++i) trailer += "X-Trailer-" + std::to_string(i) + ": some value\r\n";
+  RawClient c{port()};
+  c.send(
+      "POST /v1/messages?beta=true HTTP/1.1\r\nHost: 127.0.0.1\r\nx-tag: badtrailer\r\n"
+      "Transfer-Encoding: chunked\r\n\r\n" +
+      chunked + trailer + "not a field\r\n\r\n");
+  auto r = c.read_response(3s);
+  ASSERT_TRUE(r) << "no reply; got: " << c.unread().substr(0, 200);
+  EXPECT_EQ(r->status, 400) << r->body;
+  EXPECT_NE(r->body.find("\"type\":\"error\""), std::string::npos)
+      << "Anthropic's shape: " << r->body;
+  EXPECT_TRUE(c.wait_closed(3s));
+  expect_still_serving();
+  expect_backend_saw_nothing_else();
+}
+
 // ------------------------------------------------------------ pipelining
 
 TEST_F(HostileClient, PipelinedRequestsAreAnsweredInOrder) {
