@@ -147,9 +147,10 @@ struct HomeStore::State {
   // Logs, once per warden, that claims go as plain SETs: Redis runs the
   // script neither by its SHA1 nor whole.
   void refuse_scripts(std::string_view error);
-  // Queues `command` (moved from) unless max_pending are waiting: false, and
-  // `command` left as it was, when refused.
-  bool enqueue(Command& command);
+  // Queues `command` (moved from) unless max_pending are waiting (kFull) or
+  // the store has stopped (kStopped); when refused, `command` is left as it was.
+  enum class Queued : std::uint8_t { kYes, kFull, kStopped };
+  Queued enqueue(Command& command);
 
   const HomeStoreOptions options;
 
@@ -564,37 +565,43 @@ HomeStore::HomeStore(HomeStoreOptions options)
 }
 
 HomeStore::~HomeStore() {
+  stop();
+}
+
+void HomeStore::stop() {
   {
     std::lock_guard lock(state_->mutex);
     state_->stopping = true;
   }
   state_->wake.notify_one();
-  state_->thread.join();
+  if (state_->thread.joinable()) state_->thread.join();
 }
 
-bool HomeStore::State::enqueue(Command& command) {
+HomeStore::State::Queued HomeStore::State::enqueue(Command& command) {
   bool was_empty = false;
   {
     std::lock_guard lock(mutex);
-    if (queue.size() >= options.max_pending) return false;
+    if (stopping) return Queued::kStopped;
+    if (queue.size() >= options.max_pending) return Queued::kFull;
     was_empty = queue.empty();
     queue.push_back(std::move(command));
   }
   // Only an empty queue can have the thread waiting on it.
   if (was_empty) wake.notify_one();
-  return true;
+  return Queued::kYes;
 }
 
 void HomeStore::put(std::string key, std::string value, std::chrono::milliseconds ttl) {
   Command command{
       .kind = Command::Kind::kPut, .key = std::move(key), .value = std::move(value), .ttl = ttl};
-  if (!state_->enqueue(command)) ++state_->writes_dropped;
+  if (state_->enqueue(command) != State::Queued::kYes) ++state_->writes_dropped;
 }
 
 void HomeStore::get(std::string key, std::function<void(Lookup)> done) {
   assert(done);
   Command command{.kind = Command::Kind::kGet, .key = std::move(key), .done = std::move(done)};
-  if (state_->enqueue(command)) return;
+  const State::Queued queued = state_->enqueue(command);
+  if (queued != State::Queued::kFull) return;  // taken, or stopped: dropped
   ++state_->lookups_failed;
   command.done(Lookup{.status = LookupStatus::kFailed});
 }
@@ -608,8 +615,10 @@ void HomeStore::claim(std::string key, std::string replaces, std::string value,
                   .ttl = ttl,
                   .replaces = std::move(replaces),
                   .claimed = std::move(done)};
-  if (state_->enqueue(command)) return;
+  const State::Queued queued = state_->enqueue(command);
+  if (queued == State::Queued::kYes) return;
   ++state_->writes_dropped;
+  if (queued == State::Queued::kStopped) return;
   command.claimed(Claim{});
 }
 

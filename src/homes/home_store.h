@@ -119,7 +119,7 @@ struct HomeStoreStats {
 class HomeStore {
  public:
   explicit HomeStore(HomeStoreOptions options);
-  // Stops the thread; lookups still queued complete as kFailed first.
+  // Stops the thread (stop()).
   ~HomeStore();
   HomeStore(const HomeStore&) = delete;
   HomeStore& operator=(const HomeStore&) = delete;
@@ -136,6 +136,12 @@ class HomeStore {
   // claims cannot both be taken (but see kUnchecked). `done` runs as get's does.
   void claim(std::string key, std::string replaces, std::string value,
              std::chrono::milliseconds ttl, std::function<void(Claim)> done);
+
+  // Stops the thread: lookups and claims it still holds (queued, or sent and
+  // unanswered) complete as failed first, on this thread or on the store's
+  // before it ends. Those made afterwards are dropped: their `done` never runs.
+  // Returns once the thread has ended; a second call does nothing.
+  void stop();
 
   HomeStoreStats stats() const;
   // Whether it holds a working connection (stats().connected, alone).

@@ -50,6 +50,10 @@ void WardenRuntime::shutdown() {
   control_->join();
   io_->stop();
   io_->join();
+  // The store's lookups post their answers to the I/O contexts: it ends
+  // while they are still there (a request that gave up on its lookup leaves
+  // the store holding it).
+  warden_->stop_shared_homes();
   server_->close_acceptor();
   warden_->close_upstreams();
   control_.reset();

@@ -144,6 +144,11 @@ class SharedHomes {
   void tell(const ModelState& model, const core::RouteDecision& decision);
   // A stored response that the router remembered on `replica`.
   void tell_response(const ModelState& model, std::uint64_t response, int replica);
+  // Stops the store's thread, which hands each lookup it still holds its
+  // failure (posted to the asking request's I/O context) first: call it with
+  // the I/O threads stopped, before their contexts go. Lookups and writes
+  // made afterwards are dropped.
+  void stop() { store_.stop(); }
 
   SharedHomesStats stats() const;
   // The Redis it shares through, without its password: "redis://host:port/db".

@@ -219,6 +219,11 @@ class Warden {
 
   // Drops pooled upstream connections; only with the I/O threads stopped.
   void close_upstreams() noexcept { pools_.clear(); }
+  // Stops the shared homes' Redis store (SharedHomes::stop), if any; with the
+  // I/O threads stopped and before their contexts are destroyed.
+  void stop_shared_homes() {
+    if (shared_homes_) shared_homes_->stop();
+  }
   // The Redis store's counters, when homes are shared (else nullopt).
   std::optional<SharedHomesStats> shared_homes_stats() const;
   std::optional<SharedHomesView> shared_homes_view() const;
