@@ -90,8 +90,7 @@ RouteDecision Router::to_replica(int replica, RouteKind kind, RankPinning pinnin
   Replica& r = replicas_[static_cast<std::size_t>(replica)];
   const Backend& b = backends_[static_cast<std::size_t>(r.backend)];
   if (b.ranks > 1 && pinning == RankPinning::kIgnored) return to_server(r.backend, kind);
-  ++r.in_flight;
-  rescore(replica);
+  add_in_flight(replica, r.backend);
   ++r.counters.routed[static_cast<int>(kind)];
   // A single-rank server needs no rank header; a multi-rank one is pinned.
   return RouteDecision{RouteDecision::Status::kOk, kind, replica, r.backend,
@@ -99,8 +98,7 @@ RouteDecision Router::to_replica(int replica, RouteKind kind, RankPinning pinnin
 }
 
 RouteDecision Router::to_server(int backend, RouteKind kind) noexcept {
-  ++backends_[static_cast<std::size_t>(backend)].unassigned_in_flight;
-  rescore_server(backend);
+  add_in_flight(-1, backend);
   ++unassigned_counters_.routed[static_cast<int>(kind)];
   return {RouteDecision::Status::kOk, kind, -1, backend, -1};
 }
@@ -233,7 +231,10 @@ RouteDecision Router::route(const Identity& identity, TimePoint now, std::span<c
         kind = RouteKind::kSpilled;
       }
     }
-  } else if (h.in_flight >= spill_threshold()) {
+  } else if (h.in_flight * server.ranks + server.unassigned_in_flight >=
+             spill_threshold() * server.ranks) {
+    // Its own and its share of those sent to its server without a rank (a
+    // model's Responses traffic), as in its load score.
     const int lower = least_loaded(exclude, placement_.key(*home));
     if (lower >= 0) {
       target = lower;

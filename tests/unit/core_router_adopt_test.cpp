@@ -12,10 +12,6 @@
 namespace lmwarden::core {
 namespace {
 
-Identity session(const std::string& id) {
-  return {.kind = IdentityKind::kSession, .session_hash = stable_hash(id)};
-}
-
 const TimePoint t0{};
 
 TEST(RouterAdopt, AnAdoptedHomeIsStickyFromTheFirstRequest) {

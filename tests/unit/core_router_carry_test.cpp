@@ -14,10 +14,6 @@
 namespace lmwarden::core {
 namespace {
 
-Identity session(const std::string& id) {
-  return {.kind = IdentityKind::kSession, .session_hash = stable_hash(id)};
-}
-
 const TimePoint t0{};
 
 // Places `id` (a new conversation) and ends its request; its home.

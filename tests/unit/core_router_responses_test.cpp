@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "common/hash.h"
 #include "core/router.h"
@@ -158,6 +159,36 @@ TEST(RouterResponses, OnARouteWithoutRanksTheChainKeepsToTheServer) {
     EXPECT_TRUE(next.bound);
   }
   EXPECT_EQ(router.view().unassigned.count(RouteKind::kSticky), 3u);
+}
+
+// One model's chat turns pin a rank and its Responses turns do not (Claude
+// Code and Codex on one multi-rank server): a pinned home's spill check counts
+// its share of the server's rank-free requests, as its load score does.
+TEST(RouterResponses, APinnedHomeCountsItsShareOfTheRankFreeRequests) {
+  Router router = make_router(servers(1, /*ranks=*/2, /*spill=*/2));
+  constexpr auto kIgnored = RankPinning::kIgnored;
+  const RouteDecision chat = router.route(session("chat"), t0);
+  ASSERT_TRUE(chat.ok());
+  const int home = chat.replica;
+  ASSERT_GE(home, 0);
+  std::vector<RouteDecision> open{chat};
+  open.push_back(router.route(session("codex"), t0, {}, kIgnored));
+  ASSERT_EQ(open.back().replica, -1);
+  // One in flight at home and half of one rank-free: 1.5, under 2.
+  const RouteDecision under = router.route(session("chat"), t0);
+  EXPECT_EQ(under.kind, RouteKind::kSticky);
+  EXPECT_EQ(under.replica, home);
+  router.finish(under, t0);
+  open.push_back(router.route(session("codex"), t0, {}, kIgnored));
+  ASSERT_EQ(open.back().replica, -1);
+  // One at home and two rank-free on its server: 2 each for home's rank, 1
+  // for the other.
+  const RouteDecision full = router.route(session("chat"), t0);
+  EXPECT_EQ(full.kind, RouteKind::kSpilled);
+  EXPECT_EQ(full.replica, 1 - home);
+  EXPECT_EQ(full.home, home) << "a spill does not move the home";
+  router.finish(full, t0);
+  for (const RouteDecision& d : open) router.finish(d, t0);
 }
 
 // With affinity off the router remembers nothing to place by, and stored

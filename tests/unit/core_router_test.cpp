@@ -1,5 +1,3 @@
-#include "core/router.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +8,8 @@
 #include <vector>
 
 #include "common/hash.h"
+#include "core/router.h"
+#include "core_router_test_util.h"
 
 namespace lmwarden::core {
 namespace {
@@ -17,35 +17,18 @@ namespace {
 using std::chrono::minutes;
 using std::chrono::seconds;
 
+// One server of `ranks` ranks; `n` single-rank servers.
 config::ModelConfig dp_model(int ranks, std::optional<int> spill = std::nullopt) {
-  config::ModelConfig m;
-  m.name = "m";
-  m.spill_threshold = spill;
-  m.backends.push_back({.url = "http://127.0.0.1:8000", .host = "127.0.0.1", .port = 8000,
-                        .data_parallel_size = ranks});
-  return m;
+  return servers(1, ranks, spill);
 }
-
 config::ModelConfig separate_servers(int n) {
-  config::ModelConfig m;
-  m.name = "m";
-  for (int i = 0; i < n; ++i)
-    m.backends.push_back({.url = "http://127.0.0.1:" + std::to_string(9000 + i),
-                          .host = "127.0.0.1", .port = static_cast<std::uint16_t>(9000 + i)});
-  return m;
+  return servers(n);
 }
 
-Identity session(const std::string& id) {
-  return {.kind = IdentityKind::kSession, .session_hash = stable_hash(id)};
-}
 Identity anonymous() { return {}; }
 Identity pinned(int rank) { return {.kind = IdentityKind::kPinned, .pinned_rank = rank}; }
 
 const TimePoint t0{};
-
-Router make_router(const config::ModelConfig& m) {
-  return Router{m, std::make_unique<FirstTieBreaker>()};
-}
 
 TEST(Router, NewConversationsSpreadOverIdleReplicas) {
   Router router = make_router(dp_model(4));

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "common/hash.h"
 #include "core/router.h"
 
 namespace lmwarden::core {
@@ -26,6 +27,11 @@ inline config::ModelConfig servers(int n, int ranks = 1, std::optional<int> spil
 // Ties go to the first candidate, so that tests can say where a request lands.
 inline Router make_router(const config::ModelConfig& m) {
   return Router{m, std::make_unique<FirstTieBreaker>()};
+}
+
+// A request of the conversation `id`.
+inline Identity session(const std::string& id) {
+  return {.kind = IdentityKind::kSession, .session_hash = stable_hash(id)};
 }
 
 }  // namespace lmwarden::core
