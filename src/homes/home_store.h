@@ -127,8 +127,8 @@ class HomeStore {
   // SET key value PX ttl, not waited for.
   void put(std::string key, std::string value, std::chrono::milliseconds ttl);
   // GET key. `done` runs exactly once, on the store's thread (or on the
-  // caller's, when the lookup is refused at once): it should only hand the
-  // result to where it is wanted.
+  // caller's, when the lookup is refused at once), unless the store has
+  // stopped (stop()): it should only hand the result to where it is wanted.
   void get(std::string key, std::function<void(Lookup)> done);
   // Sets key to `value` (PX ttl) when it is absent, holds `replaces` (""
   // claims an absent key only) or holds `value` already; otherwise leaves it

@@ -48,12 +48,14 @@ void WardenRuntime::shutdown() {
   saver_->finish();
   control_->stop();
   control_->join();
+  // The store's thread posts its answers to the I/O contexts: it ends while
+  // they still run (a request that gave up on its lookup leaves the store
+  // holding it, and an I/O thread shuts its context down as it ends, which
+  // a post must not meet). A lookup asked after this gets no answer and ends
+  // at its timeout, if the stop leaves it that long.
+  warden_->stop_shared_homes();
   io_->stop();
   io_->join();
-  // The store's lookups post their answers to the I/O contexts: it ends
-  // while they are still there (a request that gave up on its lookup leaves
-  // the store holding it).
-  warden_->stop_shared_homes();
   server_->close_acceptor();
   warden_->close_upstreams();
   control_.reset();

@@ -145,9 +145,9 @@ class SharedHomes {
   // A stored response that the router remembered on `replica`.
   void tell_response(const ModelState& model, std::uint64_t response, int replica);
   // Stops the store's thread, which hands each lookup it still holds its
-  // failure (posted to the asking request's I/O context) first: call it with
-  // the I/O threads stopped, before their contexts go. Lookups and writes
-  // made afterwards are dropped.
+  // failure (posted to the asking request's I/O context) first: call it
+  // while the I/O threads still run. Lookups made afterwards get no answer
+  // (each ends at its timeout), and writes are dropped.
   void stop() { store_.stop(); }
 
   SharedHomesStats stats() const;

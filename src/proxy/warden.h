@@ -219,8 +219,8 @@ class Warden {
 
   // Drops pooled upstream connections; only with the I/O threads stopped.
   void close_upstreams() noexcept { pools_.clear(); }
-  // Stops the shared homes' Redis store (SharedHomes::stop), if any; with the
-  // I/O threads stopped and before their contexts are destroyed.
+  // Stops the shared homes' Redis store (SharedHomes::stop), if any; while
+  // the I/O threads still run.
   void stop_shared_homes() {
     if (shared_homes_) shared_homes_->stop();
   }
