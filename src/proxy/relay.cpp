@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 
 #include "common/coarse_clock.h"
 #include "net/field_lookup.h"
@@ -36,7 +37,10 @@ constexpr std::array<http::field, 8> kHopByHop = {
 
 // Says which fields of a message are hop-by-hop: the fixed ones and those its
 // sender listed in Connection (in any of its Connection fields). Views into
-// the message's fields: no copies.
+// the message's fields: no copies, for the few names a Connection field lists
+// (close, keep-alive, Upgrade). Past kFewListed, the names are kept
+// lowercased in a hashed set: compared one by one with every field, a
+// header of thousands of each took the I/O thread for seconds (quadratic).
 // `Fields`: a Request's or a ReplyParser's.
 class HopByHop {
  public:
@@ -44,19 +48,42 @@ class HopByHop {
   explicit HopByHop(const Fields& fields) {
     for (const auto& f : fields)
       if (f.name() == http::field::connection)
-        for (auto token : http::token_list{f.value()}) listed_.push_back(token);
+        for (auto token : http::token_list{f.value()}) list(token);
   }
   template <class Field>
   bool operator()(const Field& f) const {
     if (f.name() != http::field::unknown && std::ranges::find(kHopByHop, f.name()) != kHopByHop.end())
       return true;
+    if (many_) return many_->contains(lowercase(f.name_string()));
     return std::ranges::any_of(listed_, [&](std::string_view token) {
       return net::beast::iequals(token, f.name_string());
     });
   }
 
  private:
+  static constexpr std::size_t kFewListed = 16;
+
+  static std::string lowercase(std::string_view s) {
+    std::string out(s);
+    for (char& c : out)
+      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    return out;
+  }
+  void list(std::string_view token) {
+    if (!many_ && listed_.size() < kFewListed) {
+      listed_.push_back(token);
+      return;
+    }
+    if (!many_) {
+      many_.emplace();
+      for (std::string_view t : listed_) many_->insert(lowercase(t));
+      listed_.clear();
+    }
+    many_->insert(lowercase(token));
+  }
+
   boost::container::small_vector<std::string_view, 4> listed_;
+  std::optional<std::unordered_set<std::string>> many_;
 };
 
 using net::append_field;
@@ -373,6 +400,14 @@ net::Awaitable<AttemptResult> relay_reply(AttemptContext& ctx, const config::Bac
 }
 
 }  // namespace
+
+bool named_in_connection(const net::Request& request, std::string_view name) {
+  for (const auto& f : request)
+    if (f.name() == http::field::connection)
+      for (auto token : http::token_list{f.value()})
+        if (net::beast::iequals(token, name)) return true;
+  return false;
+}
 
 void write_upstream_head(std::string& out, const net::Request& request,
                          const config::BackendConfig& backend, int rank,

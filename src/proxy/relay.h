@@ -102,6 +102,10 @@ void write_upstream_head(std::string& out, const net::Request& request,
                          const config::BackendConfig& backend, int rank,
                          std::string_view forwarded_for, std::string_view request_id = {});
 
+// Whether one of the request's Connection fields names the field `name`
+// (any case): a field for this hop only, which write_upstream_head drops.
+bool named_in_connection(const net::Request& request, std::string_view name);
+
 // Writes into `out` (replacing what it held) the status line and fields of an
 // upstream reply whose header `reply` has parsed, as the client receives them,
 // in the form Exchange::begin_stream takes: hop-by-hop fields and

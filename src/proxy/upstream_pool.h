@@ -8,6 +8,7 @@
 #include <boost/container/small_vector.hpp>
 #include <chrono>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -30,8 +31,11 @@ namespace lmwarden::proxy {
 // in one buffer: the connection's read buffer), not copied into Beast's field
 // container, which allocates and inserts into an ordered index per field.
 // The views hold until that buffer is next written to; the relay reads them
-// first. The body is decoded into the buffer given to body_buffer(), as
-// Beast's buffer_body does it.
+// first. A value folded over several lines (obs-fold) is the exception:
+// Beast unfolds it (each fold a space, as RFC 9112 §5.2 lets a proxy forward
+// it) into a buffer of its own that lives only while it parses, so the
+// parser keeps a copy. The body is decoded into the buffer given to
+// body_buffer(), as Beast's buffer_body does it.
 class ReplyParser final : public net::http::basic_parser<false> {
  public:
   using Field = net::FieldView;
@@ -64,7 +68,19 @@ class ReplyParser final : public net::http::basic_parser<false> {
   }
   void on_field_impl(net::http::field name, string_view name_string, string_view value,
                      net::beast::error_code&) override {
-    fields_.emplace_back(name, view(name_string), view(value));
+    fields_.emplace_back(name, view(name_string),
+                         in_place(name_string, value) ? view(value)
+                                                      : std::string_view(unfolded_.emplace_back(
+                                                            value.data(), value.size())));
+  }
+  // Whether `value` is in the bytes parsed, right after its name, the colon
+  // and any blanks (those bytes are there: the header was parsed whole);
+  // otherwise it is Beast's unfolded copy.
+  static bool in_place(string_view name, string_view value) noexcept {
+    if (value.empty()) return true;
+    const char* p = name.data() + name.size() + 1;  // past the colon
+    while (p != value.data() && (*p == ' ' || *p == '\t')) ++p;
+    return p == value.data();
   }
   void on_header_impl(net::beast::error_code&) override {}
   void on_body_init_impl(const boost::optional<std::uint64_t>&, net::beast::error_code&) override {}
@@ -91,6 +107,7 @@ class ReplyParser final : public net::http::basic_parser<false> {
   unsigned status_ = 0;
   std::string_view reason_;
   boost::container::small_vector<Field, 12> fields_;
+  std::deque<std::string> unfolded_;  // folded values, unfolded (a deque: they never move)
   char* body_ = nullptr;
   std::size_t room_ = 0;
 };

@@ -398,7 +398,10 @@ net::Awaitable<void> Warden::forward(net::Exchange& exchange, Dialect dialect) {
             next_request_id_.fetch_add(1, std::memory_order_relaxed)};
   f.log.received = received;
   f.log.body_bytes = body_bytes;
-  if (const auto client_id = request.find(kRequestIdField); client_id && !client_id->empty()) {
+  // The client's own id goes up unless it is for this hop only (named in
+  // Connection, so dropped on the way): the server is then sent one of ours.
+  if (const auto client_id = request.find(kRequestIdField);
+      client_id && !client_id->empty() && !named_in_connection(request, kRequestIdField)) {
     f.request_id = *client_id;
   } else {
     const auto written =

@@ -185,12 +185,16 @@ TEST(AccessLog, EachRequestGoesUpWithAnXRequestIdThatItsLineNames) {
   ASSERT_EQ(post(warden.port(), "m", {{"x-request-id", "client-7"}}), 200u);
   ASSERT_EQ(post(warden.port(), "nope", {{"X-Request-Id", "refused-1"}}), 404u);
   ASSERT_EQ(post(warden.port(), "nope", {}), 404u);
+  // Named in Connection, the client's id is for this hop only: not sent on,
+  // so the server gets one of the warden's, and the line names that.
+  ASSERT_EQ(post(warden.port(), "m", {{"X-Request-Id", "hop-9"}, {"Connection", "x-request-id"}}),
+            200u);
 
-  auto lines = wait_for_lines(log, 5);
-  ASSERT_EQ(lines.size(), 5u);
+  auto lines = wait_for_lines(log, 6);
+  ASSERT_EQ(lines.size(), 6u);
   std::ranges::sort(lines, {}, [](const json& l) { return l["id"].get<std::uint64_t>(); });
   const auto seen = fake.seen();
-  ASSERT_EQ(seen.size(), 4u);
+  ASSERT_EQ(seen.size(), 5u);
   const std::regex added{"([0-9a-f]{8})-([0-9]+)"};
   std::string tag;
   for (int i = 0; i < 2; ++i) {
@@ -209,6 +213,9 @@ TEST(AccessLog, EachRequestGoesUpWithAnXRequestIdThatItsLineNames) {
   // Refused before any replica: the client's id, or none.
   EXPECT_EQ(lines[3]["request_id"], "refused-1");
   EXPECT_TRUE(lines[4]["request_id"].is_null());
+  ASSERT_EQ(seen[4].request_ids.size(), 1u);
+  EXPECT_TRUE(std::regex_match(seen[4].request_ids[0], added)) << seen[4].request_ids[0];
+  EXPECT_EQ(lines[5]["request_id"], seen[4].request_ids[0]);
 }
 
 // What one request sent on a connection of its own brought back: every byte

@@ -201,6 +201,26 @@ TEST(UpstreamHead, EveryConnectionFieldListsHopByHopFields) {
                                    testing::Pair("Content-Length", "2")));
 }
 
+// Past a few names, the list is kept hashed (a header of thousands of names
+// and fields was quadratic): the same fields go, in any case, repeated or not.
+TEST(UpstreamHead, AConnectionFieldListingManyNamesDropsEachOfThem) {
+  std::string names = "keep-alive";
+  for (int i = 0; i < 40; ++i) names += ", X-Unsent-" + std::to_string(i);
+  names += ", X-HOP-ONE, x-hop-one, X-Hop-Two";
+  const auto request = client_request(http::verb::post, "/v1/messages",
+                                      {{"Connection", names},
+                                       {"x-hop-one", "1"},
+                                       {"X-Kept", "2"},
+                                       {"X-HOP-TWO", "3"},
+                                       {"X-Unsent-39", "4"},
+                                       {"X-Unsent-40", "5"}},
+                                      "{}");
+  EXPECT_THAT(upstream_fields(request, ""),
+              testing::ElementsAre(testing::Pair("X-Kept", "2"), testing::Pair("X-Unsent-40", "5"),
+                                   testing::Pair("Host", "127.0.0.1:8000"),
+                                   testing::Pair("Content-Length", "2")));
+}
+
 TEST(UpstreamHead, ABackendWithItsOwnKeyReplacesTheClientsCredentials) {
   auto with_key = backend("http://127.0.0.1:8000");
   with_key.api_key_env = "LMWARDEN_TEST_UPSTREAM_KEY";
@@ -275,6 +295,24 @@ TEST(ClientHead, KeepsTheReplysStatusAndEndToEndFieldsOnly) {
       << "every Connection field counts";
   EXPECT_EQ(client_head_for("HTTP/1.1 200 \r\nContent-Length: 0\r\n\r\n"), "HTTP/1.1 200 OK\r\n")
       << "no reason sent: the standard one";
+}
+
+// A value folded over several lines (obs-fold, RFC 9112 §5.2) is forwarded
+// with each fold as a space. Beast unfolds it into a buffer of its own that
+// lives only while it parses, shared by every folded field: the parser
+// copies each such value (before, the fields read freed stack, and each
+// showed the last folded value's bytes).
+TEST(ClientHead, FoldedValuesAreRelayedUnfoldedEachItsOwn) {
+  const std::string long_value(2000, 'L');
+  EXPECT_EQ(client_head_for("HTTP/1.1 200 OK\r\n"
+                            "X-Fold-A: AAAAAAAAAAAAAAAA\r\n AAAA\r\n"
+                            "X-Plain: p\r\n"
+                            "X-Fold-B: BB\r\n\tB\r\n"
+                            "X-Fold-C: " +
+                            long_value + "\r\n " + long_value + "\r\n\r\n"),
+            "HTTP/1.1 200 OK\r\nX-Fold-A: AAAAAAAAAAAAAAAA AAAA\r\nX-Plain: p\r\n"
+            "X-Fold-B: BB B\r\nX-Fold-C: " +
+                long_value + " " + long_value + "\r\n");
 }
 
 // The reply's body as the relay decodes it: into a buffer of its own, as
