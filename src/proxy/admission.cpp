@@ -72,24 +72,24 @@ Admission admit(const net::Request& request, Dialect dialect, const ModelSet& se
                                       "invalid request body: " + scan.error_detail),
             .reason = "invalid_body"};
   }
-  ModelState* model = nullptr;
-  if (scan.model.empty()) {
-    if (set.models.size() == 1) model = set.models.front().get();
-  } else {
-    model = set.find(scan.model);
+  // A stored response's routes go to the model that remembers the response,
+  // whatever a body names: vLLM reads no body there, and one naming another
+  // model (of the same server, with other keys or none) must not choose
+  // whose keys are asked for.
+  ModelState* model = stored.empty() ? nullptr : holding_response(set, stable_hash(stored));
+  if (!model) {
+    if (scan.model.empty()) {
+      if (set.models.size() == 1) model = set.models.front().get();
+    } else {
+      model = set.find(scan.model);
+    }
   }
-  // A stored response's routes carry no body: the model is the one that
-  // remembers the response.
-  if (!model && !stored.empty() && scan.model.empty()) {
-    model = holding_response(set, stable_hash(stored));
-    if (!model)
-      return {.refusal = error_response(dialect, http::status::not_found,
-                                        "Response with id '" + std::string(stored) +
-                                            "' not found: no model here knows where it is "
-                                            "stored",
-                                        "invalid_request_error"),  // as vLLM's 404 says it
-              .reason = "unknown_response"};
-  }
+  if (!model && !stored.empty() && scan.model.empty())
+    return {.refusal = error_response(dialect, http::status::not_found,
+                                      "Response with id '" + std::string(stored) +
+                                          "' not found: no model here knows where it is stored",
+                                      "invalid_request_error"),  // as vLLM's 404 says it
+            .reason = "unknown_response"};
   if (!model) {
     if (scan.model.empty())
       return {.refusal = error_response(dialect, http::status::bad_request,

@@ -138,5 +138,41 @@ TEST(ProxyRouting, AStoredResponseFindsItsModelAmongSeveral) {
       1);
 }
 
+// Two models of one server, the first with client keys: a stored response
+// of the first is the first's, whatever model a body on its routes names, so
+// a client without a key cannot read or cancel it by naming the second.
+TEST(ProxyRouting, AStoredResponseAsksForTheKeysOfTheModelThatMadeIt) {
+  ::setenv("LMWARDEN_TEST_STORED_KEY", "stored-key", 1);
+  FakeVllm server{1};
+  const std::string url = "http://127.0.0.1:" + std::to_string(server.port());
+  RunningWarden warden{load_test_config(
+      "listen: 127.0.0.1:0\nmodels:\n"
+      "  - name: keyed\n    api_keys_env: [LMWARDEN_TEST_STORED_KEY]\n    backends:\n"
+      "      - url: " +
+      url +
+      "\n"
+      "  - name: open\n    backends:\n      - url: " +
+      url + "\n")};
+  ASSERT_EQ(http_request(warden.port(), http::verb::post, "/v1/responses",
+                         R"({"model":"keyed","input":"hi","stream":false})",
+                         {{"x-fake-response-id", "resp_k"}, {"Authorization", "Bearer stored-key"}})
+                .status,
+            200u);
+  EXPECT_EQ(http_request(warden.port(), http::verb::get, "/v1/responses/resp_k").status, 401u);
+  EXPECT_EQ(
+      http_request(warden.port(), http::verb::get, "/v1/responses/resp_k", R"({"model":"open"})")
+          .status,
+      401u);
+  EXPECT_EQ(http_request(warden.port(), http::verb::post, "/v1/responses/resp_k/cancel",
+                         R"({"model":"open"})")
+                .status,
+            401u);
+  EXPECT_EQ(server.seen().size(), 1u) << "none of the three reached the server";
+  EXPECT_EQ(http_request(warden.port(), http::verb::get, "/v1/responses/resp_k",
+                         R"({"model":"open"})", {{"x-api-key", "stored-key"}})
+                .status,
+            200u);
+}
+
 }  // namespace
 }  // namespace lmwarden::testing
