@@ -409,15 +409,32 @@ class Reader {
   }
 
   // The value of the variable `name`, read once here; an unset or empty one
-  // is an error that says what it would have done.
+  // is an error that says what it would have done. So is one holding a
+  // control character (a line end left by the secret file it was read from,
+  // most often): sent in a header, a CR or LF would end the line there and
+  // start another; a key that holds one could never be sent by a client.
   std::optional<std::string> require_env(const YAML::Node& at, const std::string& path,
                                          const std::string& name, std::string_view consequence) {
     const char* value = std::getenv(name.c_str());
-    if (value && *value) return std::string(value);
-    error(at, path,
-          fmt::format("the environment variable {} is {}: {}", name, value ? "empty" : "not set",
-                      consequence));
-    return std::nullopt;
+    if (!value || !*value) {
+      error(at, path,
+            fmt::format("the environment variable {} is {}: {}", name, value ? "empty" : "not set",
+                        consequence));
+      return std::nullopt;
+    }
+    const std::string_view v(value);
+    const auto control = std::ranges::find_if(
+        v, [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == '\x7f'; });
+    if (control != v.end()) {
+      error(at, path,
+            fmt::format("the environment variable {} holds a control character (byte {} of {}, "
+                        "0x{:02x}; a line end left by the file it came from?); the value is not "
+                        "shown: it is a secret",
+                        name, control - v.begin() + 1, v.size(),
+                        static_cast<unsigned char>(*control)));
+      return std::nullopt;
+    }
+    return std::string(v);
   }
 
   std::string file_;

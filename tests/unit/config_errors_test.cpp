@@ -523,6 +523,30 @@ TEST(ConfigErrors, KeysNamedByEnvironmentVariablesMustBeThere) {
   ::unsetenv("LMWARDEN_TEST_SET");
 }
 
+// A key with a line end (left by the secret file it was read from) would
+// split the header it is sent in, or never match what a client sends.
+TEST(ConfigErrors, KeysWithControlCharactersAreRefusedWithoutShowingThem) {
+  ::setenv("LMWARDEN_TEST_NEWLINE", "backendkey\r\nX-Injected: yes", 1);
+  ::setenv("LMWARDEN_TEST_TAB", "client\tkey", 1);
+  EXPECT_EQ(error_of(R"(models:
+  - name: m
+    backends:
+      - url: http://h:1
+        api_key_env: LMWARDEN_TEST_NEWLINE
+)"),
+            "lmwarden.yaml:5: models[0].backends[0].api_key_env: the environment variable "
+            "LMWARDEN_TEST_NEWLINE holds a control character (byte 11 of 27, 0x0d; a line end "
+            "left by the file it came from?); the value is not shown: it is a secret");
+  const std::string client = error_of(
+      "models:\n  - name: m\n    api_keys_env: [LMWARDEN_TEST_TAB]\n    backends: [{url: "
+      "\"http://h:1\"}]\n");
+  EXPECT_THAT(client, HasSubstr("models[0].api_keys_env[0]: the environment variable "
+                                "LMWARDEN_TEST_TAB holds a control character (byte 7 of 10, 0x09"));
+  EXPECT_THAT(client, Not(HasSubstr("client")));
+  ::unsetenv("LMWARDEN_TEST_NEWLINE");
+  ::unsetenv("LMWARDEN_TEST_TAB");
+}
+
 TEST(ConfigErrors, InvalidYamlSyntax) {
   EXPECT_THAT(error_of("models: [\n  {name: m\n"), HasSubstr("lmwarden.yaml:"));
   EXPECT_THAT(error_of("models: [\n  {name: m\n"), HasSubstr("invalid YAML"));
