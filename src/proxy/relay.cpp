@@ -304,7 +304,9 @@ net::Awaitable<AttemptResult> relay_reply(AttemptContext& ctx, const config::Bac
   // views into conn.buffer are read here, before the buffer takes more.
   write_client_head(conn.head, parser);
   std::optional<std::uint64_t> length;
-  if (const auto declared = parser.content_length()) length = *declared;
+  // A 204 has no body, whatever length it declares (RFC 9110 §8.6: it must
+  // declare none, and nginx drops one): relayed without framing fields.
+  if (const auto declared = parser.content_length(); declared && status != 204) length = *declared;
   const bool chunked = !length && !parser.is_done();
   const std::string_view content_type =
       net::first_value(parser.fields(), http::field::content_type);
@@ -564,7 +566,13 @@ net::Awaitable<AttemptResult> forward_once(AttemptContext& ctx,
         hec0 = co_await net::read_header(upstream.socket(), conn.buffer, parser,
                                          ctx.exchange.deadline());
       }
-      if (hec0 || parser.status() >= 200 || parser.status() == 101) break;
+      if (hec0 || parser.status() >= 200) break;
+      // A switch of protocols the warden never asked for (it sends no
+      // Upgrade; RFC 9110 §15.2.2): a bad reply, and the connection closed.
+      if (parser.status() == 101) {
+        hec0 = http::error::bad_status;
+        break;
+      }
       interim_seen = true;
       if (interim == kMaxInterimReplies) {
         hec0 = http::error::bad_status;  // an endless stream of them: a bad reply
