@@ -8,8 +8,8 @@
 #include <boost/container/small_vector.hpp>
 #include <chrono>
 #include <cstring>
-#include <deque>
 #include <functional>
+#include <list>
 #include <memory>
 #include <optional>
 #include <span>
@@ -107,7 +107,10 @@ class ReplyParser final : public net::http::basic_parser<false> {
   unsigned status_ = 0;
   std::string_view reason_;
   boost::container::small_vector<Field, 12> fields_;
-  std::deque<std::string> unfolded_;  // folded values, unfolded (a deque: they never move)
+  // Folded values, unfolded. A list: its strings never move, and an empty
+  // one allocates nothing (libstdc++'s deque does, and a parser is made per
+  // reply).
+  std::list<std::string> unfolded_;
   char* body_ = nullptr;
   std::size_t room_ = 0;
 };
