@@ -401,6 +401,23 @@ net::Awaitable<AttemptResult> relay_reply(AttemptContext& ctx, const config::Bac
       AttemptResult::Outcome::kRelayed, static_cast<http::status>(status), {}, {}};
 }
 
+// Whether a reply's body is framed as the relay can pass it on: by its length,
+// by the close, or by chunks alone. A Transfer-Encoding with another coding
+// (gzip, …) would reach the client coded with nothing saying so, once the
+// field is dropped as hop-by-hop; one beside a Content-Length is the
+// ambiguity RFC 9112 §6.3 says to treat as an error.
+bool framed_plainly(const ReplyParser& reply) {
+  int codings = 0;
+  bool chunked_only = true;
+  for (const auto& f : reply.fields())
+    if (f.name() == http::field::transfer_encoding)
+      for (auto coding : http::token_list{f.value()}) {
+        ++codings;
+        chunked_only = chunked_only && net::beast::iequals(coding, "chunked");
+      }
+  return codings == 0 || (codings == 1 && chunked_only && !reply.content_length());
+}
+
 }  // namespace
 
 bool named_in_connection(const net::Request& request, std::string_view name) {
@@ -566,6 +583,8 @@ net::Awaitable<AttemptResult> forward_once(AttemptContext& ctx,
         hec0 = co_await net::read_header(upstream.socket(), conn.buffer, parser,
                                          ctx.exchange.deadline());
       }
+      if (!hec0 && parser.status() >= 200 && !framed_plainly(parser))
+        hec0 = http::error::bad_transfer_encoding;
       if (hec0 || parser.status() >= 200) break;
       // A switch of protocols the warden never asked for (it sends no
       // Upgrade; RFC 9110 §15.2.2): a bad reply, and the connection closed.

@@ -53,5 +53,32 @@ TEST(FaultReplyHead, A204IsRelayedWithoutTheLengthItDeclared) {
   EXPECT_TRUE(r.body.empty()) << r.body;
 }
 
+// A body coded with something the relay does not undo (gzip), or framed two
+// ways at once: a bad reply, not the coded bytes with nothing saying so.
+TEST(FaultReplyHead, ATransferCodingOtherThanChunkedIs502) {
+  const std::string cases[] = {
+      "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nContent-Length: 5\r\n\r\nhello",
+      "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nConnection: close\r\n\r\nhello",
+      "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+      "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n"
+      "5\r\nhello\r\n0\r\n\r\n",
+  };
+  for (const std::string& reply : cases) {
+    SCOPED_TRACE(reply);
+    BadServer server{BadServer::Behaviour::kReply, reply};
+    RunningWarden warden{one_server(server.port())};
+    const auto r = chat(warden.port());
+    EXPECT_EQ(r.status, 502u) << r.body;
+    EXPECT_NE(r.body.find("bad reply from"), std::string::npos) << r.body;
+  }
+  // Chunks alone are relayed.
+  BadServer chunked{BadServer::Behaviour::kReply,
+                    "HTTP/1.1 200 OK\r\nTransfer-Encoding: Chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"};
+  RunningWarden warden{one_server(chunked.port())};
+  const auto r = chat(warden.port());
+  EXPECT_EQ(r.status, 200u) << r.body;
+  EXPECT_EQ(r.body, "hello");
+}
+
 }  // namespace
 }  // namespace lmwarden::testing
