@@ -24,10 +24,6 @@ struct ContextFree {
 };
 using ContextPtr = std::unique_ptr<SSL_CTX, ContextFree>;
 
-struct AddrInfoFree {
-  void operator()(addrinfo* ai) const noexcept { freeaddrinfo(ai); }
-};
-
 // OpenSSL's queued error, oldest first, as one line ("" when none).
 std::string openssl_errors() {
   std::string out;
@@ -144,15 +140,30 @@ std::optional<std::string> RedisLink::connect(const RedisAddress& address, const
 
 std::optional<std::string> RedisLink::open_socket(const RedisAddress& address,
                                                   Clock::time_point deadline) {
-  // The name is resolved by the system's resolver, which no deadline bounds.
+  const std::string port = std::to_string(address.port);
+  AddrInfoPtr addresses;
+  // An address needs no lookup; a name is looked up on a thread of its own,
+  // within the deadline. A lookup that outlives it is kept, and the next
+  // connect waits for it (or takes its answer) rather than starting another.
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICHOST;
   addrinfo* found = nullptr;
-  const std::string port = std::to_string(address.port);
-  if (const int rc = getaddrinfo(address.host.c_str(), port.c_str(), &hints, &found); rc != 0)
-    return fail(gai_strerror(rc));
-  const std::unique_ptr<addrinfo, AddrInfoFree> addresses(found);
+  if (getaddrinfo(address.host.c_str(), port.c_str(), &hints, &found) == 0) {
+    addresses.reset(found);
+  } else {
+    if (!lookup_ || lookup_->host() != address.host || lookup_->port() != port) {
+      auto started = AddressLookup::start(address.host, port);
+      if (!started) return fail(std::move(started).error());
+      lookup_ = std::move(*started);
+    }
+    auto answer = lookup_->wait_until(deadline);
+    if (!answer) return fail(kNoAnswerInTime);
+    lookup_.reset();
+    if (!*answer) return fail(std::move(*answer).error());
+    addresses = std::move(**answer);
+  }
 
   std::string error = "no address";
   for (const addrinfo* ai = addresses.get(); ai != nullptr; ai = ai->ai_next) {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "homes/address_lookup.h"
 #include "homes/home_store.h"
 
 struct ssl_st;
@@ -54,11 +55,11 @@ class RedisLink {
   bool timed_out() const noexcept { return timed_out_; }
   void close() noexcept;
 
-  // Connects within `timeout` (with address.tls, the TLS handshake too,
-  // checking Redis's certificate against `tls`'s CA file or the system's and
-  // against the address's host), then sends AUTH and SELECT as the address
-  // asks and a PING (one round trip, within `timeout` too). The error
-  // otherwise: a refused AUTH reads "redis refused AUTH: <its reply>".
+  // Connects within `timeout` (the host name's lookup included; with
+  // address.tls, the TLS handshake too, checking Redis's certificate against
+  // `tls`'s CA file or the system's and against the address's host), then
+  // sends AUTH and SELECT as the address asks and a PING (one round trip, within `timeout` too).
+  // The error otherwise: a refused AUTH reads "redis refused AUTH: <its reply>".
   std::optional<std::string> connect(const RedisAddress& address, const RedisTls& tls,
                                      std::chrono::milliseconds timeout);
 
@@ -110,6 +111,8 @@ class RedisLink {
   std::string out_;  // commands appended and not yet sent
   std::chrono::milliseconds timeout_{0};
   bool timed_out_ = false;
+  // A name lookup that outlived its connect, until a connect takes its answer.
+  std::shared_ptr<AddressLookup> lookup_;
 };
 
 }  // namespace lmwarden::homes

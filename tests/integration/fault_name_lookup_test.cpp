@@ -2,7 +2,8 @@
 // the connect timeout bounds the name lookup as it bounds the connect, rather
 // than the resolver's own timeout (seconds times its attempts) holding each
 // request; a lookup answered after its caller gave up is kept for the next;
-// and a stop does not wait for a lookup. The warden runs as a process of its
+// and a stop does not wait for a lookup. The same for the shared homes'
+// Redis named by host name. The warden runs as a process of its
 // own in a mount namespace of its own, where /etc/resolv.conf names a
 // loopback address on which this test reads the queries and answers them
 // late or never.
@@ -26,6 +27,8 @@
 #include <vector>
 
 #include "fake_vllm.h"
+#include "metric_probe.h"
+#include "redis_server.h"
 #include "scratch.h"
 #include "serve_process.h"
 #include "sim_test_client.h"
@@ -39,6 +42,7 @@ using std::chrono::milliseconds;
 constexpr const char* kUnshare = "/usr/bin/unshare";
 constexpr const char* kServerAddress = "127.0.0.2";
 constexpr const char* kBackendName = "backend.lmwarden-test.example";
+constexpr const char* kRedisName = "redis.lmwarden-test.example";
 
 // A DNS server on port 53 of 127.0.0.2 that reads every query and answers
 // each `delay` later (127.0.0.1 for an A query, no address for the others),
@@ -252,6 +256,73 @@ TEST(FaultNameLookup, AnAnswerThatCameTooLateForOneRequestServesTheNext) {
     EXPECT_LT(Clock::now() - start, milliseconds(1000)) << "request " << i << " waited for DNS";
   }
   EXPECT_EQ(backend.seen().size(), 4u);
+}
+
+// Redis named by host name, behind the silent DNS server: the store's
+// connect gives up at shared_homes.timeout, not at the resolver's 5 s; the
+// requests are placed by this warden alone meanwhile; and a stop, which
+// joins the store's thread, does not wait for the lookup.
+TEST(FaultNameLookup, ARedisWhoseNameGetsNoAnswerHoldsNeitherTheStoreNorAStop) {
+  if (const auto why = cannot_run_here(); !why.empty()) GTEST_SKIP() << why;
+  FakeDnsServer dns{std::nullopt};
+  if (!dns.unusable().empty()) GTEST_SKIP() << dns.unusable();
+  FakeVllm backend{1};
+  WardenBehindFakeDns warden{
+      "listen: 127.0.0.1:0\nscrape_interval: 60s\nshared_homes:\n  redis: redis://" +
+      std::string(kRedisName) +
+      ":6379\n  timeout: 300ms\nmodels:\n  - name: m\n"
+      "    backends:\n      - url: http://127.0.0.1:" +
+      std::to_string(backend.port()) + "\n"};
+  if (!warden.skip.empty()) GTEST_SKIP() << warden.skip;
+  SimProcess& serve = *warden.process;
+
+  // The store's first connect has asked the DNS server, which says nothing.
+  ASSERT_TRUE(eventually([&] { return dns.queries() >= 1; })) << serve.output();
+  const HttpReply reply =
+      http_request(serve.port(), http::verb::post, "/v1/chat/completions", chat_body(false),
+                   {{"content-type", "application/json"}, {"session-id", "s-1"}});
+  EXPECT_EQ(reply.status, 200u) << reply.body;
+
+  // Stopped while that lookup is under way: the store's thread gives up on
+  // it at the timeout, where the resolver would take 5 s.
+  const auto stopping = Clock::now();
+  serve.signal(SIGTERM);
+  const auto status = exit_status(serve, std::chrono::seconds(20));
+  const auto stop_took = Clock::now() - stopping;
+  ASSERT_TRUE(status) << serve.output();
+  EXPECT_EQ(*status, 0) << serve.output();
+  EXPECT_LT(stop_took, milliseconds(3000)) << ms(stop_took) << " ms";
+  EXPECT_NE(serve.output().find("shared homes: cannot use redis://" + std::string(kRedisName) +
+                                ":6379/0 (the name server gave no answer in time)"),
+            std::string::npos)
+      << serve.output();
+}
+
+// Redis named by host name, behind a DNS server slower than
+// shared_homes.timeout: the first connect gives up on the lookup, which goes
+// on; the next, a retry_after later, waits for that same lookup rather than
+// starting one of its own (which would be as late), and connects.
+TEST(FaultNameLookup, ARedisNameAnsweredAfterItsConnectGaveUpServesTheNextConnect) {
+  if (const auto why = cannot_run_here(); !why.empty()) GTEST_SKIP() << why;
+  FakeDnsServer dns{milliseconds(1500)};
+  if (!dns.unusable().empty()) GTEST_SKIP() << dns.unusable();
+  RedisServer redis;
+  FakeVllm backend{1};
+  WardenBehindFakeDns warden{
+      "listen: 127.0.0.1:0\nscrape_interval: 60s\nshared_homes:\n  redis: redis://" +
+      std::string(kRedisName) + ":" + std::to_string(redis.port()) +
+      "\n  timeout: 300ms\nmodels:\n  - name: m\n    backends:\n      - url: "
+      "http://127.0.0.1:" +
+      std::to_string(backend.port()) + "\n"};
+  if (!warden.skip.empty()) GTEST_SKIP() << warden.skip;
+  SimProcess& serve = *warden.process;
+
+  ASSERT_TRUE(eventually([&] {
+    return metric(serve.port(), "lmwarden_shared_homes_connected") == 1;
+  })) << serve.output();
+  const std::string log = serve.output();
+  EXPECT_NE(log.find("(the name server gave no answer in time)"), std::string::npos) << log;
+  EXPECT_NE(log.find("answers again"), std::string::npos) << log;
 }
 
 }  // namespace
