@@ -1,6 +1,5 @@
 // HomeStore against a real redis-server on 127.0.0.1, and against a socket
 // that takes connections but never answers (a stalled Redis).
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
@@ -11,7 +10,6 @@
 #include <chrono>
 #include <functional>
 #include <future>
-#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -22,6 +20,7 @@
 #include "homes/home_store.h"
 #include "redis_server.h"
 #include "scratch.h"
+#include "silent_redis.h"
 
 namespace lmwarden::homes {
 namespace {
@@ -45,66 +44,7 @@ std::chrono::milliseconds since(Clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
 }
 
-// Takes connections and reads what comes, never answering: a Redis that
-// stalls. (The kernel completes connections from the backlog, so a store
-// connects at once whether or not they were accepted yet.)
-class SilentServer {
- public:
-  SilentServer() : listener_(testing::loopback_listener(64, port_)) {
-    ::fcntl(listener_, F_SETFL, O_NONBLOCK);
-  }
-  ~SilentServer() {
-    for (const auto& [fd, _] : received_) ::close(fd);
-    ::close(listener_);
-  }
-  SilentServer(const SilentServer&) = delete;
-  SilentServer& operator=(const SilentServer&) = delete;
-
-  std::uint16_t port() const { return port_; }
-
-  // Connections made to it so far.
-  std::size_t connections() {
-    accept_all();
-    return received_.size();
-  }
-
-  // True once `text` arrived on one connection (within 5 s).
-  bool received(const std::string& text) { return received_on(text) >= 0; }
-
-  // Answers the store's connection check (its PING) and nothing after it:
-  // a Redis that hangs once connected.
-  bool answer_ping() {
-    const int fd = received_on("PING");
-    if (fd < 0) return false;
-    received_[fd].clear();
-    return ::send(fd, "+PONG\r\n", 7, MSG_NOSIGNAL) == 7;
-  }
-
- private:
-  // The connection `text` arrived on (within 5 s), or -1.
-  int received_on(const std::string& text) {
-    const auto deadline = Clock::now() + 5s;
-    while (Clock::now() < deadline) {
-      accept_all();
-      for (auto& [fd, bytes] : received_) {
-        char buf[4096];
-        const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
-        if (n > 0) bytes.append(buf, static_cast<std::size_t>(n));
-        if (bytes.find(text) != std::string::npos) return fd;
-      }
-      std::this_thread::sleep_for(2ms);
-    }
-    return -1;
-  }
-
-  void accept_all() {
-    for (int fd; (fd = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC)) >= 0;) received_[fd];
-  }
-
-  std::uint16_t port_ = 0;  // (before listener_: the listener's initializer sets it)
-  int listener_ = -1;
-  std::map<int, std::string> received_;
-};
+using testing::SilentRedis;
 
 TEST_F(HomeStoreTest, PutThenGetFindsTheValue) {
   HomeStore store(options_for(redis_.port()));
@@ -192,7 +132,7 @@ TEST(HomeStoreUnreachable, ClosedPortFailsLookupsAtOnce) {
 // retry_after (a minute here). That connection's PING unanswered, the gate
 // closes as for any failed connect.
 TEST(HomeStoreUnreachable, ALateReplyConnectsAgainAtOnce) {
-  SilentServer silent;
+  SilentRedis silent;
   HomeStoreOptions options = options_for(silent.port(), /*retry_after=*/60s);
   options.timeout = 100ms;
   CapturedLog log;
@@ -242,7 +182,7 @@ TEST(HomeStoreStall, ARedisThatPausesIsUsedAgainAtOnce) {
 // bound on the five lookups (1 s, room for a slow machine) stays well below
 // what a single connection tried would cost.
 TEST(HomeStoreUnreachable, NoNewConnectionWithinRetryAfter) {
-  SilentServer silent;
+  SilentRedis silent;
   HomeStoreOptions options = options_for(silent.port(), /*retry_after=*/60s);
   options.timeout = 2s;
   HomeStore store(options);
@@ -255,7 +195,7 @@ TEST(HomeStoreUnreachable, NoNewConnectionWithinRetryAfter) {
 }
 
 TEST(HomeStoreUnreachable, SilentServerFailsAfterTheTimeout) {
-  SilentServer silent;
+  SilentRedis silent;
   HomeStoreOptions options = options_for(silent.port());
   options.timeout = 300ms;
   HomeStore store(options);
@@ -272,7 +212,7 @@ TEST(HomeStoreUnreachable, SilentServerFailsAfterTheTimeout) {
 // or not Redis at all) is never taken for a Redis that answers: the
 // connection counts only after a PING's reply.
 TEST(HomeStoreUnreachable, ASilentServerIsNeverCountedConnected) {
-  SilentServer silent;
+  SilentRedis silent;
   HomeStoreOptions options = options_for(silent.port());
   options.timeout = 30ms;
   HomeStore store(options);
@@ -378,7 +318,7 @@ TEST_F(HomeStoreTest, ConcurrentLookupsCompleteExactlyOnce) {
 // fits the queue; beyond it, lookups fail on the caller's thread and writes
 // are dropped.
 TEST(HomeStoreUnreachable, MaxPendingRefusesLookupsAndDropsWrites) {
-  SilentServer silent;
+  SilentRedis silent;
   HomeStoreOptions options = options_for(silent.port());
   options.timeout = 1000ms;
   options.max_pending = 1;
@@ -404,7 +344,7 @@ TEST(HomeStoreUnreachable, MaxPendingRefusesLookupsAndDropsWrites) {
 }
 
 TEST(HomeStoreUnreachable, DestructorFailsWhatIsQueued) {
-  SilentServer silent;
+  SilentRedis silent;
   HomeStoreOptions options = options_for(silent.port());
   options.timeout = 300ms;
   std::atomic<int> calls{0};

@@ -3,17 +3,11 @@
 // reload and a stop say what happens.
 // (With a real Redis and two wardens: e2e_shared_homes_test.cpp.)
 #include <gtest/gtest.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <map>
-#include <mutex>
 #include <string>
-#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -21,6 +15,7 @@
 #include "http_test_client.h"
 #include "running_warden.h"
 #include "scratch.h"
+#include "silent_redis.h"
 #include "telemetry/prometheus.h"
 
 namespace lmwarden::testing {
@@ -32,67 +27,6 @@ config::Config sharing_config(std::uint16_t backend, std::uint16_t redis,
                      "shared_homes:\n  redis: redis://127.0.0.1:" + std::to_string(redis) +
                          "\n  key_prefix: \"" + prefix + "\"\n");
 }
-
-// A "Redis" that answers each PING (so the warden's store connects) and no
-// other command: every lookup and write waits for the store's timeout.
-class SilentRedis {
- public:
-  SilentRedis() : listener_(loopback_listener(8, port_)) {
-    thread_ = std::thread([this] { serve(); });
-  }
-  ~SilentRedis() {
-    stop_ = true;
-    thread_.join();
-    ::close(listener_);
-  }
-  std::uint16_t port() const { return port_; }
-  // Commands seen other than PING, by name (GET, SET, EVALSHA, ...).
-  int seen(const std::string& command) const {
-    std::lock_guard lock{mutex_};
-    int n = 0;
-    for (std::size_t at = received_.find(command); at != std::string::npos;
-         at = received_.find(command, at + 1))
-      ++n;
-    return n;
-  }
-
- private:
-  void serve() {
-    std::vector<pollfd> fds{{listener_, POLLIN, 0}};
-    while (!stop_) {
-      if (::poll(fds.data(), fds.size(), 20) <= 0) continue;
-      if (fds[0].revents & POLLIN) {
-        const int fd = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
-        if (fd >= 0) fds.push_back({fd, POLLIN, 0});
-      }
-      for (std::size_t i = 1; i < fds.size(); ++i) {
-        if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-        char buf[4096];
-        const ssize_t n = ::recv(fds[i].fd, buf, sizeof buf, 0);
-        if (n <= 0) {
-          ::close(fds[i].fd);
-          fds[i].fd = -1;  // poll skips it
-          continue;
-        }
-        const std::string_view got(buf, static_cast<std::size_t>(n));
-        for (std::size_t at = got.find("PING"); at != std::string_view::npos;
-             at = got.find("PING", at + 1))
-          (void)::send(fds[i].fd, "+PONG\r\n", 7, MSG_NOSIGNAL);
-        std::lock_guard lock{mutex_};
-        received_.append(got);
-      }
-    }
-    for (std::size_t i = 1; i < fds.size(); ++i)
-      if (fds[i].fd >= 0) ::close(fds[i].fd);
-  }
-
-  std::uint16_t port_ = 0;
-  int listener_;
-  std::atomic<bool> stop_{false};
-  mutable std::mutex mutex_;
-  std::string received_;
-  std::thread thread_;
-};
 
 std::map<std::string, double> shared_homes_metrics(std::uint16_t port) {
   const auto parsed =
@@ -169,7 +103,7 @@ TEST(ProxySharedHomes, WithRedisAbsentRequestsArePlacedByThisWardenAlone) {
 // request's I/O context before that context goes (a use after free, which
 // ASan reports, when the store was stopped after the contexts).
 TEST(ProxySharedHomes, AStopWhileTheStoreHoldsTheLookupOfARequestThatEndedIsClean) {
-  SilentRedis redis;
+  SilentRedis redis{SilentRedis::Ping::kAlways};
   FakeVllm fake{2};
   config::Config cfg =
       make_config({{fake.port(), 2}}, std::nullopt,
