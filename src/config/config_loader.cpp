@@ -180,8 +180,16 @@ class Loader : private HomesSections {
     if (const Entry* e = map->find("eject_for"))
       if (auto v = read_duration(*e, "eject_for", Millis{1'000}, Millis{3'600'000}))
         config.eject_for = *v;
-    if (const Entry* e = map->find("access_log"))
-      if (auto v = read_log_path(*e, "access_log")) config.access_log = *v;
+    if (const Entry* e = map->find("access_log")) {
+      if (auto v = read_log_path(*e, "access_log")) {
+        // Appended to, it would be read as YAML no more: the next reload
+        // and the next start refused.
+        if (same_file(*v, file_))
+          error(*e, "access_log", *v + " is this configuration file: name a file of its own");
+        else
+          config.access_log = *v;
+      }
+    }
     if (const Entry* e = map->find("shared_homes")) read_shared_homes(*e, config);
     if (const Entry* e = map->find("saved_homes")) read_saved_homes(*e, config);
 

@@ -3,10 +3,12 @@
 // the checks of one value against another, shared with the command line.
 #include <arpa/inet.h>
 #include <fmt/format.h>
+#include <netinet/in.h>
 
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -304,10 +306,25 @@ bool is_env_name(std::string_view s) noexcept {
 
 namespace {
 
-// A backend's host as the kernel would reach it, for comparisons: names are
-// case-insensitive, and localhost is the loopback address (as the listen
-// address takes it).
+// A host as the kernel would reach it, for comparisons: names are
+// case-insensitive, localhost is the loopback address (as the listen
+// address takes it), an IPv6 address is written one way whatever its
+// zeros (::1 is 0:0:0:0:0:0:0:1), and one that maps an IPv4 address
+// (::ffff:127.0.0.1) is that IPv4 address, which a socket on "::" or on it
+// would take.
 std::string reached_host(const std::string& host) {
+  in6_addr v6{};
+  if (::inet_pton(AF_INET6, host.c_str(), &v6) == 1) {
+    char text[INET6_ADDRSTRLEN] = {};
+    if (IN6_IS_ADDR_V4MAPPED(&v6)) {
+      in_addr v4{};
+      std::memcpy(&v4, &v6.s6_addr[12], sizeof v4);
+      ::inet_ntop(AF_INET, &v4, text, sizeof text);
+    } else {
+      ::inet_ntop(AF_INET6, &v6, text, sizeof text);
+    }
+    return text;
+  }
   std::string lowered = ascii_lowercase(host);
   return lowered == "localhost" ? "127.0.0.1"s : lowered;
 }
@@ -322,9 +339,10 @@ bool same_server(const BackendConfig& a, const BackendConfig& b) {
 bool is_own_address(const ListenAddress& listen, const BackendConfig& backend) {
   if (listen.port == 0 || backend.port != listen.port) return false;
   const std::string host = reached_host(backend.host);
-  if (listen.host == "0.0.0.0" || listen.host == "::")
-    return host.starts_with("127.") || host == "::1" || host == listen.host;
-  return host == listen.host;
+  const std::string listened = reached_host(listen.host);
+  if (listened == "0.0.0.0" || listened == "::")
+    return host.starts_with("127.") || host == "::1" || host == listened;
+  return host == listened;
 }
 
 std::size_t edit_distance(std::string_view a, std::string_view b) {

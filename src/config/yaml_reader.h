@@ -242,6 +242,12 @@ class Reader {
       error(e, path, fmt::format("{} is not a file", *text));
       return std::nullopt;
     }
+    // (access(2) answers EACCES for a plain file there, to root too.)
+    if (::stat(directory.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+      error(e, path,
+            fmt::format("cannot create files in {}: {}", directory, std::strerror(ENOTDIR)));
+      return std::nullopt;
+    }
     if (::access(directory.c_str(), W_OK | X_OK) != 0) {
       error(e, path, fmt::format("cannot create files in {}: {}", directory, std::strerror(errno)));
       return std::nullopt;

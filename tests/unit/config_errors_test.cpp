@@ -297,6 +297,12 @@ TEST(ConfigErrors, ABackendThatIsTheWardenItself) {
   EXPECT_THAT(loop_error("127.0.0.1:9000", "http://LOCALHOST:9000/vllm"), HasSubstr("own listen"));
   EXPECT_THAT(loop_error("0.0.0.0:9000", "http://127.0.0.1:9000"), HasSubstr("own listen"));
   EXPECT_THAT(loop_error("'[::]:9000'", "http://[::1]:9000"), HasSubstr("own listen"));
+  // An IPv6 address however its zeros are written, and one that maps an
+  // IPv4 address, which reaches that address.
+  EXPECT_THAT(loop_error("'[::1]:9000'", "http://[0:0:0:0:0:0:0:1]:9000"), HasSubstr("own listen"));
+  EXPECT_THAT(loop_error("127.0.0.1:9000", "http://[::ffff:127.0.0.1]:9000"),
+              HasSubstr("own listen"));
+  EXPECT_THAT(loop_error("0.0.0.0:9000", "http://[::FFFF:7f00:2]:9000"), HasSubstr("own listen"));
   // The default listen address is 127.0.0.1:8080.
   EXPECT_THAT(error_of("models:\n  - name: m\n    backends: [{url: \"http://127.0.0.1:8080\"}]\n"),
               HasSubstr("own listen"));
@@ -346,6 +352,14 @@ TEST(ConfigErrors, ImpossibleBackends) {
 )"),
             "lmwarden.yaml:5: models[0].backends[1].url: the same server is listed twice (gpu1 "
             "and GPU1 are one host); use data_parallel_size for its ranks");
+  EXPECT_EQ(error_of(R"(models:
+  - name: m
+    backends:
+      - url: http://[::1]:8000
+      - url: http://[0:0:0:0:0:0:0:1]:8000
+)"),
+            "lmwarden.yaml:5: models[0].backends[1].url: the same server is listed twice (::1 "
+            "and 0:0:0:0:0:0:0:1 are one host); use data_parallel_size for its ranks");
   EXPECT_EQ(error_of("models:\n  - name: m\n    backends: []\n"),
             "lmwarden.yaml:3: models[0].backends: must be a list of at least one backend, got an "
             "empty list");

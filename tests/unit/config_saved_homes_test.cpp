@@ -66,6 +66,11 @@ TEST_F(ConfigSavedHomes, MistakesAreNamedByKey) {
             "lmwarden.yaml:2: saved_homes.path: " + path("a-directory") + " is not a file");
   EXPECT_EQ(error_of(with("saved_homes:\n  path: " + path("") + "\n")),
             "lmwarden.yaml:2: saved_homes.path: " + path("") + " is not a file");
+  // Under a plain file, which access(2) would call a permission matter.
+  std::ofstream(path("plain")) << "";
+  EXPECT_EQ(error_of(with("saved_homes:\n  path: " + path("plain/homes.json") + "\n")),
+            "lmwarden.yaml:2: saved_homes.path: cannot create files in " + path("plain") +
+                ": Not a directory");
   EXPECT_EQ(error_of(with("saved_homes:\n  path: " + path("h.json") + "\n  interval: 500ms\n")),
             "lmwarden.yaml:3: saved_homes.interval: must be at least 1s, got \"500ms\"");
   EXPECT_EQ(error_of(with("saved_homes:\n  path: " + path("h.json") + "\n  every: 1m\n"))
@@ -102,6 +107,15 @@ TEST_F(ConfigSavedHomes, TheAccessLogOrTheConfigurationFileUnderAnotherNameIsRef
   ASSERT_FALSE(loaded);
   EXPECT_EQ(loaded.error().message(),
             config + ":2: saved_homes.path: is this configuration file: name a file of its own");
+
+  // Nor the access log, which would append its lines to it: the next
+  // reload, and the next start, would refuse the file.
+  std::ofstream(config) << "access_log: " << path("logs/../lmwarden.yaml") << "\n" << kMinimal;
+  const auto appended = load_config_file(config);
+  ASSERT_FALSE(appended);
+  EXPECT_EQ(appended.error().message(), config +
+                                            ":1: access_log: " + path("logs/../lmwarden.yaml") +
+                                            " is this configuration file: name a file of its own");
 }
 
 // The warden's lock (PATH.lock) and the name an unusable file is moved to
