@@ -1,7 +1,7 @@
 // `lmwarden serve`: load the configuration, start the warden, run until a
 // signal. SIGINT/SIGTERM stop accepting, let requests in flight finish within
 // the grace period (a second signal ends it at once), then exit 0. SIGHUP
-// reloads the configuration file.
+// reloads the configuration file; SIGUSR1 reopens the access log.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <netdb.h>
@@ -415,10 +415,13 @@ int serve(ServeOptions opts) {
   fit_descriptor_limit(cfg.limits.max_connections);
   proxy::WardenRuntime runtime{cfg};
   if (passed) runtime.use_passed_socket(passed->fd);
-  // SIGHUP reloads the configuration file; SIGINT/SIGTERM stop accepting.
+  // SIGHUP reloads the configuration file; SIGUSR1 reopens the access log
+  // (as nginx's does: logrotate's habit, which would otherwise end the
+  // process); SIGINT/SIGTERM stop accepting.
   // Handled from before the port opens, so an early signal never kills it.
   net::asio::io_context signals_ctx{1};
   net::asio::signal_set signals{signals_ctx, SIGINT, SIGTERM, SIGHUP};
+  signals.add(SIGUSR1);
   bool stopping = false;  // a first SIGINT/SIGTERM: the grace period runs
   bool give_up = false;   // a second one: end the grace period now
   // The configuration's, as last reloaded (also during the grace period).
@@ -430,6 +433,11 @@ int serve(ServeOptions opts) {
         if (ec) return;
         if (sig == SIGHUP) {
           grace = reload(runtime, opts, listening, grace);
+        } else if (sig == SIGUSR1) {
+          if (runtime.reopen_access_log())
+            spdlog::info("SIGUSR1: reopening the access log");
+          else
+            spdlog::info("SIGUSR1: no access_log to reopen (SIGHUP reloads the configuration)");
         } else if (stopping) {
           spdlog::warn("signal {} again: not waiting for requests in flight", sig);
           give_up = true;

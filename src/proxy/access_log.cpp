@@ -210,13 +210,15 @@ void AccessLog::run_flusher() {
   std::unique_lock lock{mutex_};
   for (;;) {
     wake_.wait_for(lock, std::chrono::seconds(1),
-                   [this] { return stopping_ || buffer_.size() >= kFlushBytes; });
+                   [this] { return stopping_ || reopening_ || buffer_.size() >= kFlushBytes; });
     const bool last = stopping_;
+    const bool reopen = std::exchange(reopening_, false);
     writing.swap(buffer_);
     const std::size_t lines = std::exchange(buffered_lines_, 0);
     lock.unlock();
     const std::size_t lost = write_out(writing) ? 0 : lines;
     writing.clear();
+    if (reopen && !last) open_again();
     lock.lock();
     dropped_ += lost;
     if (last) {
@@ -229,6 +231,27 @@ void AccessLog::run_flusher() {
       return;
     }
   }
+}
+
+void AccessLog::reopen() {
+  {
+    std::lock_guard lock{mutex_};
+    reopening_ = true;
+  }
+  wake_.notify_one();
+}
+
+// On the flusher, whose descriptor table opened the file (the constructor's
+// note): the new one is opened, and the old one closed, in that table.
+void AccessLog::open_again() {
+  const int fd = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+  if (fd < 0) {
+    spdlog::error("access log {} not reopened: {}; still writing to the file open before", path_,
+                  std::strerror(errno));
+    return;
+  }
+  ::close(std::exchange(fd_, fd));
+  spdlog::info("access log: reopened {}", path_);
 }
 
 bool AccessLog::write_out(std::string_view bytes) {

@@ -15,7 +15,8 @@
 // and the lines of a write that fails (a full disk), are counted
 // (lmwarden_access_log_dropped_total), and a failed write is logged.
 // The file is opened at start and again at each reload, so a rotated file
-// (moved, then SIGHUP) is followed.
+// (moved, then SIGHUP) is followed; reopen() opens it again without a
+// reload (SIGUSR1, as nginx reopens its logs).
 #pragma once
 
 #include <chrono>
@@ -69,6 +70,12 @@ class AccessLog {
   void write(std::uint64_t id, std::string_view client, std::string_view method,
              std::string_view target, std::string_view user_agent, const AccessRecord& record);
 
+  // Writes what is buffered to the file open now, then opens the path again
+  // (a rotated file's new one) and writes there from then on; a path that
+  // does not open is logged, and the file open now kept. Done by the log's
+  // own thread, soon after the call.
+  void reopen();
+
   // Lines lost, dropped while the disk was behind or to failed writes: by
   // every log of the process (`current`'s and those closed).
   static std::uint64_t dropped_total(const AccessLog* current);
@@ -80,8 +87,9 @@ class AccessLog {
   AccessLog(int fd, std::string path);
   void run_flusher();
   bool write_out(std::string_view bytes);  // false: the write failed
+  void open_again();                       // the flusher's part of reopen()
 
-  const int fd_;
+  int fd_;  // the flusher's alone once it runs
   const std::string path_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;  // the flusher: 64 KiB buffered, or stop
@@ -89,6 +97,7 @@ class AccessLog {
   std::size_t buffered_lines_ = 0;
   std::uint64_t dropped_ = 0;
   bool stopping_ = false;
+  bool reopening_ = false;  // reopen() asked
   std::thread flusher_;  // started once the rest is set up
 };
 

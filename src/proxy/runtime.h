@@ -43,6 +43,14 @@ class WardenRuntime {
   // scraper's loops for it. Returns what the operator should hear of it (see
   // Warden::reload).
   std::vector<std::string> reload(config::Config config);
+  // Opens the access log's file again (AccessLog::reopen); false when the
+  // configuration names none.
+  bool reopen_access_log() {
+    const auto set = warden_->models();
+    if (!set->access_log) return false;
+    set->access_log->reopen();
+    return true;
+  }
   // Ends the requests in flight with an error (Warden::cut_in_flight).
   void cut_in_flight() { warden_->cut_in_flight(*io_); }
   // Writes the homes file a last time (when the configuration names one),

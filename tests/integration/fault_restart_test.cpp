@@ -590,6 +590,42 @@ TEST(ServeRestart, AReloadThatMakesABackendTheWardenItselfIsRefused) {
       200u);
 }
 
+// Lines in a file; 0 when it is not there.
+std::size_t lines_in(const std::string& path) {
+  std::ifstream in(path);
+  std::size_t n = 0;
+  for (std::string line; std::getline(in, line);) ++n;
+  return n;
+}
+
+// logrotate's move, then SIGUSR1, as nginx is sent: the warden goes on
+// writing to a new file of the old name, and the moved file keeps what it
+// had. Nothing is reloaded, and the process lives on (SIGUSR1's default
+// action ended it).
+TEST(ServeRestart, SigUsr1ReopensTheAccessLog) {
+  FakeVllm fake{1};
+  TempDir dir{"lmwarden-usr1"};
+  const std::string log = dir.file("access.log");
+  ServeProcess serve{serve_yaml(fake.port(), 1, "", "access_log: " + log + "\n")};
+  auto chat = [&] {
+    return http_request(serve.port(), http::verb::post, "/v1/chat/completions", chat_body(false))
+        .status;
+  };
+  ASSERT_EQ(chat(), 200u);
+  ASSERT_TRUE(eventually([&] { return lines_in(log) == 1; })) << serve.log();
+
+  std::filesystem::rename(log, log + ".1");
+  ::kill(serve.pid(), SIGUSR1);
+  ASSERT_TRUE(eventually([&] {
+    return serve.log().find("access log: reopened " + log) != std::string::npos;
+  })) << serve.log();
+  ASSERT_EQ(chat(), 200u);
+  EXPECT_TRUE(eventually([&] { return lines_in(log) == 1; })) << serve.log();
+  EXPECT_EQ(lines_in(log + ".1"), 1u);
+  EXPECT_EQ(metric(serve.port(), "lmwarden_config_reloads_total"), 0);
+  EXPECT_TRUE(serve.process().running());
+}
+
 // A warden of `ranks` in front of a server of `engines` ranks, scraped every
 // 100 ms: `said` comes in its log, once in the five rounds after.
 void expect_said_once_of_ranks(int engines, int ranks, const std::string& said) {
