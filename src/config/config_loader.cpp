@@ -18,7 +18,6 @@
 #include <fstream>
 #include <map>
 #include <optional>
-#include <sstream>
 
 #include "common/host_port.h"
 #include "config/homes_sections.h"
@@ -557,10 +556,21 @@ ConfigResult load_config_file(const std::string& path, const ListenAddress* list
     return unexpected(
         ConfigErrors{{{path, 0, "", fmt::format("cannot open: {}", std::strerror(errno))}}});
   }
-  std::ostringstream text;
-  text << in.rdbuf();
+  // Read up to a bound: a path to a device (/dev/zero, /dev/urandom) or a
+  // huge file given by mistake would otherwise be read until memory ran out.
+  std::string text;
+  std::array<char, 64 * 1024> chunk;
+  while (in.read(chunk.data(), chunk.size()) || in.gcount() > 0) {
+    text.append(chunk.data(), static_cast<std::size_t>(in.gcount()));
+    if (text.size() > kMaxConfigBytes)
+      return unexpected(ConfigErrors{
+          {{path, 0, "",
+            fmt::format("is larger than {} MiB, where a configuration takes a few KiB: is it "
+                        "the right file?",
+                        kMaxConfigBytes >> 20)}}});
+  }
   if (in.bad()) return unexpected(ConfigErrors{{{path, 0, "", "cannot read the file"}}});
-  return load_config_string(text.str(), path, listening);
+  return load_config_string(text, path, listening);
 }
 
 }  // namespace lmwarden::config

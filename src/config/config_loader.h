@@ -50,6 +50,10 @@ struct ListenAddress {
   bool operator==(const ListenAddress&) const = default;
 };
 
+// The largest configuration file read: a few KiB is usual, and a path to a
+// device or to some other file given by mistake is refused at this size.
+inline constexpr std::size_t kMaxConfigBytes = 4 * 1024 * 1024;
+
 // Reads and validates a file. `path` is how messages name it. `listening`,
 // on a reload: the address the warden listens on (which a reload does not
 // change), refused as a backend like the file's own listen address.

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "config/config_loader.h"
@@ -682,6 +684,32 @@ TEST(ConfigErrors, ADirectoryIsNotAnEmptyFile) {
   auto result = load_config_file(dir);
   ASSERT_FALSE(result);
   EXPECT_EQ(result.error().message(), dir + ": cannot open: it is a directory");
+}
+
+// A device that never ends, or a file far larger than any configuration,
+// is refused once past the bound, not read until memory runs out.
+TEST(ConfigErrors, AFileWithoutEndOrOfGigabytesIsRefusedAtTheBound) {
+  const std::string too_large =
+      "is larger than 4 MiB, where a configuration takes a few KiB: is it the right file?";
+  auto endless = load_config_file("/dev/zero");
+  ASSERT_FALSE(endless);
+  EXPECT_EQ(endless.error().message(), "/dev/zero: " + too_large);
+
+  const std::string path = ::testing::TempDir() + "lmwarden-large.yaml";
+  std::string comments;
+  while (comments.size() <= kMaxConfigBytes) comments += "# a comment line of some length\n";
+  std::ofstream(path) << "models:\n  - name: m\n    backends: [{url: http://127.0.0.1:8000}]\n"
+                      << comments;
+  auto large = load_config_file(path);
+  ASSERT_FALSE(large);
+  EXPECT_EQ(large.error().message(), path + ": " + too_large);
+  // At the bound it is read.
+  comments.resize(kMaxConfigBytes - 100);
+  comments.back() = '\n';
+  std::ofstream(path) << "models:\n  - name: m\n    backends: [{url: http://127.0.0.1:8000}]\n"
+                      << comments;
+  EXPECT_TRUE(load_config_file(path)) << "a file under the bound";
+  std::filesystem::remove(path);
 }
 
 }  // namespace
