@@ -1,5 +1,6 @@
 #include "config/config.h"
 
+#include <algorithm>
 #include <numeric>
 
 namespace lmwarden::config {
@@ -50,9 +51,17 @@ std::string ModelConfig::names() const {
   return aliases.empty() ? out : out + ")";
 }
 
-bool sendable_token(std::string_view token) noexcept {
+std::string_view unsendable_token(std::string_view token) noexcept {
   const auto blank = [](char c) { return static_cast<unsigned char>(c) <= ' ' || c == 0x7f; };
-  return !token.empty() && !blank(token.front()) && !blank(token.back());
+  if (token.empty()) return "is empty";
+  if (blank(token.front()) || blank(token.back()))
+    return "begins or ends with white space, which no Authorization header can carry";
+  const auto control = [](char c) {
+    return (static_cast<unsigned char>(c) < ' ' && c != '\t') || c == 0x7f;
+  };
+  if (std::ranges::any_of(token, control))
+    return "holds a control character, which no Authorization header can carry";
+  return {};
 }
 
 std::string spill_threshold_text(std::optional<int> threshold) {

@@ -108,11 +108,12 @@ struct ModelConfig {
 // A spill threshold as the file writes it: the number, or "auto".
 std::string spill_threshold_text(std::optional<int> threshold);
 
-// Whether a token can be sent in a header: a client's header loses white
-// space at its ends (RFC 9110 §5.5), and a line break or other control
-// character ends it or is refused, so a token that begins or ends with one
-// (a value from a file saved with CRLF line ends) never could be.
-bool sendable_token(std::string_view token) noexcept;
+// Why no header can carry `token`, "" when one can: a client's header loses
+// white space at its ends (RFC 9110 §5.5), and a line break or other
+// control character ends it or is refused (§5.5 again), so a token that
+// begins or ends with one (a value from a file saved with CRLF line ends),
+// or holds one, never could be sent.
+std::string_view unsendable_token(std::string_view token) noexcept;
 
 struct Limits {
   std::size_t max_header_bytes = 64 * 1024;

@@ -157,10 +157,8 @@ class Loader : private HomesSections {
       if (auto v = read_env_name(*e, "admin_token_env")) config.admin_token_env = *v;
     if (const Entry* e = map->find("admin_token")) {
       if (auto v = read_string(*e, "admin_token")) {
-        if (!sendable_token(*v))
-          error(*e, "admin_token",
-                "begins or ends with white space, which no Authorization header can carry (the "
-                "value is not shown: it is a secret)");
+        if (const auto why = unsendable_token(*v); !why.empty())
+          error(*e, "admin_token", fmt::format("{} (the value is not shown: it is a secret)", why));
         else
           config.admin_token = *v;
       }

@@ -211,11 +211,8 @@ namespace {
 std::string unusable_admin_token_env(const std::string& name) {
   const char* v = std::getenv(name.c_str());
   if (!v) return "the environment variable " + name + " is not set";
-  const std::string_view value{v};
-  if (value.empty()) return "the environment variable " + name + " is empty";
-  if (!config::sendable_token(value))
-    return "the environment variable " + name +
-           " begins or ends with white space, which no Authorization header can carry";
+  if (const auto why = config::unsendable_token(v); !why.empty())
+    return "the environment variable " + name + " " + std::string(why);
   return "";
 }
 

@@ -130,6 +130,9 @@ TEST(ConfigErrors, WrongTypes) {
   EXPECT_EQ(error_of("admin_token: \"s3cret \"\n" + std::string(kMinimal)),
             "lmwarden.yaml:1: admin_token: begins or ends with white space, which no "
             "Authorization header can carry (the value is not shown: it is a secret)");
+  EXPECT_EQ(error_of("admin_token: \"s3c\\nret\"\n" + std::string(kMinimal)),
+            "lmwarden.yaml:1: admin_token: holds a control character, which no Authorization "
+            "header can carry (the value is not shown: it is a secret)");
 }
 
 TEST(ConfigErrors, DurationsAndSizes) {

@@ -38,6 +38,16 @@ TEST(AdminToken, AVariableThatGivesNoUsableTokenIsNamedWithWhy) {
     EXPECT_EQ(off_because(spaced),
               "the environment variable LMWARDEN_TEST_ADMIN_TOKEN_VALUE begins or ends with "
               "white space, which no Authorization header can carry");
+  // Inside, a line break or another control character (a tab is allowed).
+  for (const char* inner : {"ab\ncd",
+                            "ab\x01"
+                            "cd",
+                            "ab\x7f"
+                            "cd",
+                            "ab\r\nX-Other: 1"})
+    EXPECT_EQ(off_because(inner),
+              "the environment variable LMWARDEN_TEST_ADMIN_TOKEN_VALUE holds a control "
+              "character, which no Authorization header can carry");
 }
 
 TEST(AdminToken, ATokenWithSpacesInsideIsUsedAsItIs) {
@@ -45,6 +55,8 @@ TEST(AdminToken, ATokenWithSpacesInsideIsUsedAsItIs) {
   config::Config config;
   config.admin_token_env = kVariable;
   EXPECT_EQ(admin_token(config), "s3cret with spaces");
+  ::setenv(kVariable, "s3cret\twith a tab", 1);
+  EXPECT_EQ(admin_token(config), "s3cret\twith a tab");
   ::unsetenv(kVariable);
 }
 
