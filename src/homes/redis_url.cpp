@@ -88,6 +88,13 @@ Result<RedisAddress, std::string> parse_redis_url(std::string_view url) {
     // configuration checks that it does).
   }
 
+  // A query (redis-py's ?db=1) or a fragment is not read: said as such,
+  // before it could be taken for part of the port.
+  if (const std::size_t end = rest.find_first_of("/?#");
+      end != std::string_view::npos && rest[end] != '/')
+    return unexpected(std::string(
+        "the redis URL has a ?query or #fragment, which the warden does not read: the database "
+        "goes in the path (redis://HOST:6379/1)"));
   const std::size_t slash = rest.find('/');
   std::string_view authority = rest.substr(0, slash);
   const std::string_view path =

@@ -114,8 +114,13 @@ TEST(ParseRedisUrl, DatabaseNotAWholeNumber) {
 }
 
 TEST(ParseRedisUrl, TrailingJunk) {
-  error_of("redis://cache?timeout=1");
-  error_of("redis://cache#x");
+  // A query or fragment is named as such, not taken for part of the port.
+  for (std::string_view url : {"redis://cache?timeout=1", "redis://cache#x",
+                               "redis://u:p?w@127.0.0.1:6379?db=1", "rediss://[::1]:6380#tls"})
+    EXPECT_EQ(error_of(url),
+              "the redis URL has a ?query or #fragment, which the warden does not read: the "
+              "database goes in the path (redis://HOST:6379/1)")
+        << url;
   error_of("redis://cache name");
   error_of("redis://[::1]x:6379");
   error_of("redis://[::1");
