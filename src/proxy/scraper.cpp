@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "net/http_client.h"
+#include "telemetry/served_models.h"
 #include "telemetry/vllm_snapshot.h"
 
 namespace lmwarden::proxy {
@@ -67,6 +68,33 @@ std::string extra_ranks(const telemetry::VllmSnapshot& snapshot, int ranks) {
   return top == ranks ? std::to_string(ranks) : std::to_string(ranks) + "-" + std::to_string(top);
 }
 
+// Says (once until it changes) which of a model's names a server does not
+// list in its /v1/models, and when it lists them all again.
+void check_served(const ModelState& model, const config::BackendConfig& backend,
+                  const std::vector<std::string>& names, const std::vector<std::string>& ids,
+                  std::vector<std::string>& said) {
+  std::vector<std::string> unserved;
+  for (const std::string& name : names)
+    if (std::ranges::find(ids, name) == ids.end()) unserved.push_back(name);
+  if (unserved == said) return;
+  if (unserved.empty()) {
+    spdlog::info("model={} backend={}: its /v1/models now lists {}", model.config.name, backend.url,
+                 names.size() == 1 ? "the model's name" : "the model's name and aliases");
+  } else {
+    spdlog::warn(
+        "model={} backend={}: its /v1/models lists {} and not {}; vLLM refuses a request that "
+        "names a model it does not list (404): {}",
+        model.config.name, backend.url,
+        ids.empty() ? std::string("no model") : fmt::format("{}", fmt::join(ids, ", ")),
+        fmt::join(unserved, ", "),
+        unserved.front() == model.config.name
+            ? "set the model's name to the one vLLM serves, or add it to the server's "
+              "--served-model-name"
+            : "list each alias in the server's --served-model-name");
+  }
+  said = std::move(unserved);
+}
+
 }  // namespace
 
 void Scraper::start(net::asio::io_context& io) {
@@ -102,6 +130,10 @@ net::Awaitable<void> Scraper::watch(std::shared_ptr<ModelState> model_ptr, int b
   std::string missing_said;  // the ranks last logged as missing from /metrics
   std::string extra_said;    // the ranks last logged as more than data_parallel_size
   std::vector<std::string> models_said;  // the models last logged as none of this one's names
+  // Whether /v1/models was read since the server last answered well, and
+  // this model's names it did not list when it was.
+  bool served_checked = false;
+  std::vector<std::string> unserved_said;
   // The names a server's series may carry for this model: vLLM labels them
   // with its first --served-model-name, which the file names or aliases.
   std::vector<std::string> names{model.config.name};
@@ -195,6 +227,21 @@ net::Awaitable<void> Scraper::watch(std::shared_ptr<ModelState> model_ptr, int b
           model.router.set_engine_stats(
               first + rank, now ? engines[static_cast<std::size_t>(rank)] : core::EngineStats{});
       if (backend_index == 0) model.router.expire(core::Clock::now());
+    }
+    // The names it answers to, read again after each time it failed (it may
+    // have restarted with others): a name it does not serve has every
+    // request for it refused (404), where the warden sees a server in
+    // service.
+    if (!problem.empty()) {
+      served_checked = false;
+    } else if (!served_checked) {
+      served_checked = true;
+      const auto listed = co_await server.get(backend.base_path + "/v1/models", timeout);
+      if (warden_.models()->generation != generation) co_return;
+      const auto ids = listed.error || listed.status != 200
+                           ? std::nullopt
+                           : telemetry::served_model_ids(listed.body);
+      if (ids) check_served(model, backend, names, *ids, unserved_said);
     }
     if (now && !was) {
       spdlog::info("model={} backend={} healthy again; taking new work", model.config.name,

@@ -26,6 +26,8 @@
 #include <boost/asio/steady_timer.hpp>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -88,6 +90,13 @@ class FakeVllm {
     std::lock_guard lock{mutex_};
     engine_[rank] = {running, waiting, kv, queries, hits};
   }
+  // GET /v1/models lists these ids from now on (until then it is a 404, as
+  // from a server that has no such route).
+  void list_models(std::vector<std::string> ids) {
+    std::lock_guard lock{mutex_};
+    listed_models_ = std::move(ids);
+  }
+  int models_asked() const { return models_asked_.load(); }
   // Another model served through the same /metrics: each engine's series
   // again under model_name `name`, with `running` requests each.
   void serve_other_model(std::string name, int running) {
@@ -103,6 +112,21 @@ class FakeVllm {
     if (req.target() == "/health" || req.target() == "/metrics") {
       std::lock_guard lock{mutex_};
       probe_ports_.push_back(ex.remote().port());
+    }
+    if (req.target() == "/v1/models") {
+      ++models_asked_;
+      net::Response res{http::status::not_found, 11};
+      {
+        std::lock_guard lock{mutex_};
+        if (listed_models_) {
+          nlohmann::json data = nlohmann::json::array();
+          for (const auto& id : *listed_models_) data.push_back({{"id", id}, {"object", "model"}});
+          res.result(http::status::ok);
+          res.body() = nlohmann::json{{"object", "list"}, {"data", data}}.dump();
+        }
+      }
+      co_await ex.respond(std::move(res));
+      co_return;
     }
     if (req.target() == "/health") {
       net::Response res{healthy_ ? http::status::ok : http::status::service_unavailable, 11};
@@ -297,6 +321,8 @@ class FakeVllm {
   };
   std::map<int, Engine> engine_;
   std::pair<std::string, int> other_model_;
+  std::optional<std::vector<std::string>> listed_models_;
+  std::atomic<int> models_asked_{0};
   std::mutex mutex_;
   std::map<int, int> held_;
   std::vector<Seen> seen_;

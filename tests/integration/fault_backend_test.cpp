@@ -4,6 +4,8 @@
 // server that restarts, and every replica down at once. After each, the
 // warden's in-flight count is back to exactly 0 and it keeps serving.
 #include <arpa/inet.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -19,6 +21,7 @@
 #include <thread>
 
 #include "bad_server.h"
+#include "captured_log.h"
 #include "fake_vllm.h"
 #include "running_warden.h"
 #include "scratch.h"
@@ -483,6 +486,39 @@ TEST(FaultBackend, AServerOfTwoModelsLoadsEachWithItsOwnRequests) {
   const json card = warden.card();
   EXPECT_EQ(card["replicas"][0]["running"], 3) << card;
   EXPECT_EQ(card["replicas"][1]["running"], 1) << card;
+}
+
+// A server whose /v1/models does not list the model's names refuses every
+// request for them (404) while its probes pass: said once, with what it
+// lists, and read again after it failed a round (a restart, which may
+// change its names).
+TEST(FaultBackend, AServerThatDoesNotListTheModelsNamesIsNamedWithWhatItLists) {
+  FakeVllm fake{1};
+  fake.set_engine(0, 0, 0, 0, 0, 0);
+  fake.list_models({"Qwen/Qwen3-8B"});
+  CapturedLog log;
+  RunningWarden warden{fault_config({{fake.port(), 1}}), /*scrape=*/true};
+  const std::string line =
+      "model=m backend=http://127.0.0.1:" + std::to_string(fake.port()) +
+      ": its /v1/models lists Qwen/Qwen3-8B and not m, m-alias; vLLM refuses a "
+      "request that names a model it does not list (404): set the model's "
+      "name to the one vLLM serves, or add it to the server's "
+      "--served-model-name";
+  ASSERT_TRUE(eventually([&] { return log.containing(line).size() == 1; }))
+      << fake.models_asked() << " asked; "
+      << fmt::format("{}", fmt::join(log.containing("model=m"), "\n"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // five good rounds
+  EXPECT_EQ(log.containing("/v1/models").size(), 1u);
+  EXPECT_EQ(fake.models_asked(), 1);
+
+  fake.list_models({"m", "m-alias"});
+  fake.set_healthy(false);
+  ASSERT_TRUE(eventually([&] { return warden.card()["replicas"][0]["healthy"] == false; }));
+  fake.set_healthy(true);
+  EXPECT_TRUE(eventually([&] {
+    return log.containing("its /v1/models now lists the model's name and aliases").size() == 1;
+  }));
+  EXPECT_EQ(fake.models_asked(), 2);
 }
 
 TEST(FaultBackend, AServerThatRefusesConnectionsHasNoRankTriedAgain) {
