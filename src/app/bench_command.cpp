@@ -18,6 +18,7 @@
 #include "app/commands.h"
 #include "bench/online.h"
 #include "bench/report.h"
+#include "common/ascii.h"
 #include "config/config_loader.h"
 #include "evaluator/evaluator.h"
 #include "evaluator/policy.h"
@@ -240,8 +241,16 @@ std::optional<std::string> usage_error(const BenchArgs& a) {
   if (!a.offline && a.repeats != 1)
     return "--repeats is for --offline runs: an online step runs once, against the engines";
   if (!a.offline && !a.target.empty()) {
-    if (auto target = config::parse_backend_url(a.target); !target)
-      return "--target " + a.target + ": " + target.error();
+    // The warden's address, not a server's: said in its own terms where the
+    // backends' parser would speak of vLLM and probes.
+    if (ascii_istarts_with(a.target, "https://"))
+      return "--target " + a.target + ": the warden serves plain HTTP; give its http:// address";
+    auto target = config::parse_backend_url(a.target);
+    if (!target && ascii_lowercase(a.target).find("/v1") != std::string::npos)
+      return "--target " + a.target +
+             ": give the warden's root, e.g. http://127.0.0.1:8080 (the benchmark adds "
+             "/v1/chat/completions and /api/models/… itself)";
+    if (!target) return "--target " + a.target + ": " + target.error();
   }
   if (!a.out.empty()) {
     if (auto err = bench::prepare_report_dir(a.out)) return "--out " + *err;

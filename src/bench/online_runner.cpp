@@ -525,9 +525,23 @@ net::Awaitable<Result<OnlineRun, std::string>> run_steps(
   auto r = co_await fetch(*warden, http::verb::get, "/api/models/" + o.model);
   if (!r) co_return unexpected("cannot reach the warden: " + r.error());
   const json card = json::parse(r->body, nullptr, false);
-  if (r->status != 200 || !card.is_object())
-    co_return unexpected(fmt::format("GET {}/api/models/{}: HTTP {} (is --model right?)", o.target,
-                                     o.model, r->status));
+  if (r->status != 200 || !card.is_object()) {
+    // A warden lists its models at /api/models; a vLLM server, or anything
+    // else, has no such route.
+    std::string hint = "is --target a warden (lmwarden serve)? it has no /api/models";
+    if (auto all = co_await fetch(*warden, http::verb::get, "/api/models"); all) {
+      const json listed = json::parse(all->body, nullptr, false);
+      if (all->status == 200 && listed.is_object() && listed.contains("models") &&
+          listed["models"].is_array()) {
+        std::vector<std::string> names;
+        for (const auto& m : listed["models"])
+          if (m.contains("name") && m["name"].is_string()) names.push_back(m["name"]);
+        hint = fmt::format("is --model right? the warden serves {}", fmt::join(names, ", "));
+      }
+    }
+    co_return unexpected(
+        fmt::format("GET {}/api/models/{}: HTTP {} ({})", o.target, o.model, r->status, hint));
+  }
   std::vector<std::string> model_names{o.model};
   if (card.contains("name") && card["name"].is_string() && card["name"] != o.model)
     model_names.push_back(card["name"].get<std::string>());

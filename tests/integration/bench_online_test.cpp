@@ -507,6 +507,27 @@ TEST(BenchOnline, UnreachableWardenIsAnErrorNotAHang) {
   EXPECT_FALSE(run_online(o));
 }
 
+// A target that answers but has no such model says which it has; one that
+// is no warden (a vLLM server, here the simulator) says so.
+TEST(BenchOnline, AWrongTargetOrModelSaysWhichItWas) {
+  SwitchableWarden w;
+  OnlineOptions o = w.options();
+  o.model = "qwen";
+  auto wrong_model = run_online(o);
+  ASSERT_FALSE(wrong_model);
+  EXPECT_EQ(wrong_model.error(), "GET " + w.warden->url() +
+                                     "/api/models/qwen: HTTP 404 (is --model right? the warden "
+                                     "serves qwen3)");
+  o.model = "qwen3";
+  o.target = w.sim.url();
+  auto not_a_warden = run_online(o);
+  ASSERT_FALSE(not_a_warden);
+  EXPECT_EQ(not_a_warden.error(),
+            "GET " + w.sim.url() +
+                "/api/models/qwen3: HTTP 404 (is --target a warden (lmwarden serve)? it has no "
+                "/api/models)");
+}
+
 // Bad values are refused before anything runs, with exit status 2 and a
 // message that says what was wanted.
 TEST(BenchCommand, BadFlagsAreRefusedWithWhatWasWanted) {
@@ -536,6 +557,11 @@ TEST(BenchCommand, BadFlagsAreRefusedWithWhatWasWanted) {
       {"bench --target http://127.0.0.1:1 --model m --repeats 3",
        "--repeats is for --offline runs"},
       {"bench --target 127.0.0.1:1 --model m", "--target 127.0.0.1:1: must be http://HOST:PORT"},
+      {"bench --target https://127.0.0.1:1 --model m",
+       "--target https://127.0.0.1:1: the warden serves plain HTTP; give its http:// address"},
+      {"bench --target http://127.0.0.1:1/v1 --model m",
+       "--target http://127.0.0.1:1/v1: give the warden's root, e.g. http://127.0.0.1:8080 (the "
+       "benchmark adds /v1/chat/completions and /api/models/… itself)"},
       {"bench --offline --first-user-tokens 10",
        "--first-user-tokens: 10 is not a whole number from 64 to 1000000"},
       {"bench --target http://127.0.0.1:1 --model m --arms sideways",
