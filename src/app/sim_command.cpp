@@ -108,6 +108,18 @@ int run_sim(const SimArgs& args) {
   if (args.max_num_seqs > 0) options.engine.max_num_seqs = args.max_num_seqs;
   if (args.max_num_batched_tokens > 0)
     options.engine.max_num_batched_tokens = args.max_num_batched_tokens;
+  // Each rank's blocks are held from the start: a bound on them all, so that
+  // two flags each in range cannot take the host's memory (a GPU has tens
+  // of thousands of blocks; the bound is a thousand times that).
+  constexpr long long kMostBlocks = 64'000'000;
+  if (const long long all = static_cast<long long>(args.dp) * options.engine.num_gpu_blocks;
+      all > kMostBlocks) {
+    std::fprintf(stderr,
+                 "lmwarden sim: --dp %d with %d KV blocks per rank is %lld blocks in all, more "
+                 "than the simulator holds (%lld): give fewer blocks or fewer ranks\n",
+                 args.dp, options.engine.num_gpu_blocks, all, kMostBlocks);
+    return 2;
+  }
   if (auto shortfall = engine::cache_shortfall(options.engine)) {
     std::fprintf(stderr, "lmwarden sim: --num-gpu-blocks %d: %s\n", args.num_gpu_blocks,
                  shortfall->c_str());

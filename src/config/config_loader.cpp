@@ -30,6 +30,15 @@ using namespace std::literals;
 
 namespace {
 
+// A model's name or alias as a client could send it: not empty, no white
+// space at either end (`name: "m "` by mistake) and no control character,
+// which no client puts in a model's name.
+bool plausible_model_name(std::string_view s) noexcept {
+  const auto control = [](char c) { return static_cast<unsigned char>(c) < ' ' || c == 0x7f; };
+  return !s.empty() && s.front() != ' ' && s.back() != ' ' && std::ranges::none_of(s, control);
+}
+constexpr const char* kModelNames = "names without white space at either end or control characters";
+
 // A backend URL as an error shows it: user info, a query and a fragment,
 // which may hold a password or a key, each replaced by "…".
 std::string shown_url(const YAML::Node& node) {
@@ -258,13 +267,20 @@ class Loader : private HomesSections {
     const std::size_t errors_before = errors_.size();
 
     if (const Entry* e = map->find("name")) {
-      if (auto v = read_string(*e, child(path, "name"))) model.name = *v;
+      if (auto v = read_string(*e, child(path, "name"))) {
+        if (plausible_model_name(*v))
+          model.name = *v;
+        else
+          error(*e, child(path, "name"),
+                fmt::format("must be a name without white space at either end or control "
+                            "characters, got {:?}",
+                            *v));
+      }
     } else {
       error(node, child(path, "name"), "is required");
     }
     if (const Entry* e = map->find("aliases"))
-      if (auto v = read_string_list(*e, child(path, "aliases"), "non-empty names",
-                                    [](std::string_view s) { return !s.empty(); }))
+      if (auto v = read_string_list(*e, child(path, "aliases"), kModelNames, plausible_model_name))
         model.aliases = std::move(*v);
     if (const Entry* e = map->find("affinity"))
       if (auto v = read_bool(*e, child(path, "affinity"))) model.affinity = *v;

@@ -570,6 +570,9 @@ TEST(BenchCommand, BadFlagsAreRefusedWithWhatWasWanted) {
        "online arms are off, on and warden:N"},
       {"sim --num-gpu-blocks 500 --listen 127.0.0.1:0", "give at least 2048 blocks"},
       {"sim --dp abc", "--dp: abc is not a whole number from 1 to 64"},
+      {"sim --dp 64 --num-gpu-blocks 100000000 --listen 127.0.0.1:0",
+       "--dp 64 with 100000000 KV blocks per rank is 6400000000 blocks in all, more than the "
+       "simulator holds (64000000): give fewer blocks or fewer ranks"},
       {"sim --seed -1", "--seed: -1 is not a whole number from 0"},
       {"sim --early-stop-prob 2", "--early-stop-prob: 2 is not a number from 0 to 1"},
       {"sim --listen 127.0.0.1", "--listen 127.0.0.1: must be HOST:PORT"},

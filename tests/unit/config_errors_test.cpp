@@ -92,7 +92,20 @@ TEST(ConfigErrors, WrongTypes) {
     aliases: qwen
     backends: [{url: "http://h:1"}]
 )"),
-            R"(lmwarden.yaml:3: models[0].aliases: must be a list of non-empty names, got "qwen")");
+            "lmwarden.yaml:3: models[0].aliases: must be a list of names without white space at "
+            "either end or control characters, got \"qwen\"");
+  // What no client sends as a model's name: a space at an end, written by
+  // mistake, or a control character.
+  EXPECT_EQ(error_of("models:\n  - name: \"m \"\n    backends: [{url: \"http://h:1\"}]\n"),
+            "lmwarden.yaml:2: models[0].name: must be a name without white space at either end "
+            "or control characters, got \"m \"");
+  EXPECT_EQ(error_of("models:\n  - name: \"m\\0x\"\n    backends: [{url: \"http://h:1\"}]\n"),
+            "lmwarden.yaml:2: models[0].name: must be a name without white space at either end "
+            "or control characters, got \"m\\x00x\"");
+  EXPECT_EQ(error_of("models:\n  - name: m\n    aliases: [a, \" b\"]\n"
+                     "    backends: [{url: \"http://h:1\"}]\n"),
+            "lmwarden.yaml:3: models[0].aliases[1]: must be names without white space at either "
+            "end or control characters, got \" b\"");
   EXPECT_EQ(error_of(R"(models:
   - name: {a: 1}
     backends: [{url: "http://h:1"}]
