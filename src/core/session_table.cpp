@@ -20,6 +20,11 @@ std::optional<int> SessionTable::find(std::uint64_t key, TimePoint now) {
   expire(now);
   auto it = index_.find(key);
   if (it == index_.end()) return std::nullopt;
+  // Past the TTL and not yet erased (expire's bound, below): gone.
+  if (slots_[it->second].last_seen < (now - ttl_).time_since_epoch().count()) {
+    erase(it->second);
+    return std::nullopt;
+  }
   touch_slot(it->second, now);
   return slots_[it->second].home;
 }
@@ -73,7 +78,9 @@ void SessionTable::assign(std::uint64_t key, int home, TimePoint now) {
 
 void SessionTable::expire(TimePoint now) {
   const std::int64_t cutoff = (now - ttl_).time_since_epoch().count();
-  while (tail_ != kNil && slots_[tail_].last_seen < cutoff) erase(tail_);
+  for (std::size_t n = 0;
+       n < kMostExpiredPerCall && tail_ != kNil && slots_[tail_].last_seen < cutoff; ++n)
+    erase(tail_);
   age(now);
 }
 

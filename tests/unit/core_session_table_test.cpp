@@ -57,6 +57,26 @@ TEST(SessionTable, CountsTheConversationsUsedWithinTheActiveWindow) {
   EXPECT_EQ(table.live(0), 0);
 }
 
+// A TTL shortened under a full table (a reload): each expire forgets at
+// most kMostExpiredPerCall, and until the rest are forgotten a find takes
+// them for gone all the same.
+TEST(SessionTable, AShortenedTtlIsAppliedInBoundedSteps) {
+  constexpr std::uint64_t kConversations = 10'000;
+  SessionTable table{/*replicas=*/2, /*capacity=*/kConversations, minutes(60)};
+  for (std::uint64_t key = 0; key < kConversations; ++key)
+    table.assign(key, static_cast<int>(key % 2), t0 + seconds(key % 60));
+  table.set_ttl(minutes(1));
+  const auto later = t0 + minutes(5);
+  table.expire(later);
+  EXPECT_EQ(table.size(), kConversations - SessionTable::kMostExpiredPerCall);
+  // The most recently used, still in the table, is past the TTL: gone.
+  EXPECT_EQ(table.find(kConversations - 1, later), std::nullopt);
+  table.expire(later);
+  table.expire(later);
+  EXPECT_EQ(table.size(), 0u);
+  EXPECT_EQ(table.live(0) + table.live(1), 0);
+}
+
 // The counts against a count made by hand, under random uses, moves,
 // evictions (a small table) and expiry.
 TEST(SessionTable, ActiveCountsMatchTheLastUsesUnderRandomUse) {
