@@ -13,14 +13,13 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <charconv>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "bench/online.h"
 #include "bench/stream_tap.h"
-#include "config/config_loader.h"
+#include "bench/warden_calls.h"
 #include "net/http_client.h"
 #include "telemetry/counter_delta.h"
 #include "telemetry/vllm_snapshot.h"
@@ -36,134 +35,13 @@ using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
-constexpr std::chrono::seconds kControlTimeout{10};
 // Of a refused request's body, what is kept to say why.
 constexpr std::size_t kErrorBodyKept = 4096;
-
-// "HTTP 400: <the error's message>" from an OpenAI or Anthropic error body
-// (`error.message`), or with the body's start when it is neither.
-std::string refusal(int status, std::string_view body) {
-  const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_object() && j.contains("error"))
-    if (auto message = error_message(j["error"]))
-      return fmt::format("HTTP {}: {}", status, *message);
-  std::string start(body.substr(0, 200));
-  std::replace_if(
-      start.begin(), start.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
-  return start.empty() ? fmt::format("HTTP {}", status) : fmt::format("HTTP {}: {}", status, start);
-}
-
-struct Endpoint {
-  std::string host;
-  std::uint16_t port = 80;
-  std::string base_path;
-  std::string url;
-};
-
-Result<Endpoint, std::string> endpoint_of(const std::string& url) {
-  auto b = config::parse_backend_url(url);
-  if (!b) return unexpected(url + ": " + b.error());
-  return Endpoint{b->host, b->port, b->base_path, url};
-}
-
-struct Reply {
-  unsigned status = 0;
-  std::string body;
-};
-
-// One request on a fresh connection (control and metrics calls: a handful a
-// second on loopback, not worth pooling).
-net::Awaitable<Result<Reply, std::string>> fetch(const Endpoint& ep, http::verb verb,
-                                                 std::string target, std::string body = {},
-                                                 std::optional<std::string> bearer = std::nullopt) {
-  net::Stream stream(co_await asio::this_coro::executor);
-  const auto cec = co_await net::connect_to(stream, ep.host, ep.port,
-                                            std::chrono::steady_clock::now() + kControlTimeout);
-  if (cec) co_return unexpected(fmt::format("{}: {}", ep.url, cec.message()));
-  http::request<http::string_body> req{verb, ep.base_path + target, 11};
-  req.set(http::field::host, ep.host);
-  req.set(http::field::user_agent, "lmwarden-bench");
-  if (bearer) req.set(http::field::authorization, "Bearer " + *bearer);
-  if (!body.empty()) req.set(http::field::content_type, "application/json");
-  req.body() = std::move(body);
-  req.prepare_payload();
-  stream.expires_after(kControlTimeout);
-  auto [wec, wn] = co_await http::async_write(stream, req, net::kAsTuple);
-  if (wec) co_return unexpected(fmt::format("{}{}: {}", ep.url, target, wec.message()));
-  beast::flat_buffer buffer;
-  http::response_parser<http::string_body> parser;
-  parser.body_limit(64 * 1024 * 1024);
-  auto [ec, rn] = co_await http::async_read(stream, buffer, parser, net::kAsTuple);
-  if (ec) co_return unexpected(fmt::format("{}{}: {}", ep.url, target, ec.message()));
-  beast::error_code ignored;
-  stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
-  co_return Reply{parser.get().result_int(), std::move(parser.get().body())};
-}
-
-double percent_or(const json& j, const char* key) {
-  return j.contains(key) && j[key].is_number() ? j[key].get<double>() : 0.0;
-}
 
 // What the run shares with its steps: a signal's request to stop.
 struct RunState {
   int signal = 0;  // the first that came; 0 while none has
   bool cancelled() const { return signal != 0; }
-};
-
-// A model's routing settings, as its card shows them and an arm sets them.
-struct ModelSettings {
-  bool affinity = true;
-  std::optional<int> spill_threshold;  // none: auto
-  // A card's: the threshold in force, auto's number included.
-  std::optional<int> in_force;
-
-  static std::optional<ModelSettings> of_card(const json& card) {
-    if (!card.is_object() || !card.contains("affinity") || !card["affinity"].is_boolean())
-      return std::nullopt;
-    ModelSettings s{.affinity = card["affinity"].get<bool>()};
-    const bool automatic = card.value("spill_threshold_auto", true);
-    if (card.contains("spill_threshold") && card["spill_threshold"].is_number_integer()) {
-      s.in_force = card["spill_threshold"].get<int>();
-      if (!automatic) s.spill_threshold = s.in_force;
-    }
-    return s;
-  }
-  // An online arm's settings: off, on, or warden:N (N from 1 to the
-  // warden's own limit, 1000000); none for anything else.
-  static std::optional<ModelSettings> parse_arm(std::string_view arm) {
-    if (arm == "off") return ModelSettings{.affinity = false};
-    if (arm == "on") return ModelSettings{.affinity = true};
-    if (!arm.starts_with("warden:")) return std::nullopt;
-    int n = 0;
-    const char* last = arm.data() + arm.size();
-    const auto [end, ec] = std::from_chars(arm.data() + 7, last, n);
-    if (ec != std::errc{} || end != last || n < 1 || n > 1'000'000) return std::nullopt;
-    return ModelSettings{.affinity = true, .spill_threshold = n};
-  }
-  // The settings of an arm validate_online_arm accepted.
-  static ModelSettings of_arm(const std::string& arm) { return *parse_arm(arm); }
-  // Whether a model so set serves the arm: with affinity off, the threshold
-  // plays no part; an arm that names a number is served by that number in
-  // force, whether the file wrote it or `auto` gave it (warden:8 by auto's 8).
-  bool serves(const ModelSettings& arm) const {
-    if (affinity != arm.affinity) return false;
-    if (!affinity) return true;
-    return arm.spill_threshold ? in_force == arm.spill_threshold : !spill_threshold;  // `on`: auto
-  }
-  // The arm that measures these settings.
-  std::string arm() const {
-    if (!affinity) return "off";
-    return spill_threshold ? "warden:" + std::to_string(*spill_threshold) : "on";
-  }
-  std::string describe() const {
-    return fmt::format("affinity {}, spill threshold {}", affinity ? "on" : "off",
-                       spill_threshold ? std::to_string(*spill_threshold) : "auto");
-  }
-  // PATCH /api/models/{model}'s body.
-  json patch() const {
-    return {{"affinity", affinity},
-            {"spill_threshold", spill_threshold ? json(*spill_threshold) : json("auto")}};
-  }
 };
 
 // One step × arm.
