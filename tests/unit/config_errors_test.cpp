@@ -525,16 +525,25 @@ TEST(ConfigErrors, ASecretWrittenForAVariableNameIsNotShown) {
   EXPECT_THAT(token, Not(HasSubstr("tok-en")));
 }
 
+// The error of a model whose clients' keys are the variables `names` (a YAML
+// list's items), and of one whose backend's key is the variable `name`.
+std::string client_keys_error(std::string_view names) {
+  return error_of("models:\n  - name: m\n    api_keys_env: [" + std::string(names) +
+                  "]\n    backends: [{url: \"http://h:1\"}]\n");
+}
+std::string backend_key_error(std::string_view name) {
+  return error_of(
+      "models:\n  - name: m\n    backends:\n      - url: http://h:1\n"
+      "        api_key_env: " +
+      std::string(name) + "\n");
+}
+
 // A key named but not there would leave a model open (or send the server an
 // empty key) while the file says otherwise.
 TEST(ConfigErrors, KeysNamedByEnvironmentVariablesMustBeThere) {
   ::unsetenv("LMWARDEN_TEST_UNSET");
   ::setenv("LMWARDEN_TEST_EMPTY", "", 1);
   ::setenv("LMWARDEN_TEST_SET", "k", 1);
-  auto client_keys_error = [](std::string_view names) {
-    return error_of("models:\n  - name: m\n    api_keys_env: [" + std::string(names) +
-                    "]\n    backends: [{url: \"http://h:1\"}]\n");
-  };
   EXPECT_EQ(client_keys_error("LMWARDEN_TEST_UNSET"),
             "lmwarden.yaml:3: models[0].api_keys_env[0]: the environment variable "
             "LMWARDEN_TEST_UNSET is not set: the key it should hold cannot be checked");
@@ -542,12 +551,7 @@ TEST(ConfigErrors, KeysNamedByEnvironmentVariablesMustBeThere) {
   EXPECT_EQ(client_keys_error("LMWARDEN_TEST_SET, LMWARDEN_TEST_EMPTY"),
             "lmwarden.yaml:3: models[0].api_keys_env[1]: the environment variable "
             "LMWARDEN_TEST_EMPTY is empty: the key it should hold cannot be checked");
-  EXPECT_EQ(error_of(R"(models:
-  - name: m
-    backends:
-      - url: http://h:1
-        api_key_env: LMWARDEN_TEST_UNSET
-)"),
+  EXPECT_EQ(backend_key_error("LMWARDEN_TEST_UNSET"),
             "lmwarden.yaml:5: models[0].backends[0].api_key_env: the environment variable "
             "LMWARDEN_TEST_UNSET is not set: the server would be sent an empty key");
   ::unsetenv("LMWARDEN_TEST_EMPTY");
@@ -559,18 +563,11 @@ TEST(ConfigErrors, KeysNamedByEnvironmentVariablesMustBeThere) {
 TEST(ConfigErrors, KeysWithControlCharactersAreRefusedWithoutShowingThem) {
   ::setenv("LMWARDEN_TEST_NEWLINE", "backendkey\r\nX-Injected: yes", 1);
   ::setenv("LMWARDEN_TEST_TAB", "client\tkey", 1);
-  EXPECT_EQ(error_of(R"(models:
-  - name: m
-    backends:
-      - url: http://h:1
-        api_key_env: LMWARDEN_TEST_NEWLINE
-)"),
+  EXPECT_EQ(backend_key_error("LMWARDEN_TEST_NEWLINE"),
             "lmwarden.yaml:5: models[0].backends[0].api_key_env: the environment variable "
             "LMWARDEN_TEST_NEWLINE holds a control character (byte 11 of 27, 0x0d; a line end "
             "left by the file it came from?); the value is not shown: it is a secret");
-  const std::string client = error_of(
-      "models:\n  - name: m\n    api_keys_env: [LMWARDEN_TEST_TAB]\n    backends: [{url: "
-      "\"http://h:1\"}]\n");
+  const std::string client = client_keys_error("LMWARDEN_TEST_TAB");
   EXPECT_THAT(client, HasSubstr("models[0].api_keys_env[0]: the environment variable "
                                 "LMWARDEN_TEST_TAB holds a control character (byte 7 of 10, 0x09"));
   EXPECT_THAT(client, Not(HasSubstr("client")));
