@@ -1,12 +1,18 @@
 // ASCII case folding, for the names protocols and the configuration compare
-// without case (field names, schemes, units, true and false): never the
-// locale's, and bytes past 0x7f are left as they are.
+// without case (field names, schemes, units, true and false), and the control
+// characters: never the locale's, and bytes past 0x7f are left as they are.
 #pragma once
 
 #include <string>
 #include <string_view>
 
 namespace lmwarden {
+
+// A C0 control character or DEL: what no header value, secret or name the
+// configuration holds should carry (a tab is one; callers that allow it say so).
+constexpr bool ascii_control(char c) noexcept {
+  return static_cast<unsigned char>(c) < 0x20 || c == '\x7f';
+}
 
 constexpr char ascii_lower(char c) noexcept {
   return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;

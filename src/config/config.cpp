@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "common/ascii.h"
+
 namespace lmwarden::config {
 
 std::string SessionSource::label() const {
@@ -52,13 +54,11 @@ std::string ModelConfig::names() const {
 }
 
 std::string_view unsendable_token(std::string_view token) noexcept {
-  const auto blank = [](char c) { return static_cast<unsigned char>(c) <= ' ' || c == 0x7f; };
+  const auto blank = [](char c) { return c == ' ' || ascii_control(c); };
   if (token.empty()) return "is empty";
   if (blank(token.front()) || blank(token.back()))
     return "begins or ends with white space, which no Authorization header can carry";
-  const auto control = [](char c) {
-    return (static_cast<unsigned char>(c) < ' ' && c != '\t') || c == 0x7f;
-  };
+  const auto control = [](char c) { return c != '\t' && ascii_control(c); };
   if (std::ranges::any_of(token, control))
     return "holds a control character, which no Authorization header can carry";
   return {};

@@ -28,6 +28,7 @@
 #include <system_error>
 #include <utility>
 
+#include "common/ascii.h"
 #include "common/coarse_clock.h"
 #include "net/drain_state.h"
 #include "net/read_available.h"
@@ -608,7 +609,7 @@ Awaitable<void> HttpServer::serve_connection(Socket tcp_socket) {
       co_await send_error(target, refusal->status, refusal->message);
       break;
     }
-    if (beast::iequals(request[http::field::expect], "100-continue") && request.version() >= 11 &&
+    if (ascii_iequals(request[http::field::expect], "100-continue") && request.version() >= 11 &&
         !parser.is_done()) {
       static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
       stream.expires_after(options_.read_timeout);

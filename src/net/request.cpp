@@ -1,11 +1,12 @@
 #include "net/request.h"
 
-#include <boost/beast/core/string.hpp>
-#include <boost/beast/http/rfc7230.hpp>
 #include <algorithm>
+#include <boost/beast/http/rfc7230.hpp>
 #include <cassert>
 #include <cstring>
 #include <limits>
+
+#include "common/ascii.h"
 
 namespace lmwarden::net {
 
@@ -110,7 +111,7 @@ std::optional<std::string_view> Request::find(std::string_view name) const noexc
   if (const http::field known = http::string_to_field(name); known != http::field::unknown)
     return find(known);
   for (const Slot& s : slots_)
-    if (s.name == http::field::unknown && boost::beast::iequals(view(s.name_string), name))
+    if (s.name == http::field::unknown && ascii_iequals(view(s.name_string), name))
       return view(s.value);
   return std::nullopt;
 }
@@ -122,8 +123,8 @@ bool Request::keep_alive() const noexcept {
   for (const Slot& s : slots_) {
     if (s.name != http::field::connection) continue;
     for (const auto token : http::token_list{view(s.value)}) {
-      close |= boost::beast::iequals(token, "close");
-      keep_alive |= boost::beast::iequals(token, "keep-alive");
+      close |= ascii_iequals(token, "close");
+      keep_alive |= ascii_iequals(token, "keep-alive");
     }
   }
   if (close) return false;

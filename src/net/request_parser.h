@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/ascii.h"
 #include "net/request.h"
 
 namespace lmwarden::net {
@@ -26,8 +27,7 @@ inline std::string_view origin_form(std::string_view target, std::string& scratc
   if (target.empty() || target.front() == '/') return target;  // origin form: nearly every request
   constexpr std::string_view kSchemes[] = {"http://", "https://"};
   for (const std::string_view scheme : kSchemes) {
-    if (target.size() <= scheme.size() || !beast::iequals(target.substr(0, scheme.size()), scheme))
-      continue;
+    if (target.size() <= scheme.size() || !ascii_istarts_with(target, scheme)) continue;
     const std::string_view rest = target.substr(scheme.size());
     const auto path = rest.find_first_of("/?#");
     if (path == 0) return target;  // no authority: not a URI a server is sent

@@ -2,13 +2,13 @@
 
 #include <algorithm>
 #include <array>
-#include <cstring>
 #include <boost/asio/as_tuple.hpp>
-#include <boost/beast/core/string.hpp>
 #include <boost/beast/http/rfc7230.hpp>
+#include <cstring>
 #include <tuple>
 #include <utility>
 
+#include "common/ascii.h"
 #include "net/read_available.h"
 
 namespace lmwarden::net {
@@ -163,7 +163,7 @@ std::optional<Refusal> refuse_header(const Request& request) {
     transfer_encoding = true;
     for (const auto coding : http::token_list{f.value()}) {
       ++codings;
-      chunked_last = beast::iequals(coding, "chunked");
+      chunked_last = ascii_iequals(coding, "chunked");
       chunked += chunked_last ? 1 : 0;
     }
   }

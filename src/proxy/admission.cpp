@@ -4,6 +4,7 @@
 #include <mutex>
 #include <string>
 
+#include "common/ascii.h"
 #include "common/coarse_clock.h"
 #include "common/hash.h"
 #include "core/identity.h"
@@ -62,7 +63,7 @@ Admission admit(const net::Request& request, Dialect dialect, const ModelSet& se
     // A compressed body (vLLM decodes none either) is named as such, not as
     // bad JSON; asked only of a body that did not parse.
     const std::string_view coding = request[http::field::content_encoding];
-    if (!coding.empty() && !net::beast::iequals(coding, "identity"))
+    if (!coding.empty() && !ascii_iequals(coding, "identity"))
       return {.refusal = error_response(
                   dialect, http::status::unsupported_media_type,
                   "the request body is sent with Content-Encoding: " + std::string(coding) +

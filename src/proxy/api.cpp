@@ -7,6 +7,7 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 
+#include "common/ascii.h"
 #include "common/json_dump.h"
 #include "proxy/dialect.h"
 #include "proxy/warden.h"
@@ -256,9 +257,7 @@ bool constant_time_equal(std::string_view a, std::string_view b) noexcept {
 
 std::optional<std::string_view> bearer_credentials(std::string_view authorization) noexcept {
   constexpr std::string_view kBearer = "Bearer ";
-  if (authorization.size() < kBearer.size() ||
-      !net::beast::iequals(authorization.substr(0, kBearer.size()), kBearer))
-    return std::nullopt;
+  if (!ascii_istarts_with(authorization, kBearer)) return std::nullopt;
   // One space or more after the scheme (RFC 9110 §11.4).
   const std::size_t credentials = authorization.find_first_not_of(' ', kBearer.size());
   return credentials == std::string_view::npos ? std::string_view{}

@@ -5,7 +5,6 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/buffers_suffix.hpp>
-#include <boost/beast/core/string.hpp>
 #include <boost/beast/http/rfc7230.hpp>
 #include <boost/container/small_vector.hpp>
 #include <charconv>
@@ -70,9 +69,8 @@ class HopByHop {
     if (f.name() != http::field::unknown && std::ranges::find(kHopByHop, f.name()) != kHopByHop.end())
       return true;
     if (many_) return many_->contains(ascii_lowercase(f.name_string()));
-    return std::ranges::any_of(listed_, [&](std::string_view token) {
-      return net::beast::iequals(token, f.name_string());
-    });
+    return std::ranges::any_of(
+        listed_, [&](std::string_view token) { return ascii_iequals(token, f.name_string()); });
   }
 
  private:
@@ -422,7 +420,7 @@ bool framed_plainly(const ReplyParser& reply) {
     if (f.name() == http::field::transfer_encoding)
       for (auto coding : http::token_list{f.value()}) {
         ++codings;
-        chunked_only = chunked_only && net::beast::iequals(coding, "chunked");
+        chunked_only = chunked_only && ascii_iequals(coding, "chunked");
       }
   return codings == 0 || (codings == 1 && chunked_only && !reply.content_length());
 }
@@ -448,9 +446,9 @@ void write_upstream_head(std::string& out, const net::Request& request,
       case http::field::authorization:
         return own_key;
       default:
-        return net::beast::iequals(f.name_string(), "X-data-parallel-rank") ||
-               (own_key && net::beast::iequals(f.name_string(), "x-api-key")) ||
-               (!request_id.empty() && net::beast::iequals(f.name_string(), "X-Request-Id"));
+        return ascii_iequals(f.name_string(), "X-data-parallel-rank") ||
+               (own_key && ascii_iequals(f.name_string(), "x-api-key")) ||
+               (!request_id.empty() && ascii_iequals(f.name_string(), "X-Request-Id"));
     }
   };
 
@@ -462,7 +460,7 @@ void write_upstream_head(std::string& out, const net::Request& request,
   boost::container::small_vector<std::string_view, 2> chain;
   for (const auto& f : request) {
     if (hop_by_hop(f)) continue;
-    if (f.name() == http::field::unknown && net::beast::iequals(f.name_string(), "X-Forwarded-For"))
+    if (f.name() == http::field::unknown && ascii_iequals(f.name_string(), "X-Forwarded-For"))
       chain.push_back(f.value());
     else if (!rewritten(f))
       append_field(out, f.name_string(), f.value());
