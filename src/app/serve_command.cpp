@@ -148,13 +148,26 @@ std::string backend_at(const config::ListenAddress& address, const config::Confi
 // the file's own listen address).
 Result<config::Config, std::string> load(const ServeOptions& opts,
                                          const config::ListenAddress* in_force = nullptr) {
-  auto loaded = config::load_config_file(opts.config_path, in_force);
-  if (!loaded) return unexpected("invalid configuration\n" + loaded.error().message());
-  config::Config cfg = std::move(loaded).value();
+  // --listen is read first, so that a wrong one is told beside the file's
+  // errors rather than once they are mended.
+  const std::string given =
+      opts.listen ? "--listen " + (opts.listen->empty() ? "''" : *opts.listen) : "";
+  std::optional<config::ListenAddress> address;
+  std::string flag_error;
   if (opts.listen) {
-    const std::string given = "--listen " + (opts.listen->empty() ? "''" : *opts.listen);
-    auto address = config::parse_listen_address(*opts.listen);
-    if (!address) return unexpected(given + ": " + address.error());
+    auto parsed = config::parse_listen_address(*opts.listen);
+    if (parsed)
+      address = *parsed;
+    else
+      flag_error = given + ": " + parsed.error();
+  }
+  auto loaded = config::load_config_file(opts.config_path, in_force);
+  if (!loaded)
+    return unexpected("invalid configuration\n" + (flag_error.empty() ? "" : flag_error + "\n") +
+                      loaded.error().message());
+  if (!flag_error.empty()) return unexpected(flag_error);
+  config::Config cfg = std::move(loaded).value();
+  if (address) {
     cfg.listen_host = address->host;
     cfg.listen_port = address->port;
     if (const auto loop = backend_at(*address, cfg); !loop.empty())
@@ -289,23 +302,24 @@ config::Millis reload(proxy::WardenRuntime& runtime, const ServeOptions& opts,
 }
 
 // Each client connection may hold an upstream connection as well: the soft
-// limit on open files is raised to the hard one, and a limit that
-// limits.max_connections may still outgrow is said at start.
-void fit_descriptor_limit(std::size_t max_connections) {
+// limit on open files is raised to the hard one. Returns what to say of a
+// limit that limits.max_connections may still outgrow, "" when none.
+std::string fit_descriptor_limit(std::size_t max_connections) {
   rlimit nofile{};
-  if (::getrlimit(RLIMIT_NOFILE, &nofile) != 0) return;
+  if (::getrlimit(RLIMIT_NOFILE, &nofile) != 0) return {};
   if (nofile.rlim_cur < nofile.rlim_max) {
     rlimit raised = nofile;
     raised.rlim_cur = nofile.rlim_max;
     if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) nofile = raised;
   }
   const rlim_t needed = 2 * static_cast<rlim_t>(max_connections) + 64;
-  if (nofile.rlim_cur != RLIM_INFINITY && nofile.rlim_cur < needed)
-    spdlog::warn("open-file limit {} is below the {} that limits.max_connections {} may need (a client "
-                 "and an upstream descriptor each); raise it (ulimit -n, systemd LimitNOFILE=) or "
-                 "lower max_connections",
-                 static_cast<unsigned long long>(nofile.rlim_cur), static_cast<unsigned long long>(needed),
-                 max_connections);
+  if (nofile.rlim_cur == RLIM_INFINITY || nofile.rlim_cur >= needed) return {};
+  return fmt::format(
+      "open-file limit {} is below the {} that limits.max_connections {} may need (a client and an "
+      "upstream descriptor each); raise it (ulimit -n, systemd LimitNOFILE=) or lower "
+      "max_connections",
+      static_cast<unsigned long long>(nofile.rlim_cur), static_cast<unsigned long long>(needed),
+      max_connections);
 }
 
 // Whether a start could bind the listen address now, bound as the server
@@ -382,7 +396,8 @@ int serve(ServeOptions opts) {
     }
     print_start_notes(cfg);
     // As at a start, on this process's limit (a service manager may set another).
-    fit_descriptor_limit(cfg.limits.max_connections);
+    if (const std::string low = fit_descriptor_limit(cfg.limits.max_connections); !low.empty())
+      std::printf("note: %s\n", low.c_str());
     return 0;
   }
   spdlog::set_level(spdlog::level::from_str(opts.log_level));
@@ -412,7 +427,8 @@ int serve(ServeOptions opts) {
     opts.passed_socket = address;
   }
 
-  fit_descriptor_limit(cfg.limits.max_connections);
+  if (const std::string low = fit_descriptor_limit(cfg.limits.max_connections); !low.empty())
+    spdlog::warn("{}", low);
   proxy::WardenRuntime runtime{cfg};
   if (passed) runtime.use_passed_socket(passed->fd);
   // SIGHUP reloads the configuration file; SIGUSR1 reopens the access log

@@ -19,6 +19,7 @@
 #include <map>
 #include <optional>
 
+#include "common/ascii.h"
 #include "common/host_port.h"
 #include "config/homes_sections.h"
 #include "config/yaml_reader.h"
@@ -34,8 +35,8 @@ namespace {
 // space at either end (`name: "m "` by mistake) and no control character,
 // which no client puts in a model's name.
 bool plausible_model_name(std::string_view s) noexcept {
-  const auto control = [](char c) { return static_cast<unsigned char>(c) < ' ' || c == 0x7f; };
-  return !s.empty() && s.front() != ' ' && s.back() != ' ' && std::ranges::none_of(s, control);
+  return !s.empty() && s.front() != ' ' && s.back() != ' ' &&
+         std::ranges::none_of(s, ascii_control);
 }
 constexpr const char* kModelNames = "names without white space at either end or control characters";
 
@@ -506,7 +507,10 @@ class Loader : private HomesSections {
       auto claim = [&](const YAML::Node& name_node, const std::string& key_path) {
         if (!name_node.IsScalar() || name_node.Scalar().empty()) return;
         const auto [it, inserted] = owner.emplace(name_node.Scalar(), path);
-        if (!inserted)
+        if (!inserted && it->second == path)  // a repeat within the aliases is skipped below
+          error(name_node, key_path,
+                fmt::format("{} is already this model's name", shown(name_node)));
+        else if (!inserted)
           error(name_node, key_path,
                 fmt::format("{} is already the name or an alias of {}", shown(name_node),
                             it->second));

@@ -23,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/ascii.h"
 #include "config/config_loader.h"
 
 namespace lmwarden::config::yaml {
@@ -86,21 +87,29 @@ class Reader {
   ConfigResult finish(Config config) {
     if (errors_.empty()) return config;
     // In the file's order, to be worked through from the top (errors about
-    // the whole file, line 0, first); those of one line as they were found.
-    std::stable_sort(errors_.begin(), errors_.end(),
-                     [](const ConfigError& a, const ConfigError& b) { return a.line < b.line; });
-    return unexpected(ConfigErrors{std::move(errors_)});
+    // the whole file, line 0, first), and along a line by column (`[m, m]`:
+    // the first m's error before the second's, whichever check found it
+    // first); those of one place as they were found.
+    std::ranges::stable_sort(errors_, {},
+                             [](const Found& f) { return std::pair(f.line, f.column); });
+    ConfigErrors out;
+    out.errors.reserve(errors_.size());
+    for (Found& f : errors_)
+      out.errors.push_back({file_, f.line, std::move(f.key_path), std::move(f.reason)});
+    errors_.clear();
+    return unexpected(std::move(out));
   }
 
-  void add(int line, std::string key_path, std::string reason) {
-    errors_.push_back({file_, std::max(line, 0), std::move(key_path), std::move(reason)});
+  void add(int line, std::string key_path, std::string reason, int column = 0) {
+    errors_.push_back(
+        {std::max(line, 0), std::max(column, 0), std::move(key_path), std::move(reason)});
   }
   void error(const YAML::Node& at, std::string key_path, std::string reason) {
-    add(at.Mark().line + 1, std::move(key_path), std::move(reason));
+    add(at.Mark().line + 1, std::move(key_path), std::move(reason), at.Mark().column);
   }
   void error(const Entry& at, std::string key_path, std::string reason) {
-    const int line = at.value.Mark().line >= 0 ? at.value.Mark().line : at.key_node.Mark().line;
-    add(line + 1, std::move(key_path), std::move(reason));
+    const YAML::Mark& mark = at.value.Mark().line >= 0 ? at.value.Mark() : at.key_node.Mark();
+    add(mark.line + 1, std::move(key_path), std::move(reason), mark.column);
   }
 
   // Checks the shape of a mapping: a mapping, plain keys, no unknown or
@@ -429,8 +438,7 @@ class Reader {
       return std::nullopt;
     }
     const std::string_view v(value);
-    const auto control = std::ranges::find_if(
-        v, [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == '\x7f'; });
+    const auto control = std::ranges::find_if(v, ascii_control);
     if (control != v.end()) {
       error(at, path,
             fmt::format("the environment variable {} holds a control character (byte {} of {}, "
@@ -444,7 +452,14 @@ class Reader {
   }
 
   std::string file_;
-  std::vector<ConfigError> errors_;
+  // An error as found, with its column for finish()'s order.
+  struct Found {
+    int line;
+    int column;
+    std::string key_path;
+    std::string reason;
+  };
+  std::vector<Found> errors_;
 };
 
 }  // namespace lmwarden::config::yaml

@@ -492,6 +492,14 @@ TEST(ServeRestart, CheckSaysWhatTheFileSetsOrEveryProblemAndStartsNothing) {
                           dir.file("lmwarden.yaml") +
                           ":4: models[0].spill_threshold: must be an integer from 1 to 1000000 or "
                           "\"auto\", got \"0\"\n");
+  // A wrong --listen is told with the file's errors, not once they are mended.
+  const auto [both, both_said] = check("models: []\n", " --listen bogus");
+  EXPECT_EQ(both, 2);
+  EXPECT_EQ(both_said,
+            "lmwarden: invalid configuration\n--listen bogus: must be HOST:PORT, e.g. "
+            "127.0.0.1:8080 or [::1]:8080\n" +
+                dir.file("lmwarden.yaml") +
+                ":1: models: must be a list of at least one model, got an empty list\n");
 
   // A file that is not there is one more problem of the file, said the same way.
   const std::string missing = dir.file("missing.yaml");

@@ -132,6 +132,20 @@ TEST(HostileProcess, ADescriptorLimitTooLowForMaxConnectionsIsSaidAtStart) {
            std::string::npos;
   }, 5s)) << warden.output();
   EXPECT_EQ(ask(warden.port(), get_request("/health")).value_or(HttpResponse{}).status, 200);
+
+  // --check says it as one of its notes, not as a log line.
+  const std::string out = dir.file("check.out");
+  const int status = std::system(("ulimit -n 200 && timeout 20 " + std::string(LMWARDEN_BINARY) +
+                                  " serve --check --config " + config + " >" + out + " 2>&1")
+                                     .c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  std::ifstream in(out);
+  const std::string said{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  EXPECT_NE(said.find("\nnote: open-file limit 200 is below the 2064 that limits.max_connections "
+                      "1000 may need"),
+            std::string::npos)
+      << said;
 }
 
 // The process's virtual memory size (VmSize), in bytes.

@@ -297,6 +297,14 @@ TEST(ConfigErrors, BackendUrls) {
               HasSubstr("the port must be a number from 1 to 65535"));
   EXPECT_THAT(backend_error("'http://127.0.0.1:'"), HasSubstr("the port is empty"));
   EXPECT_THAT(backend_error("http://300.1.1.1:8000"), HasSubstr("not a valid IPv4 address"));
+  // The older forms of an IPv4 address that getaddrinfo reads as one.
+  EXPECT_THAT(backend_error("http://0x7f.0.0.1:8000"),
+              HasSubstr("url: 0x7f.0.0.1 is read as the IPv4 address 127.0.0.1: write it so"));
+  EXPECT_THAT(backend_error("http://0300.0xa8.1:8000"),
+              HasSubstr("0300.0xa8.1 is read as the IPv4 address 192.168.0.1"));
+  EXPECT_THAT(backend_error("http://0x0a000001:8000"), HasSubstr("as the IPv4 address 10.0.0.1"));
+  EXPECT_THAT(backend_error("http://127.1:8000"),
+              HasSubstr("127.1 is read as the IPv4 address 127.0.0.1"));
   EXPECT_THAT(backend_error("http://[::1:8000"), HasSubstr("missing ']'"));
   EXPECT_THAT(backend_error("http://:8000"), HasSubstr("the host is missing"));
 }
@@ -420,13 +428,23 @@ TEST(ConfigErrors, DuplicateNamesAndAliases) {
     backends: [{url: "http://h:1"}]
 )"),
             R"(lmwarden.yaml:3: models[0].aliases[1]: "x" is listed twice)");
-  EXPECT_EQ(
-      error_of(R"(models:
+  EXPECT_EQ(error_of(R"(models:
   - name: a
     aliases: [a]
     backends: [{url: "http://h:1"}]
 )"),
-      R"(lmwarden.yaml:3: models[0].aliases[0]: "a" is already the name or an alias of models[0])");
+            R"(lmwarden.yaml:3: models[0].aliases[0]: "a" is already this model's name)");
+  // Two checks find the errors of `[a, a]`; they are told along the line.
+  const auto both = load_config_string(R"(models:
+  - name: a
+    aliases: [a, a]
+    backends: [{url: "http://h:1"}]
+)",
+                                       "lmwarden.yaml");
+  ASSERT_FALSE(both);
+  EXPECT_EQ(both.error().message(),
+            "lmwarden.yaml:3: models[0].aliases[0]: \"a\" is already this model's name\n"
+            "lmwarden.yaml:3: models[0].aliases[1]: \"a\" is listed twice");
 }
 
 // One pass over the body reads a top-level key either for a body source or
