@@ -12,7 +12,9 @@
 # the proxy benchmark's small requests, 15 % fewer instructions and 13 % less
 # user CPU than the plain build (docs/performance-history.md, round 12).
 # Takes about twice as long as `make build`. Run as root or with sudo when
-# wrk is missing (it installs it).
+# wrk is missing (it installs it). Run it on a quiet machine: the training
+# says how much of a CPU other work took beside it (build/pgo/pgo-training.txt,
+# named in bench-proxy's report) and warns from 25 %.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -51,7 +53,13 @@ if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
 fi
 if [ "${PGO_RETRAIN:-0}" != 1 ] && [ -n "$digest" ] && [ -x build/pgo/src/lmwarden ] &&
    [ "$(cat "$stamp" 2>/dev/null)" = "$digest" ]; then
-  echo "pgo-build: build/pgo/src/lmwarden is current (PGO_RETRAIN=1 to train again)"
+  other="$(cat build/pgo/pgo-training.txt 2>/dev/null || true)"
+  if [[ $other =~ ^[0-9]+$ ]] && [ "$other" -ge 25 ]; then
+    echo "pgo-build: build/pgo/src/lmwarden is current, but other work took $other% of a CPU" \
+         "while its profile was made (PGO_RETRAIN=1 on a quiet machine to train again)"
+  else
+    echo "pgo-build: build/pgo/src/lmwarden is current (PGO_RETRAIN=1 to train again)"
+  fi
   exit 0
 fi
 rm -f "$stamp"
@@ -61,8 +69,9 @@ cmake --preset pgo -DLMWARDEN_PGO=GENERATE -DLMWARDEN_PGO_PROFILE_DIR="$profile_
 cmake --build --preset pgo -j "$jobs" --target lmwarden bench_responder
 
 echo "pgo-build: 2/3 training load"
-rm -rf "$profile_dir"
-bash bench/proxy/train.sh build/pgo/src/lmwarden build/pgo/bench/bench_responder
+rm -rf "$profile_dir" build/pgo/pgo-training.txt
+PGO_TRAIN_REPORT=build/pgo/pgo-training.txt \
+  bash bench/proxy/train.sh build/pgo/src/lmwarden build/pgo/bench/bench_responder
 if ! find "$profile_dir" -name '*.gcda' -print -quit | grep -q .; then
   echo "pgo-build: the training wrote no profile under $profile_dir" >&2
   exit 1

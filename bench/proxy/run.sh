@@ -92,7 +92,12 @@ wrk_timeout=10  # seconds without a reply after which wrk counts a timeout
 # another, e.g. build/release/src/lmwarden, the plain optimised one.
 lmwarden="${LMWARDEN_BINARY:-$root/build/pgo/src/lmwarden}"
 case "$(realpath "$lmwarden" 2>/dev/null)" in
-  "$root"/build/pgo/*) lmwarden_build="profile-guided, build/pgo" ;;
+  "$root"/build/pgo/*)
+    lmwarden_build="profile-guided, build/pgo"
+    # What scripts/pgo-build.sh's training measured of other work beside it.
+    other="$(cat "$root/build/pgo/pgo-training.txt" 2>/dev/null || true)"
+    [[ $other =~ ^[0-9]+$ ]] &&
+      lmwarden_build+="; other work took $other% of a CPU while its profile was made" ;;
   "$root"/build/release/*) lmwarden_build="optimised without a profile, build/release" ;;
   *) lmwarden_build="$lmwarden" ;;
 esac

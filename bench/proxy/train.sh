@@ -7,7 +7,8 @@
 #
 #   train.sh LMWARDEN RESPONDER
 # Environment: PGO_TRAIN_SECONDS per case and connection count (default 3),
-# LMWARDEN_FIXTURES (default ../shared/fixtures).
+# LMWARDEN_FIXTURES (default ../shared/fixtures), PGO_TRAIN_REPORT (a file
+# to write the share of a CPU that other work took meanwhile to, below).
 # Talks only to 127.0.0.1, stops by itself, kills what it started on exit.
 set -euo pipefail
 
@@ -23,6 +24,25 @@ prog=pgo-train
 ensure_commands wrk:wrk python3:python3
 require_inputs "$lmwarden" "$responder" "$fixtures" "scripts/pgo-build.sh builds it"
 start_work pgo-train
+
+# Other work on the machine while the profile is made: the CPUs' time in
+# user and system mode, less this script's and its processes' (the children
+# it reaped, and the responder, read before it is stopped). The profile
+# follows the paths the training takes, and beside other work they are not
+# those of a quiet run: a profile made beside two busy processes cost the
+# 100 KB case about 6 % more user time per request (docs/performance.md).
+cpu_ticks_all() { awk '/^cpu / {print $2 + $3 + $4}' /proc/stat; }
+ticks_of() {  # PID FIELD...: the sum of those fields of /proc/PID/stat (14 = utime)
+  local pid=$1 stat f sum=0
+  shift
+  stat="$(cat "/proc/$pid/stat" 2>/dev/null)" || { echo 0; return; }
+  read -r -a f <<<"${stat##*) }"  # from field 3, the state
+  for n in "$@"; do sum=$((sum + f[n - 3])); done
+  echo "$sum"
+}
+started_ns="$(date +%s%N)"
+busy_before="$(cpu_ticks_all)"
+own_before="$(ticks_of $$ 14 15 16 17)"
 
 "$responder" --port 0 --events 256 --max-seconds 600 >"$work/responder.log" 2>&1 &
 responder_pid=$!
@@ -61,3 +81,16 @@ if ! wait "$lmwarden_pid"; then
   exit 1
 fi
 pids=("$responder_pid")
+
+responder_ticks="$(ticks_of "$responder_pid" 14 15)"
+busy="$(($(cpu_ticks_all) - busy_before))"
+own="$(($(ticks_of $$ 14 15 16 17) - own_before + responder_ticks))"
+elapsed_ns="$(($(date +%s%N) - started_ns))"
+other="$(awk -v other=$((busy - own)) -v hz="$(getconf CLK_TCK)" -v ns="$elapsed_ns" \
+  'BEGIN {p = 100 * other / hz / (ns / 1e9); printf "%d", p < 0 ? 0 : p + 0.5}')"
+echo "$prog: other work took ${other}% of a CPU while the profile was made"
+[ -z "${PGO_TRAIN_REPORT:-}" ] || echo "$other" >"$PGO_TRAIN_REPORT"
+if [ "$other" -ge 25 ]; then
+  echo "$prog: warning: a profile made beside other work fits a quiet run's paths less well;" \
+       "for figures, run PGO_RETRAIN=1 make build-pgo on a quiet machine" >&2
+fi

@@ -13,6 +13,7 @@ import tempfile
 import unittest
 
 RUN = os.path.realpath(os.path.join(os.path.dirname(__file__), "..", "..", "bench", "proxy", "run.sh"))
+TRAIN = os.path.join(os.path.dirname(RUN), "train.sh")
 CASES = ("small", "claude100k", "sse256", "sse256paced")
 
 
@@ -213,6 +214,37 @@ class ShortRunOfTwoThreads(ShortRun):
         self.assertIn("proxies on 2 thread(s)", self.done.stdout)
         if self.expected_layout() == "spread":
             self.assertIn("the latency runs: wrk on CPU", self.done.stdout)
+
+
+@unittest.skipUnless(os.environ.get("LMWARDEN_BINARY") and os.environ.get("BENCH_RESPONDER"),
+                     "needs LMWARDEN_BINARY and BENCH_RESPONDER (ctest sets them)")
+class TrainingSaysWhatElseRan(unittest.TestCase):
+    """train.sh, the profile-guided build's training load, says how much of
+    a CPU other work took while it ran: here a process spinning beside it,
+    which is none of the training's own."""
+
+    def test_a_spinning_process_is_counted_as_other_work(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            report = os.path.join(tmp, "training.txt")
+            spinner = subprocess.Popen(["python3", "-c", "while True: pass"])
+            try:
+                done = subprocess.run(
+                    ["bash", TRAIN, os.environ["LMWARDEN_BINARY"], os.environ["BENCH_RESPONDER"]],
+                    env={**os.environ, "PGO_TRAIN_SECONDS": "1", "PGO_TRAIN_REPORT": report,
+                         "TMPDIR": tmp},
+                    capture_output=True, text=True, timeout=120)
+            finally:
+                spinner.kill()
+                spinner.wait()
+            self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+            with open(report) as f:
+                other = int(f.read())
+            # One spinning process on this machine's two CPUs or more: most of
+            # one CPU whenever the training's own processes leave room.
+            self.assertGreaterEqual(other, 25, done.stdout)
+            self.assertIn(f"other work took {other}% of a CPU while the profile was made", done.stdout)
+            self.assertIn("warning: a profile made beside other work", done.stderr)
+            self.assertEqual(os.listdir(tmp), ["training.txt"])  # its work folder removed
 
 
 if __name__ == "__main__":
