@@ -6,13 +6,13 @@
 #include <algorithm>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <exception>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -86,7 +86,13 @@ class StepRunner {
     deadline_ = start_ + std::chrono::duration_cast<Clock::duration>(wall);
     for (int s = 0; s < loop_.concurrency(); ++s) {
       ++running_slots_;
-      asio::co_spawn(ex, run_slot(s), asio::detached);
+      // Counted out when its frame is gone, however it ended: a slot that
+      // threw (std::bad_alloc) ends the step with what it said, rather than
+      // leaving the wait below to count on it for ever.
+      asio::co_spawn(ex, run_slot(s), [this](std::exception_ptr e) {
+        --running_slots_;
+        if (e && !slot_failure_) slot_failure_ = exception_text(e);
+      });
     }
     const auto poll_every = std::chrono::duration_cast<Clock::duration>(
         std::chrono::duration<double>(std::max(0.02, o_.poll_interval_s / o_.time_scale)));
@@ -102,6 +108,7 @@ class StepRunner {
         report_progress();
       }
       if (!gave_up) gave_up = connects_failing();
+      if (!gave_up && slot_failure_) gave_up = "a session slot failed: " + *slot_failure_;
     }
     // Stop: close every connection and wake every pausing slot.
     stopping_ = true;
@@ -259,6 +266,11 @@ class StepRunner {
   // on one keep-alive connection.
   net::Awaitable<void> run_slot(int s) {
     auto ex = co_await asio::this_coro::executor;
+    // However the slot ends, the stop below finds no pointer into its frame.
+    struct Forget {
+      Slot& slot;
+      ~Forget() { slot = {}; }
+    } forget{slots_[static_cast<std::size_t>(s)]};
     auto [rec, results] = co_await net::look_up(ex, warden_.host, warden_.port,
                                                 std::chrono::steady_clock::now() + kControlTimeout);
     std::optional<net::Stream> stream;
@@ -360,7 +372,16 @@ class StepRunner {
         result_.samples.session_end_s.push_back(simulated_since(start_));
       }
     }
-    --running_slots_;
+  }
+
+  static std::string exception_text(const std::exception_ptr& e) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+      return x.what();
+    } catch (...) {
+      return "an exception of an unknown type";
+    }
   }
 
   // A request failed: count it, keep the step's first reason, drop the
@@ -389,6 +410,7 @@ class StepRunner {
   Clock::time_point deadline_;
   bool stopping_ = false;
   int running_slots_ = 0;
+  std::optional<std::string> slot_failure_;  // the first slot that threw, what it said
   std::optional<Clock::time_point> polls_failing_since_;
   std::optional<Clock::time_point> connects_failing_since_;
   std::string last_connect_error_;
