@@ -444,7 +444,7 @@ TEST(ServeRestart, CheckSaysWhatTheFileSetsOrEveryProblemAndStartsNothing) {
     return std::pair{WEXITSTATUS(status), std::string{std::istreambuf_iterator<char>(in),
                                                       std::istreambuf_iterator<char>()}};
   };
-  const std::uint16_t listen = closed_port();
+  const std::uint16_t listen = free_port();
   const std::string backend = "http://127.0.0.1:" + std::to_string(closed_port());
   const std::string valid = "listen: 127.0.0.1:" + std::to_string(listen) +
                             "\nsaved_homes:\n  path: " + dir.file("homes.json") +
@@ -576,7 +576,7 @@ TEST(ServeRestart, AReloadThatMakesABackendTheWardenItselfIsRefused) {
   const std::string looping =
       "  - name: loop\n    backends:\n      - url: http://127.0.0.1:" + self + "\n";
   std::string moved = serve_yaml(fake.port(), 1);  // the same, listening elsewhere
-  moved.replace(0, moved.find('\n'), "listen: 127.0.0.1:" + std::to_string(closed_port()));
+  moved.replace(0, moved.find('\n'), "listen: 127.0.0.1:" + std::to_string(free_port()));
   int refused = 0;
   for (const std::string& yaml : {serve_yaml(fake.port(), 1) + looping, moved + looping}) {
     serve.write_config(yaml);

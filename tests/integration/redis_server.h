@@ -143,8 +143,8 @@ class RedisServer {
     // Another process may take the port between its release and Redis's
     // bind: try a few.
     for (int attempt = 0; attempt < 5; ++attempt) {
-      port_ = closed_port();
-      if (options_.tls) tls_port_ = closed_port();
+      port_ = free_port();
+      if (options_.tls) tls_port_ = free_port();
       if (try_start()) return;
     }
     throw std::runtime_error("redis-server did not start; its output: " + output());

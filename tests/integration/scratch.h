@@ -52,17 +52,36 @@ inline int loopback_listener(int backlog, std::uint16_t& port) {
   return fd;
 }
 
-// A port nothing listens on (bound, then released).
+// A loopback port bound and released: free a moment ago, for a server or a
+// listen address the test starts or names itself. Another process may bind
+// it meanwhile, as it may any port.
+inline std::uint16_t free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+    throw std::runtime_error("cannot bind a port on 127.0.0.1");
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// A loopback port where a connect is refused, for a server that is not
+// there: bound and never listening, and held so until this process exits,
+// so that no listener of a test running beside it (ctest -j) can take it
+// meanwhile and answer in its place.
 inline std::uint16_t closed_port() {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof addr;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+    throw std::runtime_error("cannot bind a port on 127.0.0.1");
+  return ntohs(addr.sin_port);  // fd is kept open on purpose: it holds the port
 }
 
 // A loopback port where a connect waits without an answer, as one to a host
