@@ -1,8 +1,9 @@
 // The warden's own metric families (DESIGN §7.1), declared once: the /metrics
 // handler writes from this list, docs/metrics.md documents it, and a test
-// checks that the writer's output for it parses back with every name. The
-// names are exactly those of §7.1, in its order; `replica` is the replica's
-// index within its model ("0", "1", …).
+// checks that the writer's output for it parses back with every name. It holds
+// every name of §7.1 and the families the warden adds beyond them, each beside
+// its kin (docs/metrics.md marks those "Not in DESIGN §7.1"); `replica` is
+// the replica's index within its model ("0", "1", …).
 #pragma once
 
 #include <array>
