@@ -36,8 +36,11 @@ class TempDir {
   std::filesystem::path path_;
 };
 
-// A socket listening on 127.0.0.1 at a port the OS picks, stored in `port`;
-// throws when it cannot listen.
+// loopback_listener's backlog for a socket bound and never listening.
+inline constexpr int kBoundOnly = -1;
+
+// A socket bound to 127.0.0.1 at a port the OS picks, stored in `port`, and
+// listening with `backlog` unless that is kBoundOnly; throws when it cannot.
 inline int loopback_listener(int backlog, std::uint16_t& port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in addr{};
@@ -45,9 +48,9 @@ inline int loopback_listener(int backlog, std::uint16_t& port) {
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof addr;
   if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::listen(fd, backlog) != 0 ||
+      (backlog != kBoundOnly && ::listen(fd, backlog) != 0) ||
       ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
-    throw std::runtime_error("cannot listen on 127.0.0.1");
+    throw std::runtime_error("cannot bind or listen on 127.0.0.1");
   port = ntohs(addr.sin_port);
   return fd;
 }
@@ -56,16 +59,9 @@ inline int loopback_listener(int backlog, std::uint16_t& port) {
 // listen address the test starts or names itself. Another process may bind
 // it meanwhile, as it may any port.
 inline std::uint16_t free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
-    throw std::runtime_error("cannot bind a port on 127.0.0.1");
-  ::close(fd);
-  return ntohs(addr.sin_port);
+  std::uint16_t port = 0;
+  ::close(loopback_listener(kBoundOnly, port));
+  return port;
 }
 
 // A loopback port where a connect is refused, for a server that is not
@@ -73,15 +69,9 @@ inline std::uint16_t free_port() {
 // so that no listener of a test running beside it (ctest -j) can take it
 // meanwhile and answer in its place.
 inline std::uint16_t closed_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
-    throw std::runtime_error("cannot bind a port on 127.0.0.1");
-  return ntohs(addr.sin_port);  // fd is kept open on purpose: it holds the port
+  std::uint16_t port = 0;
+  (void)loopback_listener(kBoundOnly, port);  // kept open on purpose: it holds the port
+  return port;
 }
 
 // A loopback port where a connect waits without an answer, as one to a host
