@@ -86,10 +86,16 @@ class StepRunner {
     deadline_ = start_ + std::chrono::duration_cast<Clock::duration>(wall);
     for (int s = 0; s < loop_.concurrency(); ++s) {
       ++running_slots_;
-      // Counted out when its frame is gone, however it ended: a slot that
+      // Counted out once its frame is gone, returned or thrown: a slot that
       // threw (std::bad_alloc) ends the step with what it said, rather than
-      // leaving the wait below to count on it for ever.
-      asio::co_spawn(ex, run_slot(s), [this](std::exception_ptr e) {
+      // leaving the wait below to count on it for ever, and leaves no
+      // pointer to its stream or timer for the stop below. The handler runs
+      // at once after the frame goes (Asio dispatches it there, and posts
+      // first only for a slot that never waited, which never set one). A
+      // frame destroyed with the io_context (a second signal) never calls it,
+      // so nothing here touches this runner, gone by then.
+      asio::co_spawn(ex, run_slot(s), [this, s](std::exception_ptr e) {
+        slots_[static_cast<std::size_t>(s)] = {};
         --running_slots_;
         if (e && !slot_failure_) slot_failure_ = exception_text(e);
       });
@@ -266,11 +272,6 @@ class StepRunner {
   // on one keep-alive connection.
   net::Awaitable<void> run_slot(int s) {
     auto ex = co_await asio::this_coro::executor;
-    // However the slot ends, the stop below finds no pointer into its frame.
-    struct Forget {
-      Slot& slot;
-      ~Forget() { slot = {}; }
-    } forget{slots_[static_cast<std::size_t>(s)]};
     auto [rec, results] = co_await net::look_up(ex, warden_.host, warden_.port,
                                                 std::chrono::steady_clock::now() + kControlTimeout);
     std::optional<net::Stream> stream;
