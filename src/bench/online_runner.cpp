@@ -20,6 +20,7 @@
 #include "bench/online.h"
 #include "bench/stream_tap.h"
 #include "bench/warden_calls.h"
+#include "common/exception_text.h"
 #include "net/http_client.h"
 #include "telemetry/counter_delta.h"
 #include "telemetry/vllm_snapshot.h"
@@ -372,16 +373,6 @@ class StepRunner {
       if (loop_.complete_turn(s, tap.text())) {
         result_.samples.session_end_s.push_back(simulated_since(start_));
       }
-    }
-  }
-
-  static std::string exception_text(const std::exception_ptr& e) {
-    try {
-      std::rethrow_exception(e);
-    } catch (const std::exception& x) {
-      return x.what();
-    } catch (...) {
-      return "an exception of an unknown type";
     }
   }
 

@@ -258,19 +258,20 @@ Result<BackendConfig, std::string> parse_backend_url(std::string_view url) {
     backend.host = std::string(authority.substr(0, colon));
     if (colon != std::string_view::npos) port_text = authority.substr(colon + 1);
     if (!is_hostname(backend.host)) return unexpected("the host is missing or not a valid name"s);
-    const bool looks_numeric = std::all_of(backend.host.begin(), backend.host.end(),
-                                           [](char c) { return is_digit(c) || c == '.'; });
     // getaddrinfo also reads the older forms inet_aton takes (0x7f.0.0.1,
     // 0177.0.0.1, 127.1) as IPv4 addresses: one such must be written as
     // the address it is, or the comparisons with the warden's own address
     // and with the other backends would not see it.
-    if (in_addr v4{}; !is_ipv4(backend.host) && ::inet_aton(backend.host.c_str(), &v4) == 1) {
-      char dotted[INET_ADDRSTRLEN] = {};
-      ::inet_ntop(AF_INET, &v4, dotted, sizeof dotted);
-      return unexpected(
-          fmt::format("{} is read as the IPv4 address {}: write it so", backend.host, dotted));
+    if (in_addr v4{}; !is_ipv4(backend.host)) {
+      if (::inet_aton(backend.host.c_str(), &v4) == 1) {
+        char dotted[INET_ADDRSTRLEN] = {};
+        ::inet_ntop(AF_INET, &v4, dotted, sizeof dotted);
+        return unexpected(
+            fmt::format("{} is read as the IPv4 address {}: write it so", backend.host, dotted));
+      }
+      if (std::ranges::all_of(backend.host, [](char c) { return is_digit(c) || c == '.'; }))
+        return unexpected("not a valid IPv4 address"s);
     }
-    if (looks_numeric && !is_ipv4(backend.host)) return unexpected("not a valid IPv4 address"s);
   }
   if (authority.find(':') != std::string_view::npos && !authority.starts_with('[') &&
       port_text.empty())

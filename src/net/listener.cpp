@@ -29,24 +29,14 @@
 #include <thread>
 #include <utility>
 
-#include "net/http_server.h"
+#include "common/exception_text.h"
 #include "net/drain_state.h"
+#include "net/http_server.h"
 #include "net/read_available.h"
 
 namespace lmwarden::net {
 
 namespace {
-
-// What an exception says, for a log line.
-std::string describe(const std::exception_ptr& failure) {
-  try {
-    std::rethrow_exception(failure);
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "an exception of unknown type";
-  }
-}
 
 // An accepted descriptor on its way to the thread that will serve it; closed
 // if it never gets there (its io_context stopped first).
@@ -340,7 +330,7 @@ tcp::endpoint HttpServer::serve_acceptor(tcp protocol) {
     if (io_.channel(i) < 0) continue;
     asio::co_spawn(io_.at(i), receive_connections(i), [i](std::exception_ptr failure) {
       if (failure)
-        spdlog::error("I/O thread {} no longer takes connections: {}", i, describe(failure));
+        spdlog::error("I/O thread {} no longer takes connections: {}", i, exception_text(failure));
     });
   }
   return acceptor_->local_endpoint();
@@ -352,7 +342,7 @@ tcp::endpoint HttpServer::serve_acceptor(tcp protocol) {
 void HttpServer::start_accepting() {
   asio::co_spawn(acceptor_->get_executor(), accept_loop(), [this](std::exception_ptr failure) {
     if (!failure) return;
-    spdlog::error("accept loop failed: {}; accepting again", describe(failure));
+    spdlog::error("accept loop failed: {}; accepting again", exception_text(failure));
     if (acceptor_ && acceptor_->is_open()) start_accepting();
   });
 }
@@ -461,7 +451,7 @@ void HttpServer::serve_accepted(asio::io_context& ctx, int fd) {
   // A connection's errors are values; anything thrown under it (an
   // allocation) ends that connection alone, and is logged.
   asio::co_spawn(ctx, serve_connection(std::move(socket)), [](std::exception_ptr failure) {
-    if (failure) spdlog::error("connection ended by an error: {}", describe(failure));
+    if (failure) spdlog::error("connection ended by an error: {}", exception_text(failure));
   });
 }
 
